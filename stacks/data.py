@@ -1,0 +1,165 @@
+"""DataStack: the project KMS key and the datasets, artifacts and access-log buckets."""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Aws, CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from config import Settings
+
+
+def removal_policy(settings: Settings) -> RemovalPolicy:
+    """RETAIN unless the environment explicitly allows destroying data (dev)."""
+    return RemovalPolicy.DESTROY if settings.removal_policy == "destroy" else RemovalPolicy.RETAIN
+
+
+class ProjectKey(Construct):
+    """Customer-managed KMS key with yearly rotation, used by every bucket, queue, topic and job."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
+        super().__init__(scope, construct_id)
+        self.key = kms.Key(
+            self,
+            "Key",
+            alias=f"alias/{settings.name_prefix}",
+            description=f"{settings.name_prefix}: datasets, artifacts, checkpoints, logs and job volumes",
+            enable_key_rotation=True,
+            removal_policy=removal_policy(settings),
+            pending_window=Duration.days(7 if settings.removal_policy == "destroy" else 30),
+        )
+        # CloudWatch Logs (VPC flow logs) encrypts with this key, scoped to this account's log groups.
+        stack = Stack.of(self)
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchLogsInThisAccount",
+                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                resources=["*"],
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": stack.format_arn(
+                            service="logs",
+                            resource="log-group",
+                            resource_name="*",
+                            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                        )
+                    }
+                },
+            )
+        )
+
+
+class SecureBucket(Construct):
+    """An S3 bucket with the project's baseline: no public access, TLS only, access-logged."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        bucket_name: str,
+        key: kms.IKey | None,
+        access_logs: s3.IBucket | None,
+        versioned: bool,
+        lifecycle_rules: list[s3.LifecycleRule],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        destroy = settings.removal_policy == "destroy"
+        self.bucket = s3.Bucket(
+            self,
+            "Bucket",
+            bucket_name=bucket_name,
+            encryption=s3.BucketEncryption.KMS if key else s3.BucketEncryption.S3_MANAGED,
+            encryption_key=key,
+            bucket_key_enabled=bool(key),
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            minimum_tls_version=1.2,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=versioned,
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix=f"{construct_id.lower()}/" if access_logs else None,
+            lifecycle_rules=lifecycle_rules,
+            removal_policy=removal_policy(settings),
+            auto_delete_objects=destroy,
+        )
+
+
+def _abort_uploads() -> s3.LifecycleRule:
+    return s3.LifecycleRule(
+        id="abort-incomplete-multipart-uploads", abort_incomplete_multipart_upload_after=Duration.days(7)
+    )
+
+
+class DataStack(Stack):
+    """Encrypted storage for the whole pipeline; exposes the buckets, the key and the checkpoint URI."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        layout = settings.layout
+        self.key = ProjectKey(self, "ProjectKey", settings=settings).key
+        self.bucket_names = {
+            purpose: settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION)
+            for purpose in ("access-logs", "datasets", "artifacts")
+        }
+        # S3 server access logs cannot be delivered to a KMS-encrypted bucket: SSE-S3 here.
+        self.access_logs_bucket = SecureBucket(
+            self,
+            "AccessLogs",
+            settings=settings,
+            bucket_name=self.bucket_names["access-logs"],
+            key=None,
+            access_logs=None,
+            versioned=False,
+            lifecycle_rules=[
+                _abort_uploads(),
+                s3.LifecycleRule(id="expire-access-logs", expiration=Duration.days(settings.log_retention_days)),
+            ],
+        ).bucket
+        datasets = SecureBucket(
+            self,
+            "Datasets",
+            settings=settings,
+            bucket_name=self.bucket_names["datasets"],
+            key=self.key,
+            access_logs=self.access_logs_bucket,
+            versioned=True,
+            lifecycle_rules=[
+                _abort_uploads(),
+                s3.LifecycleRule(id="expire-old-dataset-versions", noncurrent_version_expiration=Duration.days(90)),
+            ],
+        )
+        self.datasets_bucket = datasets.bucket
+        # EventBridge delivery straight from S3 (no notification custom resource / Lambda).
+        cfn_datasets = self.datasets_bucket.node.default_child
+        cfn_datasets.add_property_override(
+            "NotificationConfiguration.EventBridgeConfiguration.EventBridgeEnabled", True
+        )
+        self.artifacts_bucket = SecureBucket(
+            self,
+            "Artifacts",
+            settings=settings,
+            bucket_name=self.bucket_names["artifacts"],
+            key=self.key,
+            access_logs=self.access_logs_bucket,
+            versioned=True,
+            lifecycle_rules=[
+                _abort_uploads(),
+                s3.LifecycleRule(
+                    id="expire-checkpoints",
+                    prefix=f"{layout.checkpoints}/",
+                    expiration=Duration.days(settings.checkpoint_retention_days),
+                    noncurrent_version_expiration=Duration.days(1),
+                ),
+                s3.LifecycleRule(id="expire-old-artifact-versions", noncurrent_version_expiration=Duration.days(30)),
+            ],
+        ).bucket
+        # The exact prefix the training step's CheckpointConfig.S3Uri starts with (one folder per execution).
+        self.checkpoint_s3_uri_prefix = f"s3://{self.bucket_names['artifacts']}/{layout.checkpoints}/"
+        CfnOutput(self, "DatasetsBucketName", value=self.datasets_bucket.bucket_name)
+        CfnOutput(self, "ArtifactsBucketName", value=self.artifacts_bucket.bucket_name)
+        CfnOutput(self, "CheckpointS3UriPrefix", value=self.checkpoint_s3_uri_prefix)

@@ -1,0 +1,138 @@
+"""NetworkStack: a private VPC without NAT, the endpoints the jobs need, flow logs, the EFA security group."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from config import Settings
+from stacks.data import removal_policy
+
+HTTPS = ec2.Port.tcp(443)
+
+
+def log_retention(days: int) -> logs.RetentionDays:
+    """The shortest CloudWatch Logs retention that keeps logs at least `days` days."""
+    allowed = sorted(_RETENTION_BY_DAYS)
+    return _RETENTION_BY_DAYS[next((value for value in allowed if value >= days), allowed[-1])]
+
+
+_RETENTION_BY_DAYS = {
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    90: logs.RetentionDays.THREE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    731: logs.RetentionDays.TWO_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}
+
+
+class EfaSecurityGroup(Construct):
+    """The security group EFA needs: all traffic to and from itself, HTTPS out to the endpoints and S3."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc) -> None:
+        super().__init__(scope, construct_id)
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="SageMaker training/processing jobs: EFA traffic within the group, HTTPS to endpoints",
+            allow_all_outbound=False,
+        )
+        sg = self.security_group
+        # Self-references become separate AWS::EC2::SecurityGroupIngress/Egress resources.
+        sg.add_ingress_rule(sg, ec2.Port.all_traffic(), "EFA and NCCL traffic between training nodes")
+        sg.add_egress_rule(sg, ec2.Port.all_traffic(), "EFA and NCCL traffic between training nodes")
+        # The subnets route nowhere but the VPC and the S3 gateway endpoint, whose prefix-list id is
+        # region-specific (a lookup we avoid at synth); HTTPS egress therefore reaches only those.
+        sg.add_egress_rule(ec2.Peer.any_ipv4(), HTTPS, "HTTPS to the interface endpoints and the S3 gateway endpoint")
+
+
+class JobNetwork(Construct):
+    """A VPC with isolated subnets only (no NAT, no internet), endpoints and flow logs."""
+
+    INTERFACE_ENDPOINTS: ClassVar[dict[str, ec2.InterfaceVpcEndpointAwsService]] = {
+        "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
+        "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
+        "CloudWatchLogs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+        "CloudWatchMetrics": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
+        "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
+        "SageMakerApi": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_API,
+    }
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, key: kms.IKey) -> None:
+        super().__init__(scope, construct_id)
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            max_azs=settings.network.max_azs,
+            nat_gateways=0,
+            ip_addresses=ec2.IpAddresses.cidr("10.40.0.0/16"),
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="jobs", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=20)
+            ],
+            gateway_endpoints={"S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)},
+        )
+        flow_log_group = logs.LogGroup(
+            self,
+            "FlowLogs",
+            encryption_key=key,
+            retention=log_retention(settings.log_retention_days),
+            removal_policy=removal_policy(settings),
+        )
+        self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group))
+        self.endpoint_security_group = ec2.SecurityGroup(
+            self,
+            "EndpointSecurityGroup",
+            vpc=self.vpc,
+            description="Interface VPC endpoints: HTTPS from the job security group",
+            allow_all_outbound=False,
+        )
+        for name, service in self.INTERFACE_ENDPOINTS.items():
+            self.vpc.add_interface_endpoint(
+                name,
+                service=service,
+                private_dns_enabled=True,
+                open=False,
+                security_groups=[self.endpoint_security_group],
+            )
+
+
+class NetworkStack(Stack):
+    """Where the jobs run. `vpc` and `security_group` are None when network.mode is 'none'."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, key: kms.IKey, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        network = settings.network
+        self.vpc: ec2.IVpc | None = None
+        self.security_group: ec2.ISecurityGroup | None = None
+        self.subnets: list[ec2.ISubnet] = []
+        if network.mode == "none":
+            return
+        job_network = None
+        if network.mode == "create":
+            job_network = JobNetwork(self, "JobNetwork", settings=settings, key=key)
+            self.vpc = job_network.vpc
+        else:
+            self.vpc = ec2.Vpc.from_vpc_attributes(
+                self,
+                "ExistingVpc",
+                vpc_id=network.existing_vpc_id,
+                availability_zones=list(network.existing_availability_zones),
+                isolated_subnet_ids=list(network.existing_subnet_ids),
+            )
+        self.subnets = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED).subnets
+        self.security_group = EfaSecurityGroup(self, "EfaSecurityGroup", vpc=self.vpc).security_group
+        if job_network is not None:
+            job_network.endpoint_security_group.add_ingress_rule(
+                self.security_group, HTTPS, "HTTPS from the SageMaker jobs"
+            )
+        CfnOutput(self, "EfaSecurityGroupId", value=self.security_group.security_group_id)

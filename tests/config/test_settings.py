@@ -1,0 +1,121 @@
+"""Every validation rule of the settings, through the same loader that app.py uses."""
+
+from __future__ import annotations
+
+import pytest
+
+from config import ConfigError, load_settings
+
+
+def load(cdk_context, **overrides):
+    return load_settings({**cdk_context, **overrides})
+
+
+def test_dev_defaults_match_the_reference_workload(cdk_context):
+    settings = load(cdk_context)
+    assert settings.env_name == "dev"
+    assert settings.training.instance_type == "ml.p4d.24xlarge"
+    assert settings.training.instance_count == 2
+    assert settings.training.distribution == "torchrun"
+    assert settings.training.use_spot is True
+    assert settings.model.base_model == "bert-large-uncased-whole-word-masking"
+    assert (settings.hyperparameters.max_seq_length, settings.hyperparameters.doc_stride) == (384, 128)
+    assert settings.account is None and settings.region is None  # environment-agnostic
+    assert settings.removal_policy == "destroy"
+
+
+def test_prod_is_selected_with_env_and_retains_data(cdk_context):
+    settings = load(cdk_context, env="prod")
+    assert settings.env_name == "prod"
+    assert settings.removal_policy == "retain"
+    assert settings.name_prefix == "hfqa-prod"
+
+
+def test_cli_overrides_are_typed(cdk_context):
+    settings = load(
+        cdk_context,
+        **{"training.instance_count": "4", "training.use_spot": "false", "hyperparameters.learning_rate": "5e-5"},
+    )
+    assert settings.training.instance_count == 4
+    assert settings.training.use_spot is False
+    assert settings.hyperparameters.learning_rate == pytest.approx(5e-5)
+
+
+def test_unknown_environment_names_the_known_ones(cdk_context):
+    with pytest.raises(ConfigError, match=r"unknown environment 'staging'.*dev, prod"):
+        load(cdk_context, env="staging")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"training.instance_typo": "ml.p4d.24xlarge"}, r"training\.instance_typo: unknown key"),
+        ({"trainin.instance_count": "2"}, r"trainin: unknown key"),
+        ({"instance_count": "4"}, r"did you mean training\.instance_count"),
+        (
+            {"training.distribution": "smddp", "training.instance_type": "ml.p5.48xlarge"},
+            r"smddp does not run on ml\.p5\.48xlarge.*ml\.p3dn\.24xlarge, ml\.p4d\.24xlarge, ml\.p4de\.24xlarge",
+        ),
+        (
+            {"training.instance_type": "ml.g5.12xlarge", "training.instance_count": "2"},
+            r"needs an EFA-capable instance type",
+        ),
+        (
+            {"training.max_run_seconds": "7200", "training.max_wait_seconds": "3600"},
+            r"max_wait_seconds \(3600\) must be >= training\.max_run_seconds \(7200\)",
+        ),
+        ({"training.checkpoint_prefix": ""}, r"use_spot=true needs training\.checkpoint_prefix"),
+        ({"training.instance_count": "0"}, r"training\.instance_count: Input should be greater than 0"),
+        ({"hyperparameters.per_device_train_batch_size": "-1"}, r"per_device_train_batch_size: Input should be"),
+        ({"hyperparameters.epochs": "0"}, r"hyperparameters\.epochs: Input should be greater than 0"),
+        ({"training.volume_size_gb": "0"}, r"training\.volume_size_gb: Input should be greater than 0"),
+        ({"hyperparameters.doc_stride": "300"}, r"doc_stride \(300\) must be below half of max_seq_length"),
+        (
+            {"training.instance_type": "ml.p3dn.24xlarge"},
+            r"precision=bf16 is not supported by the GPUs of ml\.p3dn\.24xlarge",
+        ),
+        ({"training.instance_type": "p4d.24xlarge"}, r"training\.instance_type: String should match pattern"),
+        ({"training.max_run_seconds": str(30 * 24 * 3600)}, r"max_run_seconds: Input should be less than"),
+        ({"evaluation.f1_threshold": "101"}, r"evaluation\.f1_threshold: Input should be less than or equal to 100"),
+        ({"network.mode": "existing"}, r"network\.mode=existing needs network\.existing_vpc_id"),
+        ({"model.base_model_s3_uri": "https://example.com/x"}, r"base_model_s3_uri: String should match pattern"),
+        ({"account": "12345"}, r"account: String should match pattern"),
+    ],
+)
+def test_invalid_settings_fail_with_a_clear_message(cdk_context, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load(cdk_context, **overrides)
+
+
+def test_valid_combinations_pass(cdk_context):
+    smddp = load(cdk_context, **{"training.distribution": "smddp", "training.instance_type": "ml.p4de.24xlarge"})
+    assert smddp.training_image_repository.startswith("huggingface-pytorch-training:2.5.1-transformers4.49.0")
+    single_node = load(cdk_context, **{"training.instance_type": "ml.g5.12xlarge", "training.instance_count": "1"})
+    assert single_node.training.instance_count == 1
+    on_demand = load(
+        cdk_context,
+        **{"training.use_spot": "false", "training.checkpoint_prefix": "", "training.max_wait_seconds": "60"},
+    )
+    assert on_demand.training.use_spot is False
+    v100 = load(cdk_context, **{"training.instance_type": "ml.p3dn.24xlarge", "hyperparameters.precision": "fp16"})
+    assert v100.hyperparameters.precision == "fp16"
+
+
+def test_all_problems_are_reported_at_once(cdk_context):
+    with pytest.raises(ConfigError) as excinfo:
+        load(cdk_context, **{"training.instance_count": "0", "hyperparameters.epochs": "0"})
+    assert "training.instance_count" in str(excinfo.value)
+    assert "hyperparameters.epochs" in str(excinfo.value)
+
+
+def test_existing_vpc_settings(cdk_context):
+    settings = load(
+        cdk_context,
+        **{
+            "network.mode": "existing",
+            "network.existing_vpc_id": "vpc-0123456789abcdef0",
+            "network.existing_subnet_ids": '["subnet-0123456789abcdef0"]',
+            "network.existing_availability_zones": '["us-east-1a"]',
+        },
+    )
+    assert settings.network.existing_subnet_ids == ("subnet-0123456789abcdef0",)

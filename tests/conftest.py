@@ -1,0 +1,93 @@
+"""Session-wide fixtures: one synthesized App (dev + prod stacks) shared by every stack test."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Must be set before aws_cdk starts its node process: CDK's built-in template validator runs in exactly
+# one test (tests/stacks/test_offline_synth.py); here it would only add seconds to every synth.
+os.environ["CDK_VALIDATION"] = "false"
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Template
+
+from config import Settings, load_settings, read_cdk_json_context
+from stacks.app_builder import ProjectStacks, build_stacks
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class SynthesizedEnvironment:
+    """The stacks of one environment, their settings and their synthesized templates."""
+
+    settings: Settings
+    stacks: ProjectStacks
+    templates: dict[str, dict[str, Any]]
+
+    def template(self, which: str) -> Template:
+        """`aws_cdk.assertions.Template` of the data, network or pipeline stack."""
+        return Template.from_json(self.templates[which])
+
+
+@pytest.fixture(scope="session")
+def cdk_context() -> dict[str, Any]:
+    return read_cdk_json_context(ROOT / "cdk.json")
+
+
+@pytest.fixture(scope="session")
+def synthesized(cdk_context, tmp_path_factory) -> dict[str, SynthesizedEnvironment]:
+    """Environment name -> its synthesized stacks; one App and one synth for the whole session."""
+    app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    environments = {}
+    for env_name in ("dev", "prod"):
+        settings = load_settings({**cdk_context, "env": env_name})
+        environments[env_name] = (settings, build_stacks(app, settings))
+    assembly = app.synth()
+    result = {}
+    for env_name, (settings, stacks) in environments.items():
+        templates = {
+            which: assembly.get_stack_by_name(stack.stack_name).template
+            for which, stack in zip(("data", "network", "pipeline"), stacks.all(), strict=True)
+        }
+        result[env_name] = SynthesizedEnvironment(settings=settings, stacks=stacks, templates=templates)
+    return result
+
+
+@pytest.fixture(scope="session")
+def dev(synthesized) -> SynthesizedEnvironment:
+    return synthesized["dev"]
+
+
+@pytest.fixture(scope="session")
+def prod(synthesized) -> SynthesizedEnvironment:
+    return synthesized["prod"]
+
+
+def resources_of_type(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    """Logical id -> resource for every resource of one type."""
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == resource_type}
+
+
+def policy_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every statement of every AWS::IAM::Policy in a template."""
+    return [
+        statement
+        for policy in resources_of_type(template, "AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)

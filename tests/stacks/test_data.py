@@ -1,0 +1,99 @@
+"""DataStack: KMS key, buckets and their security properties."""
+
+from __future__ import annotations
+
+from aws_cdk.assertions import Match
+
+from tests.conftest import dumps, resources_of_type
+
+
+def buckets(env):
+    return resources_of_type(env.templates["data"], "AWS::S3::Bucket")
+
+
+def bucket(env, purpose):
+    [(logical_id, resource)] = [
+        (k, v) for k, v in buckets(env).items() if f"-{purpose}-" in dumps(v["Properties"]["BucketName"])
+    ]
+    return logical_id, resource["Properties"]
+
+
+def test_customer_managed_key_rotates(dev):
+    dev.template("data").has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+
+
+def test_every_bucket_blocks_public_access_and_is_encrypted(dev):
+    assert len(buckets(dev)) == 3
+    for props in (r["Properties"] for r in buckets(dev).values()):
+        assert props["PublicAccessBlockConfiguration"] == {
+            "BlockPublicAcls": True,
+            "BlockPublicPolicy": True,
+            "IgnorePublicAcls": True,
+            "RestrictPublicBuckets": True,
+        }
+        assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+
+
+def test_data_buckets_use_the_project_key_and_versioning(dev):
+    for purpose in ("datasets", "artifacts"):
+        _, props = bucket(dev, purpose)
+        sse = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+        assert sse["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+        assert "ProjectKey" in dumps(sse["ServerSideEncryptionByDefault"]["KMSMasterKeyID"])
+        assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+
+
+def test_server_access_logging_goes_to_the_log_bucket(dev):
+    log_bucket_id, log_props = bucket(dev, "access-logs")
+    # S3 cannot deliver access logs into an SSE-KMS bucket.
+    sse = log_props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+    assert sse["SSEAlgorithm"] == "AES256"
+    for purpose in ("datasets", "artifacts"):
+        _, props = bucket(dev, purpose)
+        assert props["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": log_bucket_id}
+
+
+def test_every_bucket_denies_plain_http(dev):
+    policies = resources_of_type(dev.templates["data"], "AWS::S3::BucketPolicy")
+    assert len(policies) == 3
+    for policy in policies.values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert any(
+            s["Effect"] == "Deny" and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
+            for s in statements
+        )
+
+
+def test_lifecycle_rules(dev):
+    for purpose in ("datasets", "artifacts", "access-logs"):
+        rules = bucket(dev, purpose)[1]["LifecycleConfiguration"]["Rules"]
+        assert any(r.get("AbortIncompleteMultipartUpload") == {"DaysAfterInitiation": 7} for r in rules), purpose
+    artifacts_rules = bucket(dev, "artifacts")[1]["LifecycleConfiguration"]["Rules"]
+    [checkpoint_rule] = [r for r in artifacts_rules if r.get("Prefix") == "checkpoints/"]
+    assert checkpoint_rule["ExpirationInDays"] == dev.settings.checkpoint_retention_days
+
+
+def test_datasets_bucket_sends_events_to_eventbridge_without_a_lambda(dev):
+    _, props = bucket(dev, "datasets")
+    assert props["NotificationConfiguration"] == {"EventBridgeConfiguration": {"EventBridgeEnabled": True}}
+    assert not resources_of_type(dev.templates["data"], "Custom::S3BucketNotifications")
+
+
+def test_checkpoint_uri_prefix_is_exposed(dev):
+    prefix = dev.stacks.data.checkpoint_s3_uri_prefix
+    assert prefix.startswith("s3://hfqa-dev-artifacts-") and prefix.endswith("/checkpoints/")
+    dev.template("data").has_output("CheckpointS3UriPrefix", {"Value": Match.any_value()})
+
+
+def test_dev_destroys_and_auto_deletes(dev):
+    for resource in buckets(dev).values():
+        assert resource["DeletionPolicy"] == "Delete"
+    assert len(resources_of_type(dev.templates["data"], "Custom::S3AutoDeleteObjects")) == 3
+
+
+def test_prod_retains_buckets_and_key(prod):
+    for resource in buckets(prod).values():
+        assert resource["DeletionPolicy"] == "Retain"
+    assert not resources_of_type(prod.templates["data"], "Custom::S3AutoDeleteObjects")
+    [key] = resources_of_type(prod.templates["data"], "AWS::KMS::Key").values()
+    assert key["DeletionPolicy"] == "Retain"

@@ -1,0 +1,87 @@
+"""NetworkStack: private VPC without NAT, endpoints, flow logs and the EFA security group."""
+
+from __future__ import annotations
+
+from tests.conftest import dumps, resources_of_type
+
+
+def test_vpc_has_only_isolated_subnets_and_no_nat(dev):
+    template = dev.templates["network"]
+    assert len(resources_of_type(template, "AWS::EC2::VPC")) == 1
+    assert not resources_of_type(template, "AWS::EC2::NatGateway")
+    assert not resources_of_type(template, "AWS::EC2::InternetGateway")
+    subnets = resources_of_type(template, "AWS::EC2::Subnet")
+    assert len(subnets) == dev.settings.network.max_azs
+    assert all(s["Properties"]["MapPublicIpOnLaunch"] is False for s in subnets.values())
+
+
+def test_endpoints_for_the_jobs(dev):
+    endpoints = resources_of_type(dev.templates["network"], "AWS::EC2::VPCEndpoint").values()
+    services = {dumps(e["Properties"]["ServiceName"]).split(".")[-1].strip('"]}') for e in endpoints}
+    assert {"s3", "api", "dkr", "logs", "sts", "monitoring"} <= services
+    assert "sagemaker" in dumps([e["Properties"]["ServiceName"] for e in endpoints])
+    interface = [e for e in endpoints if e["Properties"].get("VpcEndpointType") == "Interface"]
+    assert all(e["Properties"]["PrivateDnsEnabled"] for e in interface)
+
+
+def test_flow_logs_are_encrypted(dev):
+    template = dev.templates["network"]
+    assert len(resources_of_type(template, "AWS::EC2::FlowLog")) == 1
+    [log_group] = resources_of_type(template, "AWS::Logs::LogGroup").values()
+    assert "KmsKeyId" in log_group["Properties"]
+
+
+def efa_group_id(env):
+    [(logical_id, _)] = [
+        (k, v)
+        for k, v in resources_of_type(env.templates["network"], "AWS::EC2::SecurityGroup").items()
+        if k.startswith("EfaSecurityGroup")
+    ]
+    return logical_id
+
+
+def test_efa_group_allows_all_traffic_to_and_from_itself(dev):
+    template = dev.templates["network"]
+    group = {"Fn::GetAtt": [efa_group_id(dev), "GroupId"]}
+    ingress = resources_of_type(template, "AWS::EC2::SecurityGroupIngress").values()
+    egress = resources_of_type(template, "AWS::EC2::SecurityGroupEgress").values()
+    assert any(
+        r["Properties"]["GroupId"] == group
+        and r["Properties"]["SourceSecurityGroupId"] == group
+        and r["Properties"]["IpProtocol"] == "-1"
+        for r in ingress
+    )
+    assert any(
+        r["Properties"]["GroupId"] == group
+        and r["Properties"]["DestinationSecurityGroupId"] == group
+        and r["Properties"]["IpProtocol"] == "-1"
+        for r in egress
+    )
+
+
+def test_efa_group_has_no_other_inbound_and_only_https_outbound(dev):
+    template = dev.templates["network"]
+    props = template["Resources"][efa_group_id(dev)]["Properties"]
+    assert "SecurityGroupIngress" not in props
+    assert [(r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in props["SecurityGroupEgress"]] == [("tcp", 443, 443)]
+
+
+def test_endpoints_accept_https_from_the_job_group_only(dev):
+    template = dev.templates["network"]
+    [endpoint_group] = [v for k, v in resources_of_type(template, "AWS::EC2::SecurityGroup").items() if "Endpoint" in k]
+    assert "SecurityGroupIngress" not in endpoint_group["Properties"]
+    ingress = [
+        r["Properties"]
+        for r in resources_of_type(template, "AWS::EC2::SecurityGroupIngress").values()
+        if "Endpoint" in dumps(r["Properties"]["GroupId"])
+    ]
+    assert ingress == [
+        {
+            "Description": "HTTPS from the SageMaker jobs",
+            "FromPort": 443,
+            "GroupId": ingress[0]["GroupId"],
+            "IpProtocol": "tcp",
+            "SourceSecurityGroupId": {"Fn::GetAtt": [efa_group_id(dev), "GroupId"]},
+            "ToPort": 443,
+        }
+    ]

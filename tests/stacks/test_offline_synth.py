@@ -1,0 +1,49 @@
+"""`python app.py` needs no network and no credentials (and CDK's built-in validator passes)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def _unshare_works() -> bool:
+    if not shutil.which("unshare"):
+        return False
+    return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="unshare -n needs root or user namespaces (CI runs as root)")
+def test_synth_in_an_empty_environment_without_network(tmp_path):
+    node_dir = Path(shutil.which("node")).parent
+    env = {"PATH": f"{Path(sys.executable).parent}:{node_dir}:/usr/bin:/bin", "CDK_OUTDIR": str(tmp_path)}
+    # No CDK_VALIDATION here: this is the one synth that runs CDK's built-in template validation.
+    result = subprocess.run(
+        ["unshare", "-n", sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    stacks = [name for name, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"]
+    assert sorted(stacks) == ["hfqa-dev-data", "hfqa-dev-network", "hfqa-dev-pipeline"]
+    assert "end-of-life" not in result.stderr  # the Node 20 banner is silenced
+
+
+def test_invalid_settings_stop_synth_with_the_message(tmp_path):
+    env = {"PATH": f"{Path(sys.executable).parent}:{Path(shutil.which('node')).parent}:/usr/bin:/bin"}
+    context = json.dumps({"training.max_wait_seconds": "10", "training.max_run_seconds": "20"})
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        env={**env, "CDK_OUTDIR": str(tmp_path), "CDK_CONTEXT_JSON": context, "CDK_VALIDATION": "false"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode != 0
+    assert "training.max_wait_seconds (10) must be >= training.max_run_seconds (20)" in result.stderr

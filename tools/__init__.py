@@ -1,0 +1,1 @@
+"""Command-line helpers for people running the project (summaries, uploads, local runs)."""

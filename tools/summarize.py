@@ -1,0 +1,113 @@
+"""Print a readable summary of a synthesized cloud assembly: stacks, key resources, pipeline steps.
+
+python -m tools.summarize cdk.out
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+KEY_TYPES = {
+    "AWS::KMS::Key": "KMS key",
+    "AWS::S3::Bucket": "S3 bucket",
+    "AWS::EC2::VPC": "VPC",
+    "AWS::EC2::VPCEndpoint": "VPC endpoint",
+    "AWS::EC2::SecurityGroup": "security group",
+    "AWS::EC2::FlowLog": "flow log",
+    "AWS::IAM::Role": "IAM role",
+    "AWS::SageMaker::ModelPackageGroup": "model package group",
+    "AWS::SageMaker::Pipeline": "SageMaker pipeline",
+    "AWS::Events::Rule": "EventBridge rule",
+    "AWS::SQS::Queue": "SQS queue",
+    "AWS::SNS::Topic": "SNS topic",
+}
+
+
+def load_templates(assembly: Path) -> dict[str, dict[str, Any]]:
+    """Stack name -> template, in the order of the assembly manifest."""
+    manifest = json.loads((assembly / "manifest.json").read_text())
+    templates = {}
+    for name, artifact in manifest["artifacts"].items():
+        if artifact.get("type") == "aws:cloudformation:stack":
+            template_file = artifact["properties"]["templateFile"]
+            templates[name] = json.loads((assembly / template_file).read_text())
+    return templates
+
+
+def pipeline_definition(resource: dict[str, Any]) -> dict[str, Any] | None:
+    """The pipeline definition JSON held by an AWS::SageMaker::Pipeline resource (Fn::Sub body)."""
+    body = resource["Properties"].get("PipelineDefinition", {}).get("PipelineDefinitionBody")
+    if isinstance(body, dict) and "Fn::Sub" in body:
+        body = body["Fn::Sub"][0]
+    return json.loads(body) if isinstance(body, str) else None
+
+
+def render(value: Any) -> str:
+    """A CloudFormation value as text: Fn::Join flattened, Ref/GetAtt shown as <placeholders>."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(render(part) for part in parts)
+    if isinstance(value, dict) and "Ref" in value:
+        return f"<{value['Ref']}>"
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return f"<{'.'.join(value['Fn::GetAtt'])}>"
+    return json.dumps(value)
+
+
+def _describe(logical_id: str, resource: dict[str, Any]) -> str:
+    props = resource.get("Properties", {})
+    kind = KEY_TYPES[resource["Type"]]
+    if resource["Type"] == "AWS::S3::Bucket":
+        name = render(props.get("BucketName", logical_id))
+        sse = props.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [{}])[0]
+        algorithm = sse.get("ServerSideEncryptionByDefault", {}).get("SSEAlgorithm", "?")
+        versioned = props.get("VersioningConfiguration", {}).get("Status") == "Enabled"
+        eventbridge = props.get("NotificationConfiguration", {}).get("EventBridgeConfiguration")
+        extras = [algorithm, "versioned" if versioned else "", "EventBridge" if eventbridge else ""]
+        return f"{kind:22} {name}  ({', '.join(e for e in extras if e)})"
+    if resource["Type"] == "AWS::EC2::VPCEndpoint":
+        return f"{kind:22} {render(props.get('ServiceName'))}"
+    if resource["Type"] == "AWS::SageMaker::Pipeline":
+        definition = pipeline_definition(resource) or {}
+        steps = " -> ".join(f"{s['Name']} ({s['Type']})" for s in definition.get("Steps", []))
+        return f"{kind:22} {logical_id}\n      steps: {steps}"
+    if resource["Type"] == "AWS::Events::Rule":
+        pattern = props.get("EventPattern", {})
+        detail = pattern.get("detail-type", [])
+        return f"{kind:22} {logical_id}  ({', '.join(detail) if detail else props.get('ScheduleExpression', '')})"
+    return f"{kind:22} {logical_id}"
+
+
+def summarize(assembly: Path) -> str:
+    """Human-readable summary of every stack in the assembly."""
+    lines = [f"Synthesized {assembly}/ (offline, no AWS account used)"]
+    for stack_name, template in load_templates(assembly).items():
+        resources = template.get("Resources", {})
+        counts = Counter(r["Type"] for r in resources.values())
+        lines.append(f"\n== {stack_name}: {len(resources)} resources ({len(counts)} types)")
+        for logical_id, resource in resources.items():
+            if resource["Type"] in KEY_TYPES:
+                lines.append(f"   - {_describe(logical_id, resource)}")
+        outputs = template.get("Outputs", {})
+        if outputs:
+            lines.append(f"   outputs: {', '.join(sorted(outputs))}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    assembly = Path(argv[0] if argv else "cdk.out")
+    if not (assembly / "manifest.json").exists():
+        print(f"error: no cloud assembly at {assembly}/ (run `make synth` first)", file=sys.stderr)
+        return 2
+    print(summarize(assembly))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
