@@ -1,0 +1,95 @@
+"""Start the training entry point as SageMaker would (CLI hyperparameters, SM_* variables), 1 or N processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.training_code.conftest import TRAINING_CODE
+
+
+@dataclass
+class TrainRun:
+    returncode: int
+    output: str
+
+    def lines(self, prefix: str) -> list[str]:
+        return [line for line in self.output.splitlines() if line.startswith(prefix)]
+
+    def metric(self, name: str) -> list[str]:
+        return [part.split("=", 1)[1] for line in self.lines("step=") for part in line.split() if part.startswith(name)]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def train_command(processes: int, hyperparameters: dict[str, object]) -> list[str]:
+    args = [item for key, value in hyperparameters.items() for item in (f"--{key}", str(value))]
+    if processes == 1:
+        return [sys.executable, "train.py", *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={processes}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        "train.py",
+        *args,
+    ]
+
+
+def train_env(model_dir: Path, features_dir: Path, out_dir: Path, checkpoint_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "RANK", "LOCAL_RANK", "WORLD_SIZE"))}
+    env.update(
+        SM_CHANNEL_MODEL=str(model_dir),
+        SM_CHANNEL_TRAIN=str(features_dir / "train"),
+        SM_MODEL_DIR=str(out_dir),
+        QA_CHECKPOINT_DIR=str(checkpoint_dir),
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
+    return env
+
+
+def run_training(
+    model_dir: Path,
+    features_dir: Path,
+    work: Path,
+    hyperparameters: dict[str, object],
+    processes: int = 1,
+    sigterm_at_step: int | None = None,
+) -> TrainRun:
+    """Run train.py to the end, or send SIGTERM once it logs `step=<sigterm_at_step>`."""
+    env = train_env(model_dir, features_dir, work / "model", work / "checkpoints")
+    proc = subprocess.Popen(
+        train_command(processes, hyperparameters),
+        cwd=TRAINING_CODE,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    output = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        output.append(line)
+        if sigterm_at_step is not None and line.startswith(f"step={sigterm_at_step} "):
+            proc.send_signal(signal.SIGTERM)  # torchrun forwards it to every worker
+            sigterm_at_step = None
+    return TrainRun(proc.wait(timeout=600), "".join(output))
+
+
+def load_weights(model_dir: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(model_dir / "model.safetensors"))

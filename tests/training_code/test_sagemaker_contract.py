@@ -1,0 +1,42 @@
+"""The entry points honour the SageMaker contract: --key value hyperparameters, SM_* paths, --help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import train
+
+from tests.training_code.conftest import TRAINING_CODE
+from tests.training_code.runner import run_training
+
+
+@pytest.mark.parametrize("script", ["preprocess.py", "train.py", "evaluate.py"])
+def test_help(script):
+    result = subprocess.run([sys.executable, script, "--help"], cwd=TRAINING_CODE, capture_output=True, text=True)
+    assert result.returncode == 0
+    assert "usage:" in result.stdout
+
+
+def test_paths_default_to_sagemaker_variables(monkeypatch, tmp_path):
+    monkeypatch.setenv("SM_CHANNEL_TRAIN", str(tmp_path / "train"))
+    monkeypatch.setenv("SM_CHANNEL_MODEL", str(tmp_path / "model"))
+    monkeypatch.setenv("SM_MODEL_DIR", str(tmp_path / "out"))
+    monkeypatch.delenv("QA_CHECKPOINT_DIR", raising=False)
+    args = train.parse_args(["--epochs", "1", "--group_by_length", "false", "--precision", "fp16"])
+    assert args.train_dir == tmp_path / "train"
+    assert args.model_name_or_path == str(tmp_path / "model")
+    assert args.output_dir == tmp_path / "out"
+    assert str(args.checkpoint_dir) == "/opt/ml/checkpoints"
+    assert args.group_by_length is False and args.precision == "fp16"
+
+
+def test_a_sagemaker_style_run_writes_model_metrics_lines_and_checkpoints(tmp_path, tiny_model_dir, sample_features):
+    hps = {"epochs": 1, "max_steps": 4, "per_device_train_batch_size": 4, "logging_steps": 2, "checkpoint_steps": 2}
+    run = run_training(tiny_model_dir, sample_features, tmp_path, hps)
+    assert run.returncode == 0, run.output[-3000:]
+    assert run.lines("step=")[0].split()[0] == "step=2"
+    assert all(len(line.split()) == 5 for line in run.lines("step="))
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-00000002", "step-00000004"]
+    assert (tmp_path / "model" / "model.safetensors").is_file()

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Score a fine-tuned QA model on the validation set: SQuAD v1.1 EM/F1 (processing job).
+
+Container layout (SageMaker Processing), each overridable by a flag:
+  /opt/ml/processing/input/model/         the trained model: a directory or SageMaker's model.tar.gz
+  /opt/ml/processing/input/validation/    features.parquet + examples.jsonl from preprocess.py
+  /opt/ml/processing/output/evaluation/   evaluation.json (model-quality metrics shape) + predictions.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from qa.cli import setup_logging
+
+PROCESSING = "/opt/ml/processing"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", type=Path, default=Path(f"{PROCESSING}/input/model"))
+    parser.add_argument("--validation-dir", type=Path, default=Path(f"{PROCESSING}/input/validation"))
+    parser.add_argument("--output-dir", type=Path, default=Path(f"{PROCESSING}/output/evaluation"))
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--n-best-size", type=int, default=20)
+    parser.add_argument("--max-answer-length", type=int, default=30)
+    return parser.parse_args(argv)
+
+
+def locate_model(model_dir: Path, scratch: Path) -> Path:
+    """The directory holding config.json: `model_dir` itself, or model.tar.gz unpacked into `scratch`."""
+    if (model_dir / "config.json").is_file():
+        return model_dir
+    archive = model_dir / "model.tar.gz" if model_dir.is_dir() else model_dir
+    if not archive.is_file():
+        raise FileNotFoundError(f"no config.json or model.tar.gz in {model_dir}")
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: refuse links and paths outside scratch
+            tar.extractall(scratch, filter="data")
+        else:  # pragma: no cover - older images
+            tar.extractall(scratch)
+    return scratch
+
+
+def predict(model_path: Path, features: list[dict], batch_size: int):
+    """Start and end logits for every feature, padded to the longest feature."""
+    import numpy as np
+    import torch
+    from qa.features import MODEL_INPUTS
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer, DataCollatorWithPadding
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    model = AutoModelForQuestionAnswering.from_pretrained(str(model_path)).to(device).eval()
+    collator = DataCollatorWithPadding(tokenizer)
+    longest = max(len(f["input_ids"]) for f in features)
+    starts = np.full((len(features), longest), -1e4, dtype=np.float32)
+    ends = np.full_like(starts, -1e4)
+    with torch.inference_mode():
+        for offset in range(0, len(features), batch_size):
+            chunk = features[offset : offset + batch_size]
+            batch = collator([{k: f[k] for k in MODEL_INPUTS if k in f} for f in chunk])
+            out = model(**{k: v.to(device) for k, v in batch.items()})
+            width = out.start_logits.shape[1]
+            starts[offset : offset + len(chunk), :width] = out.start_logits.float().cpu().numpy()
+            ends[offset : offset + len(chunk), :width] = out.end_logits.float().cpu().numpy()
+    return starts, ends
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    log = setup_logging()
+    import pyarrow.parquet as pq
+    from qa.metrics import squad_scores
+    from qa.postprocess import postprocess_predictions
+
+    features = pq.read_table(str(args.validation_dir / "features.parquet")).to_pylist()
+    with (args.validation_dir / "examples.jsonl").open(encoding="utf-8") as handle:
+        examples = [json.loads(line) for line in handle if line.strip()]
+    with tempfile.TemporaryDirectory() as scratch:
+        model_path = locate_model(args.model_dir, Path(scratch))
+        log.info("predicting %d features of %d examples with %s", len(features), len(examples), model_path)
+        start_logits, end_logits = predict(model_path, features, args.batch_size)
+    predictions = postprocess_predictions(
+        examples, features, start_logits, end_logits, args.n_best_size, args.max_answer_length
+    )
+    scores = squad_scores(predictions, {e["id"]: e["answers"]["text"] for e in examples})
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    evaluation = {
+        "metrics": {
+            "f1": {"value": round(scores["f1"], 4)},
+            "exact_match": {"value": round(scores["exact_match"], 4)},
+        },
+        "examples": len(examples),
+    }
+    (args.output_dir / "evaluation.json").write_text(json.dumps(evaluation, indent=2))
+    (args.output_dir / "predictions.json").write_text(json.dumps(predictions, indent=1, ensure_ascii=False))
+    print(f"exact_match={scores['exact_match']:.2f} f1={scores['f1']:.2f} examples={len(examples)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""Small helpers shared by the entry points: SageMaker-style flags and paths."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+
+def str2bool(value: str | bool) -> bool:
+    """Explicit booleans: SageMaker passes hyperparameters as `--flag true|false`, never bare flags."""
+    if isinstance(value, bool):
+        return value
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def env_path(name: str, default: str) -> str:
+    """A path from a SageMaker variable (SM_MODEL_DIR, SM_CHANNEL_TRAIN, ...) or the container default."""
+    return os.environ.get(name, default)
+
+
+def setup_logging(is_main_process: bool = True) -> logging.Logger:
+    logging.basicConfig(
+        level=logging.INFO if is_main_process else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stdout,
+    )
+    for noisy in ("datasets", "transformers", "accelerate", "torch.distributed"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    return logging.getLogger("qa")

@@ -1,0 +1,96 @@
+"""Turn question/context records into model features, like the Hugging Face question-answering reference.
+
+Long contexts are split into overlapping windows (`max_seq_length`, `doc_stride`). Training features carry
+start/end token positions (the CLS index when the answer is not inside the window); validation features
+keep the offsets of context tokens and the example id, for mapping predictions back to text.
+No padding here: batches are padded dynamically by the collator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+LABELS = ("start_positions", "end_positions")
+
+
+def _tokenize(tokenizer: Any, batch: dict[str, list[Any]], max_seq_length: int, doc_stride: int) -> Any:
+    pad_on_right = tokenizer.padding_side == "right"
+    questions = [q.lstrip() for q in batch["question"]]
+    first, second = (questions, batch["context"]) if pad_on_right else (batch["context"], questions)
+    return tokenizer(
+        first,
+        second,
+        truncation="only_second" if pad_on_right else "only_first",
+        max_length=max_seq_length,
+        stride=doc_stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding=False,
+    )
+
+
+def _context_index(tokenizer: Any) -> int:
+    return 1 if tokenizer.padding_side == "right" else 0
+
+
+def _keep_model_inputs(encoded: Any, tokenizer: Any) -> dict[str, list[Any]]:
+    features = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
+    if "token_type_ids" in tokenizer.model_input_names and "token_type_ids" in encoded:
+        features["token_type_ids"] = encoded["token_type_ids"]
+    return features
+
+
+def prepare_train_features(
+    batch: dict[str, list[Any]], tokenizer: Any, max_seq_length: int, doc_stride: int
+) -> dict[str, list[Any]]:
+    """Windows with answer token positions; uses the first gold answer."""
+    encoded = _tokenize(tokenizer, batch, max_seq_length, doc_stride)
+    context_index = _context_index(tokenizer)
+    starts, ends, example_ids = [], [], []
+    for i, offsets in enumerate(encoded["offset_mapping"]):
+        example_ids.append(batch["id"][encoded["overflow_to_sample_mapping"][i]])
+        input_ids = encoded["input_ids"][i]
+        cls_index = input_ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in input_ids else 0
+        sequence_ids = encoded.sequence_ids(i)
+        answers = batch["answers"][encoded["overflow_to_sample_mapping"][i]]
+        start_char = answers["answer_start"][0]
+        end_char = start_char + len(answers["text"][0])
+        token_start = sequence_ids.index(context_index)
+        token_end = len(sequence_ids) - 1 - sequence_ids[::-1].index(context_index)
+        if not (offsets[token_start][0] <= start_char and offsets[token_end][1] >= end_char):
+            starts.append(cls_index)
+            ends.append(cls_index)
+            continue
+        while token_start < len(offsets) and sequence_ids[token_start] == context_index:
+            if offsets[token_start][0] > start_char:
+                break
+            token_start += 1
+        while sequence_ids[token_end] == context_index and offsets[token_end][1] >= end_char:
+            token_end -= 1
+        starts.append(token_start - 1)
+        ends.append(token_end + 1)
+    features = _keep_model_inputs(encoded, tokenizer)
+    features["start_positions"] = starts
+    features["end_positions"] = ends
+    features["example_id"] = example_ids
+    return features
+
+
+def prepare_validation_features(
+    batch: dict[str, list[Any]], tokenizer: Any, max_seq_length: int, doc_stride: int
+) -> dict[str, list[Any]]:
+    """Windows with context-only offsets (None elsewhere) and the id of the example they came from."""
+    encoded = _tokenize(tokenizer, batch, max_seq_length, doc_stride)
+    context_index = _context_index(tokenizer)
+    example_ids, offset_mapping = [], []
+    for i, offsets in enumerate(encoded["offset_mapping"]):
+        sequence_ids = encoded.sequence_ids(i)
+        example_ids.append(batch["id"][encoded["overflow_to_sample_mapping"][i]])
+        offset_mapping.append(
+            [list(offset) if sequence_ids[k] == context_index else None for k, offset in enumerate(offsets)]
+        )
+    features = _keep_model_inputs(encoded, tokenizer)
+    features["offset_mapping"] = offset_mapping
+    features["example_id"] = example_ids
+    return features

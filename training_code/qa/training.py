@@ -1,0 +1,135 @@
+"""Training-loop building blocks: in-memory features, length-grouped sampling, optimizer, signals."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import signal
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from qa.features import LABELS, MODEL_INPUTS
+
+
+class FeatureDataset(torch.utils.data.Dataset):
+    """Tokenized training features held as Python lists (fast random access, no Arrow per item)."""
+
+    def __init__(self, columns: dict[str, list[Any]]) -> None:
+        self.columns = columns
+        self.lengths = [len(ids) for ids in columns["input_ids"]]
+
+    @classmethod
+    def from_parquet(cls, directory: Path) -> FeatureDataset:
+        import pyarrow.parquet as pq
+
+        files = sorted(directory.glob("*.parquet"))
+        if not files:
+            raise FileNotFoundError(f"no *.parquet feature files in {directory} (run preprocess.py first)")
+        table = pq.read_table([str(f) for f in files] if len(files) > 1 else str(files[0]))
+        names = [c for c in (*MODEL_INPUTS, *LABELS) if c in table.column_names]
+        return cls({name: table.column(name).to_pylist() for name in names})
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {name: values[index] for name, values in self.columns.items()}
+
+
+class LengthGroupedSampler(torch.utils.data.Sampler[int]):
+    """Shuffled indices where neighbouring batches have similar lengths (less padding per batch).
+
+    Indices are shuffled per epoch with (seed, epoch), cut into mega-batches of `group_size * 50`, and each
+    mega-batch is sorted by length, longest first. The order depends only on (seed, epoch), so a resumed
+    run replays the same batches.
+    """
+
+    def __init__(self, lengths: Sequence[int], group_size: int, seed: int, shuffle: bool = True) -> None:
+        self.lengths = list(lengths)
+        self.megabatch = max(1, group_size * 50)
+        self.seed = seed
+        self.shuffle = shuffle
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        order = (
+            torch.randperm(len(self.lengths), generator=generator).tolist()
+            if self.shuffle
+            else list(range(len(self.lengths)))
+        )
+        for start in range(0, len(order), self.megabatch):
+            chunk = order[start : start + self.megabatch]
+            yield from sorted(chunk, key=lambda i: self.lengths[i], reverse=True)
+
+
+def build_optimizer(model: torch.nn.Module, learning_rate: float, weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW without weight decay on biases and norms; fused kernels on CUDA, foreach elsewhere."""
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        (no_decay if parameter.ndim < 2 or "norm" in name.lower() else decay).append(parameter)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    kernel = {"fused": True} if torch.cuda.is_available() else {"foreach": True}
+    return torch.optim.AdamW(groups, lr=learning_rate, **kernel)
+
+
+def resolve_precision(requested: str) -> str:
+    """bf16 where the hardware has it, fp16 on GPUs without bf16 (V100), full precision on CPU."""
+    if not torch.cuda.is_available():
+        return "no"
+    if requested == "bf16" and not torch.cuda.is_bf16_supported():
+        return "fp16"
+    return requested
+
+
+def steps_per_epoch(batches_per_process: int, gradient_accumulation_steps: int) -> int:
+    return max(1, math.ceil(batches_per_process / gradient_accumulation_steps))
+
+
+class StopRequest:
+    """Set by SIGTERM (spot interruption / job stop); the loop checks it once per optimizer step."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = True
+
+
+def parameter_digest(model: torch.nn.Module) -> str:
+    """SHA-256 over every parameter's bytes, in a fixed order."""
+    digest = hashlib.sha256()
+    for name, parameter in sorted(model.named_parameters()):
+        digest.update(name.encode())
+        digest.update(parameter.detach().float().cpu().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def capture_rng() -> dict[str, Any]:
+    """Every RNG a training step may draw from."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])
