@@ -44,6 +44,8 @@ DEFAULT_TRAINING_IMAGES = {
     "torchrun": "huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04",
     "smddp": "huggingface-pytorch-training:2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04",
 }
+# (transformers, PyTorch, Python) of those images, which the SageMaker SDK wants alongside an image URI.
+TRAINING_FRAMEWORK_VERSIONS = {"torchrun": ("5.3.0", "2.9.0", "py312"), "smddp": ("4.49.0", "2.5.1", "py311")}
 DEFAULT_INFERENCE_IMAGE = "huggingface-pytorch-inference:2.6.0-transformers4.49.0-gpu-py312-cu124-ubuntu22.04"
 
 INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[0-9]*x?large$"
@@ -223,6 +225,14 @@ class Settings(StrictModel):
         name a bucket without cross-stack lookups. `account`/`region` are CloudFormation placeholders at
         synth time and real values elsewhere."""
         return f"{self.name_prefix}-{purpose}-{account}-{region}"
+
+    @property
+    def model_package_group_name(self) -> str:
+        return f"{self.name_prefix}-qa-models"
+
+    @property
+    def pipeline_name(self) -> str:
+        return f"{self.name_prefix}-qa-fine-tuning"
 
     @property
     def training_image_repository(self) -> str:

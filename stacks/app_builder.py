@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import aws_cdk as cdk
 
@@ -24,13 +26,19 @@ class ProjectStacks:
         return (self.data, self.network, self.pipeline)
 
 
-def build_stacks(app: cdk.App, settings: Settings) -> ProjectStacks:
-    """Add the Data, Network and Pipeline stacks for `settings` to `app`."""
+def build_stacks(app: cdk.App, settings: Settings, build_dir: Path | None = None) -> ProjectStacks:
+    """Add the Data, Network and Pipeline stacks for `settings` to `app`.
+
+    `build_dir` receives the training-code bundle before CDK copies it into the assembly.
+    """
+    build_dir = build_dir or Path(tempfile.gettempdir()) / "hfqa-build"
     env = cdk.Environment(account=settings.account, region=settings.region)
     prefix = settings.name_prefix
     data = DataStack(app, f"{prefix}-data", settings=settings, env=env)
     network = NetworkStack(app, f"{prefix}-network", settings=settings, key=data.key, env=env)
-    pipeline = PipelineStack(app, f"{prefix}-pipeline", settings=settings, data=data, network=network, env=env)
+    pipeline = PipelineStack(
+        app, f"{prefix}-pipeline", settings=settings, data=data, network=network, build_dir=build_dir, env=env
+    )
     stacks = ProjectStacks(data=data, network=network, pipeline=pipeline)
     for stack in stacks.all():
         cdk.Tags.of(stack).add("project", prefix)

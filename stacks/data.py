@@ -51,6 +51,17 @@ class ProjectKey(Construct):
             )
         )
 
+        # EventBridge delivers to the KMS-encrypted dead-letter queue and SNS topic of this project.
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowEventBridgeToEncryptedTargets",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=["*"],
+                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+            )
+        )
+
 
 class SecureBucket(Construct):
     """An S3 bucket with the project's baseline: no public access, TLS only, access-logged."""

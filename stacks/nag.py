@@ -46,6 +46,10 @@ def reviewed_findings(settings: Settings, model_package_group_name: str) -> dict
         _arn("sagemaker", f"model-package/{model_package_group_name}/*"): "Model package versions are "
         "numbered by SageMaker inside the project's own group.",
     }
+    findings["AwsSolutions::AwsSolutions-SQS3"] = (
+        "The only queue is itself the dead-letter queue of the dataset trigger's EventBridge target; a "
+        "dead-letter queue of a dead-letter queue would add nothing."
+    )
     for prefix in layout.writable_by_jobs():
         findings[_s3_objects(settings, "artifacts", f"{prefix}/*")] = (
             f"Jobs write run-specific keys (execution and job ids) under the '{prefix}/' prefix only."

@@ -1,21 +1,61 @@
-"""PipelineStack: the IAM roles, the Model Package Group and the SageMaker Pipeline."""
+"""PipelineStack: IAM roles, the code asset, the Model Package Group, the pipeline, its trigger and
+notifications."""
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack
+from pathlib import Path
+
+from aws_cdk import CfnOutput, Fn, Stack
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from config import Settings
+from pipeline_steps.definition import definition_json, deploy_time_values
+from pipeline_steps.placeholders import variables_in
+from pipeline_steps.source_bundle import write_source_tarball
 from stacks.data import DataStack
 from stacks.nag import acknowledge_reviewed_findings
 from stacks.network import NetworkStack
+from stacks.notifications import PipelineNotifications
 from stacks.roles import JobRole, PipelineRole
+from stacks.trigger import DatasetTrigger
+
+TRAINING_CODE = Path(__file__).resolve().parents[1] / "training_code"
+
+
+class TrainingCodeAsset(Construct):
+    """training_code/ as a reproducible tar.gz file asset (SageMaker's source-dir format; no Docker)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, build_dir: Path) -> None:
+        super().__init__(scope, construct_id)
+        tarball = write_source_tarball(TRAINING_CODE, build_dir)
+        self.asset = s3_assets.Asset(self, "SourceDir", path=str(tarball))
+
+    def grant_download(self, role: iam.IRole) -> None:
+        """Read exactly this object (and list its key), nothing else in the assets bucket."""
+        bucket_arn = f"arn:{Stack.of(self).partition}:s3:::{self.asset.s3_bucket_name}"
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadTrainingCode",
+                actions=["s3:GetObject"],
+                resources=[f"{bucket_arn}/{self.asset.s3_object_key}"],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ListTrainingCode",
+                actions=["s3:ListBucket"],
+                resources=[bucket_arn],
+                conditions={"StringEquals": {"s3:prefix": [self.asset.s3_object_key]}},
+            )
+        )
 
 
 class PipelineStack(Stack):
-    """Everything that runs: roles, the model registry group and the pipeline."""
+    """Everything that runs: roles, the model registry group, the pipeline, trigger and notifications."""
 
     def __init__(
         self,
@@ -25,6 +65,7 @@ class PipelineStack(Stack):
         settings: Settings,
         data: DataStack,
         network: NetworkStack,
+        build_dir: Path,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -33,7 +74,7 @@ class PipelineStack(Stack):
         self.add_stack_dependency(data)
         datasets_bucket = s3.Bucket.from_bucket_name(self, "DatasetsBucket", data.bucket_names["datasets"])
         artifacts_bucket = s3.Bucket.from_bucket_name(self, "ArtifactsBucket", data.bucket_names["artifacts"])
-        self.model_package_group_name = f"{settings.name_prefix}-qa-models"
+        self.model_package_group_name = settings.model_package_group_name
         model_package_group = sagemaker.CfnModelPackageGroup(
             self,
             "ModelPackageGroup",
@@ -59,5 +100,53 @@ class PipelineStack(Stack):
             artifacts_bucket=artifacts_bucket,
             model_package_group_name=self.model_package_group_name,
         ).role
+        code = TrainingCodeAsset(self, "TrainingCode", build_dir=build_dir)
+        code.grant_download(self.job_role)
+
+        values = deploy_time_values(settings)
+        body = definition_json(settings, values)
+        substitutions = {
+            "JobRoleName": self.job_role.role_name,
+            "KmsKeyArn": data.key.key_arn,
+            "CodeBucket": code.asset.s3_bucket_name,
+            "CodeKey": code.asset.s3_object_key,
+        }
+        if network.security_group is not None:
+            substitutions["SecurityGroupId"] = network.security_group.security_group_id
+            substitutions.update({f"Subnet{i}": subnet.subnet_id for i, subnet in enumerate(network.subnets)})
+        missing = variables_in(body) - set(substitutions)
+        if missing:
+            raise ValueError(f"pipeline definition placeholders without a value: {sorted(missing)}")
+        self.pipeline = sagemaker.CfnPipeline(
+            self,
+            "Pipeline",
+            pipeline_name=settings.pipeline_name,
+            pipeline_description="Validate + tokenize -> distributed fine-tuning -> SQuAD EM/F1 -> register",
+            role_arn=self.pipeline_role.role_arn,
+            pipeline_definition={"PipelineDefinitionBody": Fn.sub(body, substitutions)},
+        )
+        self.pipeline.node.add_dependency(model_package_group)
+        self.pipeline_arn = self.format_arn(
+            service="sagemaker", resource="pipeline", resource_name=settings.pipeline_name
+        )
+        self.trigger = DatasetTrigger(
+            self,
+            "DatasetTrigger",
+            datasets_bucket_name=data.bucket_names["datasets"],
+            pipeline_name=settings.pipeline_name,
+            key=data.key,
+        )
+        self.trigger.node.add_dependency(self.pipeline)
+        self.notifications = PipelineNotifications(
+            self,
+            "Notifications",
+            pipeline_arn=self.pipeline_arn,
+            model_package_group_name=self.model_package_group_name,
+            key=data.key,
+            email=settings.notification_email,
+        )
         acknowledge_reviewed_findings(self, settings, self.model_package_group_name)
         CfnOutput(self, "ModelPackageGroupName", value=model_package_group.ref)
+        CfnOutput(self, "PipelineName", value=settings.pipeline_name)
+        CfnOutput(self, "NotificationTopicArn", value=self.notifications.topic.topic_arn)
+        CfnOutput(self, "DeadLetterQueueUrl", value=self.trigger.dead_letter_queue.queue_url)

@@ -25,7 +25,12 @@ def test_synth_in_an_empty_environment_without_network(tmp_path):
     env = {"PATH": f"{Path(sys.executable).parent}:{node_dir}:/usr/bin:/bin", "CDK_OUTDIR": str(tmp_path)}
     # No CDK_VALIDATION here: this is the one synth that runs CDK's built-in template validation.
     result = subprocess.run(
-        ["unshare", "-n", sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        [shutil.which("unshare"), "-n", sys.executable, "app.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     manifest = json.loads((tmp_path / "manifest.json").read_text())

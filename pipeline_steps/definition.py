@@ -1,0 +1,80 @@
+"""Build the pipeline definition (SageMaker "2020-12-01" JSON) from the settings.
+
+    definition = build_definition(settings)               # dict, with deploy-time ${...} placeholders
+    text = definition_json(settings)                      # the exact string the stack embeds
+
+Offline and deterministic: two builds are byte-identical (no AWS call, no timestamps, no uploads).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sagemaker.workflow.pipeline import Pipeline
+
+from config import Settings
+from pipeline_steps.parameters import build_parameters
+from pipeline_steps.placeholders import DeployTimeValues
+from pipeline_steps.sdk import BUILD_REGION, offline_session
+from pipeline_steps.steps import evaluate, preprocess, register, train
+from pipeline_steps.steps.context import BuildContext
+
+INLINE_LIMIT_BYTES = 100_000  # larger definitions must go through PipelineDefinitionS3Location
+
+
+def deploy_time_values(settings: Settings) -> DeployTimeValues:
+    return DeployTimeValues(subnet_count=0 if settings.network.mode == "none" else _subnet_count(settings))
+
+
+def _subnet_count(settings: Settings) -> int:
+    network = settings.network
+    return len(network.existing_subnet_ids) if network.mode == "existing" else network.max_azs
+
+
+def build_definition(settings: Settings, values: DeployTimeValues | None = None) -> dict[str, Any]:
+    values = values or deploy_time_values(settings)
+    artifacts = settings.bucket_name("artifacts", values.account, values.region)
+    datasets = settings.bucket_name("datasets", values.account, values.region)
+    params = build_parameters(settings, datasets_bucket=datasets, artifacts_bucket=artifacts)
+    ctx = BuildContext(
+        settings=settings,
+        values=values,
+        params=params,
+        session=offline_session(default_bucket=artifacts),
+        artifacts_bucket=artifacts,
+    )
+    preprocess_step = preprocess.build(ctx)
+    train_step = train.build(ctx, preprocess_step)
+    evaluate_step, report = evaluate.build(ctx, preprocess_step, train_step)
+    check_step = register.build(ctx, train_step, evaluate_step, report)
+    pipeline = Pipeline(
+        name=settings.pipeline_name,
+        parameters=params.all(),
+        steps=[preprocess_step, train_step, evaluate_step, check_step],
+        sagemaker_session=ctx.session,
+        pipeline_experiment_config=None,
+    )
+    return _replace_build_region(json.loads(pipeline.definition()), settings.region or values.region)
+
+
+def _replace_build_region(node: Any, region: str) -> Any:
+    """The SDK bakes its session's region into `sagemaker_region` and SAGEMAKER_REGION: use the
+    deployment's region (a placeholder when the stacks are environment-agnostic)."""
+    if isinstance(node, dict):
+        return {key: _replace_build_region(value, region) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_replace_build_region(value, region) for value in node]
+    if node == BUILD_REGION:
+        return region
+    if node == json.dumps(BUILD_REGION):
+        return json.dumps(region)
+    return node
+
+
+def definition_json(settings: Settings, values: DeployTimeValues | None = None) -> str:
+    """Canonical JSON text (sorted keys, compact): what the template embeds."""
+    text = json.dumps(build_definition(settings, values), sort_keys=True, separators=(",", ":"))
+    if len(text.encode()) > INLINE_LIMIT_BYTES:
+        raise ValueError(f"pipeline definition is {len(text)} bytes, over the {INLINE_LIMIT_BYTES}-byte inline limit")
+    return text

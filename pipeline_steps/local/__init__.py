@@ -1,0 +1,1 @@
+"""Run the synthesized pipeline definition on this machine (no Docker, no AWS)."""

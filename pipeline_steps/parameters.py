@@ -1,0 +1,53 @@
+"""Pipeline parameters: what an execution (or the S3 trigger) may set, with defaults from the settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sagemaker.workflow.parameters import ParameterFloat, ParameterInteger, ParameterString
+
+from config import Settings
+
+
+@dataclass(frozen=True)
+class PipelineParameters:
+    dataset_bucket: ParameterString
+    manifest_key: ParameterString
+    base_model_uri: ParameterString
+    training_instance_type: ParameterString
+    training_instance_count: ParameterInteger
+    epochs: ParameterFloat
+    learning_rate: ParameterFloat
+    f1_threshold: ParameterFloat
+    model_approval_status: ParameterString
+    skip_invalid_records: ParameterString
+
+    def all(self) -> list:
+        return list(self.__dict__.values())
+
+
+def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket: str) -> PipelineParameters:
+    """Parameters with the environment's defaults (the trigger fills DatasetBucket and ManifestKey)."""
+    base_model_uri = settings.model.base_model_s3_uri or (
+        f"s3://{artifacts_bucket}/{settings.layout.base_models}/{settings.model.base_model}/"
+    )
+    return PipelineParameters(
+        dataset_bucket=ParameterString("DatasetBucket", default_value=datasets_bucket),
+        manifest_key=ParameterString("ManifestKey", default_value="datasets/sample-squad/v1/manifest.json"),
+        base_model_uri=ParameterString("BaseModelUri", default_value=base_model_uri),
+        training_instance_type=ParameterString("TrainingInstanceType", default_value=settings.training.instance_type),
+        training_instance_count=ParameterInteger(
+            "TrainingInstanceCount", default_value=settings.training.instance_count
+        ),
+        epochs=ParameterFloat("Epochs", default_value=settings.hyperparameters.epochs),
+        learning_rate=ParameterFloat("LearningRate", default_value=settings.hyperparameters.learning_rate),
+        f1_threshold=ParameterFloat("F1Threshold", default_value=settings.evaluation.f1_threshold),
+        model_approval_status=ParameterString(
+            "ModelApprovalStatus",
+            default_value=settings.registry.approval_status,
+            enum_values=["PendingManualApproval", "Approved", "Rejected"],
+        ),
+        skip_invalid_records=ParameterString(
+            "SkipInvalidRecords", default_value="false", enum_values=["true", "false"]
+        ),
+    )

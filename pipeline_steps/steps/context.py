@@ -1,0 +1,82 @@
+"""What every step needs: settings, deploy-time placeholders, parameters, the offline session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sagemaker.network import NetworkConfig
+from sagemaker.processing import ProcessingInput, Processor
+from sagemaker.workflow.execution_variables import ExecutionVariables
+from sagemaker.workflow.functions import Join
+from sagemaker.workflow.pipeline_context import PipelineSession
+
+from config import Settings
+from config.settings import DEFAULT_INFERENCE_IMAGE, DLC_REGISTRY_ACCOUNT
+from pipeline_steps.parameters import PipelineParameters
+from pipeline_steps.placeholders import DeployTimeValues
+
+CODE_DIR = "/opt/ml/processing/input/code"
+# Processing containers have no SageMaker training toolkit: unpack the same source bundle the training
+# job uses and run one of its entry points with the step's arguments.
+UNPACK_AND_RUN = (
+    f"set -euo pipefail; mkdir -p /opt/ml/code; tar -xzf {CODE_DIR}/*.tar.gz -C /opt/ml/code; "
+    'cd /opt/ml/code; exec python3 "$0" "$@"'
+)
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    settings: Settings
+    values: DeployTimeValues
+    params: PipelineParameters
+    session: PipelineSession
+    artifacts_bucket: str
+
+    @property
+    def training_image(self) -> str:
+        return self.settings.training.image_uri or self._dlc(self.settings.training_image_repository)
+
+    @property
+    def inference_image(self) -> str:
+        return self.settings.registry.inference_image_uri or self._dlc(DEFAULT_INFERENCE_IMAGE)
+
+    def _dlc(self, repository: str) -> str:
+        return f"{DLC_REGISTRY_ACCOUNT}.{self.values.ecr_domain}/{repository}"
+
+    def execution_uri(self, prefix: str, *parts: str) -> Join:
+        """s3://<artifacts>/<prefix>/<pipeline execution id>[/parts]: one folder per execution."""
+        return Join(
+            on="/",
+            values=[f"s3://{self.artifacts_bucket}/{prefix}", ExecutionVariables.PIPELINE_EXECUTION_ID, *parts],
+        )
+
+    def network_config(self) -> NetworkConfig | None:
+        if not self.values.subnet_count:
+            return None
+        return NetworkConfig(
+            subnets=self.values.subnet_ids,
+            security_group_ids=[self.values.security_group_id],
+            encrypt_inter_container_traffic=self.settings.training.encrypt_inter_container_traffic,
+        )
+
+    def code_input(self) -> ProcessingInput:
+        return ProcessingInput(source=self.values.code_uri, destination=CODE_DIR, input_name="code")
+
+    def script_processor(self, instance_type: str, base_job_name: str) -> Processor:
+        """A processing job that runs an entry point of training_code/ from the source bundle."""
+        processing = self.settings.processing
+        return Processor(
+            role=self.values.job_role_arn,
+            image_uri=self.training_image,
+            instance_count=1,
+            instance_type=instance_type,
+            entrypoint=["/bin/bash", "-c", UNPACK_AND_RUN],
+            volume_size_in_gb=processing.volume_size_gb,
+            volume_kms_key=self.values.kms_key_arn,
+            output_kms_key=self.values.kms_key_arn,
+            max_runtime_in_seconds=processing.max_runtime_seconds,
+            base_job_name=base_job_name,
+            sagemaker_session=self.session,
+            env={"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "true"},
+            network_config=self.network_config(),
+        )

@@ -1,0 +1,126 @@
+"""Step 2: multi-node data-parallel fine-tuning with managed spot training and S3-synced checkpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sagemaker.huggingface import HuggingFace
+from sagemaker.inputs import TrainingInput
+from sagemaker.workflow.retry import (
+    SageMakerJobExceptionTypeEnum,
+    SageMakerJobStepRetryPolicy,
+    StepExceptionTypeEnum,
+    StepRetryPolicy,
+)
+from sagemaker.workflow.steps import ProcessingStep, TrainingStep
+
+from config.settings import TRAINING_FRAMEWORK_VERSIONS
+from pipeline_steps.steps.context import BuildContext
+
+STEP_NAME = "FineTune"
+# One regex per value of the line train.py prints every logging interval.
+METRIC_DEFINITIONS = [
+    {"Name": "train:loss", "Regex": r"step=\d+ epoch=[0-9.]+ loss=([0-9.eE+-]+)"},
+    {"Name": "train:learning_rate", "Regex": r"learning_rate=([0-9.eE+-]+)"},
+    {"Name": "train:samples_per_second", "Regex": r"samples_per_second=([0-9.eE+-]+)"},
+    {"Name": "train:epoch", "Regex": r"step=\d+ epoch=([0-9.]+)"},
+    {"Name": "train:step", "Regex": r"step=(\d+) epoch="},
+]
+DISTRIBUTIONS: dict[str, dict[str, Any]] = {
+    "torchrun": {"torch_distributed": {"enabled": True}},
+    "smddp": {"smdistributed": {"dataparallel": {"enabled": True}}},
+}
+
+
+def hyperparameters(ctx: BuildContext) -> dict[str, Any]:
+    """Exactly the flags train.py's parser accepts (checked by a test against the parser itself)."""
+    hps = ctx.settings.hyperparameters
+    return {
+        "epochs": ctx.params.epochs,
+        "learning_rate": ctx.params.learning_rate,
+        "per_device_train_batch_size": hps.per_device_train_batch_size,
+        "gradient_accumulation_steps": hps.gradient_accumulation_steps,
+        "precision": hps.precision,
+        "warmup_ratio": hps.warmup_ratio,
+        "weight_decay": hps.weight_decay,
+        "max_grad_norm": hps.max_grad_norm,
+        "seed": hps.seed,
+        "logging_steps": hps.logging_steps,
+        "checkpoint_steps": hps.checkpoint_steps,
+        "keep_checkpoints": hps.keep_checkpoints,
+    }
+
+
+def retry_policies(attempts: int) -> list:
+    """Retry lost spot capacity and service faults; checkpoints make a retry resume, not restart."""
+    if attempts == 0:
+        return []
+    return [
+        SageMakerJobStepRetryPolicy(
+            exception_types=[
+                SageMakerJobExceptionTypeEnum.CAPACITY_ERROR,
+                SageMakerJobExceptionTypeEnum.INTERNAL_ERROR,
+            ],
+            max_attempts=attempts,
+            interval_seconds=60,
+            backoff_rate=2.0,
+        ),
+        StepRetryPolicy(
+            exception_types=[StepExceptionTypeEnum.SERVICE_FAULT, StepExceptionTypeEnum.THROTTLING],
+            max_attempts=attempts,
+            interval_seconds=30,
+            backoff_rate=2.0,
+        ),
+    ]
+
+
+def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
+    training = ctx.settings.training
+    outputs = preprocess.properties.ProcessingOutputConfig.Outputs
+    transformers_version, pytorch_version, py_version = TRAINING_FRAMEWORK_VERSIONS[training.distribution]
+    estimator = HuggingFace(
+        entry_point="train.py",
+        transformers_version=transformers_version,
+        pytorch_version=pytorch_version,
+        py_version=py_version,
+        source_dir=ctx.values.code_uri,
+        image_uri=ctx.training_image,
+        role=ctx.values.job_role_arn,
+        instance_type=ctx.params.training_instance_type,
+        instance_count=ctx.params.training_instance_count,
+        distribution=DISTRIBUTIONS[training.distribution],
+        hyperparameters=hyperparameters(ctx),
+        use_spot_instances=training.use_spot,
+        max_run=training.max_run_seconds,
+        max_wait=training.max_wait_seconds if training.use_spot else None,
+        # Unique per execution (a new execution never resumes another's), stable across step retries.
+        checkpoint_s3_uri=ctx.execution_uri(training.checkpoint_prefix) if training.checkpoint_prefix else None,
+        checkpoint_local_path="/opt/ml/checkpoints" if training.checkpoint_prefix else None,
+        volume_size=training.volume_size_gb,
+        volume_kms_key=ctx.values.kms_key_arn,
+        output_kms_key=ctx.values.kms_key_arn,
+        output_path=f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.models}",
+        code_location=f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.pipeline_code}",
+        subnets=ctx.values.subnet_ids or None,
+        security_group_ids=[ctx.values.security_group_id] if ctx.values.subnet_count else None,
+        encrypt_inter_container_traffic=training.encrypt_inter_container_traffic,
+        metric_definitions=METRIC_DEFINITIONS,
+        environment={"PYTHONUNBUFFERED": "1", "NCCL_DEBUG": "WARN", "TOKENIZERS_PARALLELISM": "false"},
+        disable_profiler=True,
+        debugger_hook_config=False,
+        base_job_name="qa-train",
+        sagemaker_session=ctx.session,
+    )
+    step_args = estimator.fit(
+        inputs={
+            "train": TrainingInput(s3_data=outputs["train"].S3Output.S3Uri),
+            # Weights come from S3: a private VPC has no route to a model hub.
+            "model": TrainingInput(s3_data=ctx.params.base_model_uri),
+        }
+    )
+    return TrainingStep(
+        name=STEP_NAME,
+        step_args=step_args,
+        description="Data-parallel fine-tuning (spot, checkpointed, resumable)",
+        retry_policies=retry_policies(training.retry_attempts),
+    )

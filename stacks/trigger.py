@@ -1,0 +1,92 @@
+"""Construct: an uploaded dataset manifest starts the pipeline (S3 -> EventBridge -> SageMaker Pipeline)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+# The manifest is uploaded last; data files never match (see tools/upload_dataset.py).
+MANIFEST_KEY_PATTERN = "datasets/*/*/manifest.json"
+# SageMakerPipelineParameters values must be whole JSON paths: bucket and key go in separately.
+PIPELINE_PARAMETERS_FROM_EVENT = {"DatasetBucket": "$.detail.bucket.name", "ManifestKey": "$.detail.object.key"}
+
+
+def manifest_event_pattern(bucket_name: str) -> dict[str, Any]:
+    """Object Created events of manifests in the datasets bucket, nothing else."""
+    return {
+        "source": ["aws.s3"],
+        "detail-type": ["Object Created"],
+        "detail": {"bucket": {"name": [bucket_name]}, "object": {"key": [{"wildcard": MANIFEST_KEY_PATTERN}]}},
+    }
+
+
+class DatasetTrigger(Construct):
+    """EventBridge rule with a retry policy and an encrypted dead-letter queue; its role may only start
+    this one pipeline."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        datasets_bucket_name: str,
+        pipeline_name: str,
+        key: kms.IKey,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        pipeline_arn = stack.format_arn(service="sagemaker", resource="pipeline", resource_name=pipeline_name)
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetterQueue",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        role = iam.Role(
+            self,
+            "StartPipelineRole",
+            assumed_by=iam.ServicePrincipal("events.amazonaws.com"),
+            description=f"EventBridge: start {pipeline_name} when a dataset manifest is uploaded",
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=["sagemaker:StartPipelineExecution"], resources=[pipeline_arn]))
+        self.rule = events.CfnRule(
+            self,
+            "ManifestUploaded",
+            description="A dataset manifest was uploaded: start the fine-tuning pipeline",
+            event_pattern=manifest_event_pattern(datasets_bucket_name),
+            state="ENABLED",
+            targets=[
+                events.CfnRule.TargetProperty(
+                    id="FineTuningPipeline",
+                    arn=pipeline_arn,
+                    role_arn=role.role_arn,
+                    sage_maker_pipeline_parameters=events.CfnRule.SageMakerPipelineParametersProperty(
+                        pipeline_parameter_list=[
+                            events.CfnRule.SageMakerPipelineParameterProperty(name=name, value=path)
+                            for name, path in PIPELINE_PARAMETERS_FROM_EVENT.items()
+                        ]
+                    ),
+                    retry_policy=events.CfnRule.RetryPolicyProperty(
+                        maximum_retry_attempts=10, maximum_event_age_in_seconds=6 * 3600
+                    ),
+                    dead_letter_config=events.CfnRule.DeadLetterConfigProperty(arn=self.dead_letter_queue.queue_arn),
+                )
+            ],
+        )
+        self.dead_letter_queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeDeadLetters",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["sqs:SendMessage"],
+                resources=[self.dead_letter_queue.queue_arn],
+                conditions={"ArnEquals": {"aws:SourceArn": self.rule.attr_arn}},
+            )
+        )

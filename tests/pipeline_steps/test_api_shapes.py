@@ -1,0 +1,134 @@
+"""Each step's Arguments against AWS's own API model (botocore), expressions replaced by typed dummies;
+every `Get` reference resolves; the hyperparameters are exactly what train.py accepts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import botocore.session
+import pytest
+from botocore.validate import ParamValidator
+
+from tests.conftest import ROOT
+from tests.pipeline_steps.conftest import step
+
+OPERATIONS = {
+    "Processing": "CreateProcessingJob",
+    "Training": "CreateTrainingJob",
+    "RegisterModel": "CreateModelPackage",
+}
+NAME_FIELDS = {"Processing": {"ProcessingJobName": "job"}, "Training": {"TrainingJobName": "job"}}
+EXPRESSIONS = ("Get", "Std:Join", "Std:JsonGet")
+DUMMIES = {"string": "dummy", "integer": 1, "long": 1, "float": 1.0, "double": 1.0, "boolean": True}
+
+
+def sagemaker_model():
+    return botocore.session.get_session().get_service_model("sagemaker")
+
+
+def is_expression(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in EXPRESSIONS
+
+
+def with_dummies(value: Any, shape) -> Any:
+    """Replace pipeline expressions by a value of the type the API shape expects there."""
+    if is_expression(value):
+        return DUMMIES[shape.type_name]
+    if shape.type_name == "structure" and isinstance(value, dict):
+        return {k: with_dummies(v, shape.members[k]) if k in shape.members else v for k, v in value.items()}
+    if shape.type_name == "list" and isinstance(value, list):
+        return [with_dummies(v, shape.member) for v in value]
+    if shape.type_name == "map" and isinstance(value, dict):
+        return {k: with_dummies(v, shape.value) for k, v in value.items()}
+    return value
+
+
+def all_steps(definition):
+    for candidate in definition["Steps"]:
+        yield candidate
+        for branch in ("IfSteps", "ElseSteps"):
+            yield from candidate.get("Arguments", {}).get(branch, [])
+
+
+@pytest.mark.parametrize("step_type", sorted(OPERATIONS))
+def test_arguments_match_the_api_shape(definition, step_type):
+    model = sagemaker_model()
+    steps = [s for s in all_steps(definition) if s["Type"] == step_type]
+    assert steps
+    for candidate in steps:
+        shape = model.operation_model(OPERATIONS[step_type]).input_shape
+        params = with_dummies({**NAME_FIELDS.get(step_type, {}), **candidate["Arguments"]}, shape)
+        report = ParamValidator().validate(params, shape)
+        assert not report.has_errors(), f"{candidate['Name']}: {report.generate_report()}"
+
+
+def test_the_validation_catches_unknown_keys_and_wrong_types(definition):
+    shape = sagemaker_model().operation_model("CreateTrainingJob").input_shape
+    args = json.loads(json.dumps(step(definition, "FineTune")["Arguments"]))
+    args["StoppingCondition"]["MaxRuntimeInSeconds"] = "ten hours"
+    args["Typo"] = 1
+    report = ParamValidator().validate(with_dummies({"TrainingJobName": "x", **args}, shape), shape)
+    assert "Typo" in report.generate_report() and "MaxRuntimeInSeconds" in report.generate_report()
+
+
+def references(node: Any):
+    if isinstance(node, dict):
+        if set(node) == {"Get"}:
+            yield node["Get"]
+        for value in node.values():
+            yield from references(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from references(value)
+
+
+def test_every_get_reference_resolves(definition):
+    parameters = {p["Name"] for p in definition["Parameters"]}
+    steps = {s["Name"]: s for s in all_steps(definition)}
+    seen = list(references(definition["Steps"]))
+    assert seen
+    for ref in seen:
+        kind, _, rest = ref.partition(".")
+        if kind == "Parameters":
+            assert rest in parameters, ref
+        elif kind == "Execution":
+            assert rest in ("PipelineExecutionId", "PipelineName", "PipelineExecutionArn"), ref
+        elif kind == "Steps":
+            name, _, path = rest.partition(".")
+            assert name in steps, ref
+            if path.startswith("PropertyFiles."):
+                declared = {p["PropertyFileName"] for p in steps[name].get("PropertyFiles", [])}
+                assert path.split(".")[1] in declared, ref
+            elif path.startswith("ProcessingOutputConfig.Outputs["):
+                output = path.split("['")[1].split("']")[0]
+                outputs = steps[name]["Arguments"]["ProcessingOutputConfig"]["Outputs"]
+                assert output in {o["OutputName"] for o in outputs}, ref
+            else:
+                assert path.startswith("ModelArtifacts."), ref
+        else:
+            pytest.fail(f"unknown reference {ref}")
+
+
+def test_hyperparameters_are_exactly_what_train_py_parses(definition):
+    sys.path.insert(0, str(ROOT / "training_code"))
+    import train
+
+    defaults = {p["Name"]: p["DefaultValue"] for p in definition["Parameters"]}
+    hyperparameters = step(definition, "FineTune")["Arguments"]["HyperParameters"]
+    argv = []
+    for name, value in hyperparameters.items():
+        if name.startswith("sagemaker_"):  # consumed by the SageMaker training toolkit
+            continue
+        if is_expression(value):
+            [ref] = list(references(value))
+            value = str(defaults[ref.split(".", 1)[1]])
+        else:
+            value = json.loads(value) if value.startswith('"') else value
+        argv += [f"--{name}", str(value)]
+    args = vars(train.parse_args(argv))
+    user_hps = {k for k in hyperparameters if not k.startswith("sagemaker_")}
+    assert user_hps <= set(args)
+    assert args["epochs"] == defaults["Epochs"] and args["learning_rate"] == defaults["LearningRate"]
+    assert args["precision"] == "bf16"

@@ -1,0 +1,218 @@
+"""The pipeline definition: offline, deterministic, and wired as the mission asks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from config import load_settings
+from pipeline_steps.definition import INLINE_LIMIT_BYTES, build_definition, definition_json
+from tests.conftest import ROOT
+from tests.pipeline_steps.conftest import step
+
+TRAIN_LINE = "step=120 epoch=0.500 loss=1.2345 learning_rate=2.500e-05 samples_per_second=321.00"
+
+
+def test_two_builds_are_byte_identical(settings):
+    assert definition_json(settings) == definition_json(settings)
+
+
+def _unshare_works() -> bool:
+    return bool(shutil.which("unshare")) and subprocess.run(["unshare", "-n", "true"]).returncode == 0
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="unshare -n needs root or user namespaces (CI runs as root)")
+def test_build_needs_no_network_no_credentials_and_no_environment(settings):
+    script = (
+        "import hashlib; from config import load_settings, read_cdk_json_context;"
+        "from pipeline_steps.definition import definition_json;"
+        "print(hashlib.sha256(definition_json(load_settings(read_cdk_json_context())).encode()).hexdigest())"
+    )
+    env = {"PATH": os.path.dirname(sys.executable), "HOME": "/nonexistent"}
+    result = subprocess.run(
+        [shutil.which("unshare"), "-n", sys.executable, "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == hashlib.sha256(definition_json(settings).encode()).hexdigest()
+
+
+def test_snapshot(definition, snapshot):
+    assert definition == snapshot.use_extension(JSONSnapshotExtension)
+
+
+def test_fits_inline(settings):
+    assert len(definition_json(settings).encode()) < INLINE_LIMIT_BYTES
+
+
+def test_step_order_and_parameters(definition, settings):
+    assert [s["Name"] for s in definition["Steps"]] == ["ValidateAndTokenize", "FineTune", "Evaluate", "CheckF1"]
+    params = {p["Name"]: p for p in definition["Parameters"]}
+    assert {
+        "DatasetBucket",
+        "ManifestKey",
+        "BaseModelUri",
+        "TrainingInstanceType",
+        "TrainingInstanceCount",
+        "Epochs",
+        "LearningRate",
+        "F1Threshold",
+        "ModelApprovalStatus",
+    } <= set(params)
+    assert params["TrainingInstanceType"]["DefaultValue"] == "ml.p4d.24xlarge"
+    assert params["TrainingInstanceCount"]["DefaultValue"] == 2
+    assert params["F1Threshold"]["DefaultValue"] == settings.evaluation.f1_threshold
+    assert params["ModelApprovalStatus"]["DefaultValue"] == "PendingManualApproval"
+    assert params["BaseModelUri"]["DefaultValue"].startswith("s3://hfqa-dev-artifacts-")
+
+
+def test_preprocessing_runs_on_cpu_with_the_manifest_and_is_cached(definition):
+    pre = step(definition, "ValidateAndTokenize")
+    assert pre["CacheConfig"] == {"Enabled": True, "ExpireAfter": "P30D"}
+    args = pre["Arguments"]
+    assert args["ProcessingResources"]["ClusterConfig"]["InstanceType"] == "ml.m5.4xlarge"
+    inputs = {i["InputName"]: i["S3Input"] for i in args["ProcessingInputs"]}
+    assert inputs["data"]["S3DataType"] == "ManifestFile"
+    joined = inputs["data"]["S3Uri"]["Std:Join"]["Values"]
+    assert {"Get": "Parameters.DatasetBucket"} in joined and {"Get": "Parameters.ManifestKey"} in joined
+    assert inputs["tokenizer"]["S3Uri"] == {"Get": "Parameters.BaseModelUri"}
+    assert args["AppSpecification"]["ContainerArguments"][0] == "preprocess.py"
+
+
+def test_training_job_is_distributed_spot_and_checkpointed(definition):
+    args = step(definition, "FineTune")["Arguments"]
+    assert args["ResourceConfig"]["InstanceType"] == {"Get": "Parameters.TrainingInstanceType"}
+    assert args["ResourceConfig"]["InstanceCount"] == {"Get": "Parameters.TrainingInstanceCount"}
+    assert args["HyperParameters"]["sagemaker_torch_distributed_enabled"] == "true"
+    assert args["EnableManagedSpotTraining"] is True
+    stopping = args["StoppingCondition"]
+    assert stopping["MaxWaitTimeInSeconds"] >= stopping["MaxRuntimeInSeconds"] == 43200
+    checkpoint = args["CheckpointConfig"]
+    assert checkpoint["LocalPath"] == "/opt/ml/checkpoints"
+    values = checkpoint["S3Uri"]["Std:Join"]["Values"]
+    assert values == [
+        "s3://hfqa-dev-artifacts-${AWS::AccountId}-${AWS::Region}/checkpoints",
+        {"Get": "Execution.PipelineExecutionId"},
+    ]
+    assert args["VpcConfig"] == {"SecurityGroupIds": ["${SecurityGroupId}"], "Subnets": ["${Subnet0}", "${Subnet1}"]}
+    assert args["EnableInterContainerTrafficEncryption"] is True
+    assert args["ResourceConfig"]["VolumeKmsKeyId"] == args["OutputDataConfig"]["KmsKeyId"] == "${KmsKeyArn}"
+    channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in args["InputDataConfig"]}
+    assert channels["model"] == {"Get": "Parameters.BaseModelUri"}
+    assert channels["train"] == {
+        "Get": "Steps.ValidateAndTokenize.ProcessingOutputConfig.Outputs['train'].S3Output.S3Uri"
+    }
+    assert "huggingface-pytorch-training:2.9.0-transformers5.3.0" in args["AlgorithmSpecification"]["TrainingImage"]
+    assert args["HyperParameters"]["sagemaker_region"] == '"${AWS::Region}"'
+
+
+def test_checkpoint_uri_lies_under_the_data_stacks_checkpoint_prefix(definition, dev):
+    from aws_cdk import Stack
+
+    values = step(definition, "FineTune")["Arguments"]["CheckpointConfig"]["S3Uri"]["Std:Join"]["Values"]
+    exposed = Stack.of(dev.stacks.data).resolve(dev.stacks.data.checkpoint_s3_uri_prefix)
+    rendered = "".join(p if isinstance(p, str) else "${" + p["Ref"] + "}" for p in exposed["Fn::Join"][1])
+    assert rendered == values[0] + "/"
+
+
+def test_retries_cover_spot_capacity(definition):
+    policies = step(definition, "FineTune")["RetryPolicies"]
+    job_policy = next(p for p in policies if "SageMaker.CAPACITY_ERROR" in p["ExceptionType"])
+    assert "SageMaker.JOB_INTERNAL_ERROR" in job_policy["ExceptionType"]
+    assert job_policy["MaxAttempts"] == 3
+
+
+def test_metric_definitions_parse_the_training_log_line(definition):
+    metrics = step(definition, "FineTune")["Arguments"]["AlgorithmSpecification"]["MetricDefinitions"]
+    parsed = {m["Name"]: re.search(m["Regex"], TRAIN_LINE).group(1) for m in metrics}
+    assert parsed == {
+        "train:loss": "1.2345",
+        "train:learning_rate": "2.500e-05",
+        "train:samples_per_second": "321.00",
+        "train:epoch": "0.500",
+        "train:step": "120",
+    }
+
+
+def test_smddp_backend_sets_its_flag_and_image(cdk_context):
+    settings = load_settings(
+        {**cdk_context, "training.distribution": "smddp", "training.instance_type": "ml.p4d.24xlarge"}
+    )
+    args = step(build_definition(settings), "FineTune")["Arguments"]
+    assert args["HyperParameters"]["sagemaker_distributed_dataparallel_enabled"] == "true"
+    assert "sagemaker_torch_distributed_enabled" not in args["HyperParameters"]
+    assert "2.5.1-transformers4.49.0-gpu-py311" in args["AlgorithmSpecification"]["TrainingImage"]
+
+
+def test_no_vpc_and_no_spot_variants(cdk_context):
+    settings = load_settings(
+        {**cdk_context, "network.mode": "none", "training.use_spot": "false", "training.checkpoint_prefix": ""}
+    )
+    args = step(build_definition(settings), "FineTune")["Arguments"]
+    assert "VpcConfig" not in args
+    assert "EnableManagedSpotTraining" not in args or args["EnableManagedSpotTraining"] is False
+    assert "CheckpointConfig" not in args
+
+
+def test_condition_registers_or_fails_with_the_numbers(definition):
+    check = step(definition, "CheckF1")["Arguments"]
+    [condition] = check["Conditions"]
+    assert condition["Type"] == "GreaterThanOrEqualTo"
+    assert condition["LeftValue"]["Std:JsonGet"] == {
+        "Path": "metrics.f1.value",
+        "PropertyFile": {"Get": "Steps.Evaluate.PropertyFiles.EvaluationReport"},
+    }
+    assert condition["RightValue"] == {"Get": "Parameters.F1Threshold"}
+    [register] = check["IfSteps"]
+    assert register["Type"] == "RegisterModel"
+    assert register["Arguments"]["ModelPackageGroupName"] == "hfqa-dev-qa-models"
+    assert register["Arguments"]["ModelApprovalStatus"] == {"Get": "Parameters.ModelApprovalStatus"}
+    statistics = register["Arguments"]["ModelMetrics"]["ModelQuality"]["Statistics"]
+    assert statistics["S3Uri"]["Std:Join"]["Values"][-1] == "evaluation.json"
+    [fail] = check["ElseSteps"]
+    assert fail["Type"] == "Fail"
+    message = fail["Arguments"]["ErrorMessage"]["Std:Join"]["Values"]
+    assert condition["LeftValue"] in message and {"Get": "Parameters.F1Threshold"} in message
+
+
+def test_property_file_path_is_what_evaluate_writes(definition):
+    evaluate_step = step(definition, "Evaluate")
+    [report] = evaluate_step["PropertyFiles"]
+    assert report == {"PropertyFileName": "EvaluationReport", "OutputName": "evaluation", "FilePath": "evaluation.json"}
+    args = evaluate_step["Arguments"]
+    [output] = args["ProcessingOutputConfig"]["Outputs"]
+    container_args = args["AppSpecification"]["ContainerArguments"]
+    assert container_args[0] == "evaluate.py"
+    assert container_args[container_args.index("--output-dir") + 1] == output["S3Output"]["LocalPath"]
+    # evaluate.py writes evaluation.json straight into --output-dir (tests/training_code checks its content).
+    assert (ROOT / "training_code" / "evaluate.py").read_text().count('"evaluation.json"') == 1
+
+
+def test_only_known_placeholders(settings):
+    text = definition_json(settings)
+    assert set(re.findall(r"\$\{([^}]+)\}", text)) == {
+        "AWS::AccountId",
+        "AWS::Region",
+        "AWS::Partition",
+        "AWS::URLSuffix",
+        "JobRoleName",
+        "KmsKeyArn",
+        "CodeBucket",
+        "CodeKey",
+        "SecurityGroupId",
+        "Subnet0",
+        "Subnet1",
+    }
+    assert json.loads(text)  # placeholders live inside JSON strings only
