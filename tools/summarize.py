@@ -60,6 +60,13 @@ def render(value: Any) -> str:
     return json.dumps(value)
 
 
+def _step_label(step: dict[str, Any]) -> str:
+    if step["Type"] == "Condition":
+        branches = [" | ".join(s["Name"] for s in step["Arguments"].get(b, [])) for b in ("IfSteps", "ElseSteps")]
+        return f"{step['Name']} (Condition: {branches[0]} else {branches[1]})"
+    return f"{step['Name']} ({step['Type']})"
+
+
 def _describe(logical_id: str, resource: dict[str, Any]) -> str:
     props = resource.get("Properties", {})
     kind = KEY_TYPES[resource["Type"]]
@@ -75,12 +82,15 @@ def _describe(logical_id: str, resource: dict[str, Any]) -> str:
         return f"{kind:22} {render(props.get('ServiceName'))}"
     if resource["Type"] == "AWS::SageMaker::Pipeline":
         definition = pipeline_definition(resource) or {}
-        steps = " -> ".join(f"{s['Name']} ({s['Type']})" for s in definition.get("Steps", []))
-        return f"{kind:22} {logical_id}\n      steps: {steps}"
+        steps = " -> ".join(_step_label(s) for s in definition.get("Steps", []))
+        params = ", ".join(p["Name"] for p in definition.get("Parameters", []))
+        return f"{kind:22} {props.get('PipelineName', logical_id)}\n      steps: {steps}\n      parameters: {params}"
     if resource["Type"] == "AWS::Events::Rule":
         pattern = props.get("EventPattern", {})
-        detail = pattern.get("detail-type", [])
-        return f"{kind:22} {logical_id}  ({', '.join(detail) if detail else props.get('ScheduleExpression', '')})"
+        keys = pattern.get("detail", {}).get("object", {}).get("key", [])
+        on = ", ".join(pattern.get("detail-type", []))
+        on += f" of {keys[0]['wildcard']}" if keys and isinstance(keys[0], dict) and "wildcard" in keys[0] else ""
+        return f"{kind:22} {logical_id}  ({on})"
     return f"{kind:22} {logical_id}"
 
 
