@@ -34,8 +34,13 @@ bootstrap: $(VENV)/.installed node_modules/.installed ## Create .venv and node_m
 synth: bootstrap ## Synthesize every stack offline into cdk.out (ENV=dev|prod)
 	$(CDK) synth --quiet -c env=$(ENV) --output cdk.out
 
-demo: synth ## Synthesize, then print a summary of what `cdk deploy` would create
+# The demo's parameter overrides: a small pretrained encoder learns the bundled dataset in 3 epochs.
+DEMO_PARAMS := --param Epochs=3 --param LearningRate=3e-4 --param F1Threshold=40
+TINY_PARAMS := --tiny --param Epochs=1 --param F1Threshold=0
+
+demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally (TINY=1: wiring-only run)
 	$(PY) -m tools.summarize cdk.out
+	$(PY) -m pipeline_steps.local --assembly cdk.out $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $(DEMO_ARGS)
 
 test: bootstrap ## Run the whole test suite (offline)
 	$(PY) -m pytest

@@ -31,6 +31,7 @@ class SynthesizedEnvironment:
     settings: Settings
     stacks: ProjectStacks
     templates: dict[str, dict[str, Any]]
+    assembly: Path  # the cloud assembly folder (cdk.out) holding both environments
 
     def template(self, which: str) -> Template:
         """`aws_cdk.assertions.Template` of the data, network or pipeline stack."""
@@ -45,7 +46,8 @@ def cdk_context() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def synthesized(cdk_context, tmp_path_factory) -> dict[str, SynthesizedEnvironment]:
     """Environment name -> its synthesized stacks; one App and one synth for the whole session."""
-    app = cdk.App(context=cdk_context, outdir=str(tmp_path_factory.mktemp("cdk.out")))
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    app = cdk.App(context=cdk_context, outdir=str(outdir))
     environments = {}
     for env_name in ("dev", "prod"):
         settings = load_settings({**cdk_context, "env": env_name})
@@ -57,7 +59,9 @@ def synthesized(cdk_context, tmp_path_factory) -> dict[str, SynthesizedEnvironme
             which: assembly.get_stack_by_name(stack.stack_name).template
             for which, stack in zip(("data", "network", "pipeline"), stacks.all(), strict=True)
         }
-        result[env_name] = SynthesizedEnvironment(settings=settings, stacks=stacks, templates=templates)
+        result[env_name] = SynthesizedEnvironment(
+            settings=settings, stacks=stacks, templates=templates, assembly=outdir
+        )
     return result
 
 

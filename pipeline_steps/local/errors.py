@@ -1,0 +1,9 @@
+"""Errors of the local runner."""
+
+
+class UnsupportedDefinition(ValueError):
+    """The definition uses a step type, field or expression the local runner does not implement."""
+
+
+class StepFailed(RuntimeError):
+    """A step ended unsuccessfully; the message says why."""

@@ -1,0 +1,103 @@
+"""Resolve pipeline expressions: Get (parameters, execution variables, step properties), Std:Join,
+Std:JsonGet. Anything else is rejected by name."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pipeline_steps.local.errors import UnsupportedDefinition
+
+EXPRESSION_KEYS = {"Get", "Std:Join", "Std:JsonGet"}
+INDEX = re.compile(r"^(\w+)\[(?:'([^']+)'|(\d+))\]$")
+
+
+def is_expression(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith(("Get", "Std:"))
+
+
+class ExpressionResolver:
+    """Evaluates expressions against parameters, execution variables and finished steps' properties."""
+
+    def __init__(
+        self,
+        parameters: Mapping[str, Any],
+        execution: Mapping[str, Any],
+        step_properties: Mapping[str, dict[str, Any]],
+        read_property_file: Callable[[str, str], Any],
+    ) -> None:
+        self.parameters = parameters
+        self.execution = execution
+        self.step_properties = step_properties
+        self.read_property_file = read_property_file
+
+    def resolve(self, value: Any) -> Any:
+        """`value` with every expression inside it evaluated."""
+        if is_expression(value):
+            ((operator, operand),) = value.items()
+            if operator not in EXPRESSION_KEYS:
+                raise UnsupportedDefinition(f"expression {operator!r} is not supported by the local runner")
+            return getattr(self, "_" + operator.replace("Std:", "std_").lower())(operand)
+        if isinstance(value, dict):
+            return {key: self.resolve(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.resolve(item) for item in value]
+        return value
+
+    def _get(self, reference: str) -> Any:
+        kind, _, rest = reference.partition(".")
+        if kind == "Parameters":
+            if rest not in self.parameters:
+                raise UnsupportedDefinition(f"reference to undeclared parameter {reference!r}")
+            return self.parameters[rest]
+        if kind == "Execution":
+            if rest not in self.execution:
+                raise UnsupportedDefinition(f"execution variable {reference!r} is not supported locally")
+            return self.execution[rest]
+        if kind == "Steps":
+            step, _, path = rest.partition(".")
+            if step not in self.step_properties:
+                raise UnsupportedDefinition(f"{reference!r} refers to a step that has not run")
+            return self._walk(self.step_properties[step], path, reference)
+        raise UnsupportedDefinition(f"reference {reference!r} is not supported by the local runner")
+
+    @staticmethod
+    def _walk(node: Any, path: str, reference: str) -> Any:
+        for part in path.split("."):
+            match = INDEX.match(part)
+            try:
+                if match:
+                    name, key, index = match.groups()
+                    node = node[name]
+                    node = next(o for o in node if o.get("OutputName") == key) if key else node[int(index)]
+                else:
+                    node = node[part]
+            except (KeyError, IndexError, StopIteration, TypeError):
+                raise UnsupportedDefinition(f"step property {reference!r} does not exist locally") from None
+        return node
+
+    def _std_join(self, operand: dict[str, Any]) -> str:
+        return str(operand["On"]).join(_as_text(self.resolve(v)) for v in operand["Values"])
+
+    def _std_jsonget(self, operand: dict[str, Any]) -> Any:
+        file_ref = operand["PropertyFile"]
+        reference = file_ref["Get"] if isinstance(file_ref, dict) else f"Steps.{file_ref}"
+        _, step, _, name = reference.split(".")
+        document = self.read_property_file(step, name)
+        node = document
+        for part in operand["Path"].split("."):
+            try:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            except (KeyError, IndexError, ValueError, TypeError):
+                raise UnsupportedDefinition(f"JsonGet path {operand['Path']!r} not found in {name}") from None
+        return node
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)

@@ -1,0 +1,300 @@
+"""Processing and training jobs as local processes, under the SageMaker container contract.
+
+Container paths under /opt/ml/ are mapped into a per-job folder; S3 URIs into the local object store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline_steps.local.errors import StepFailed, UnsupportedDefinition
+from pipeline_steps.local.store import LocalObjectStore
+
+PROCESSING_FIELDS = {
+    "ProcessingResources",
+    "AppSpecification",
+    "RoleArn",
+    "ProcessingInputs",
+    "ProcessingOutputConfig",
+    "Environment",
+    "NetworkConfig",
+    "StoppingCondition",
+}
+TRAINING_FIELDS = {
+    "AlgorithmSpecification",
+    "OutputDataConfig",
+    "StoppingCondition",
+    "ResourceConfig",
+    "RoleArn",
+    "InputDataConfig",
+    "HyperParameters",
+    "VpcConfig",
+    "EnableInterContainerTrafficEncryption",
+    "EnableManagedSpotTraining",
+    "CheckpointConfig",
+    "ProfilerConfig",
+    "Environment",
+    "DebugHookConfig",
+}
+# Accelerators per instance (processes per node under torchrun); unknown types count as 1.
+GPUS_PER_INSTANCE = {
+    "ml.p4d.24xlarge": 8,
+    "ml.p4de.24xlarge": 8,
+    "ml.p3dn.24xlarge": 8,
+    "ml.p5.48xlarge": 8,
+    "ml.g5.48xlarge": 8,
+    "ml.g5.12xlarge": 4,
+}
+Printer = Callable[[str], None]
+
+
+def check_fields(step_name: str, arguments: dict[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(arguments) - known)
+    if unknown:
+        raise UnsupportedDefinition(f"step {step_name!r}: fields not supported by the local runner: {unknown}")
+
+
+@dataclass
+class Container:
+    """A job's private folder standing in for the container's filesystem."""
+
+    root: Path
+
+    @property
+    def opt_ml(self) -> Path:
+        return self.root / "opt" / "ml"
+
+    def map(self, value: str) -> str:
+        """Container paths (/opt/ml/...) inside any string -> the local folder."""
+        return value.replace("/opt/ml/", f"{self.opt_ml}/").replace("/opt/ml ", f"{self.opt_ml} ")
+
+    def path(self, container_path: str) -> Path:
+        return Path(self.map(container_path.rstrip("/") + "/"))
+
+
+def _python_env(extra: dict[str, str]) -> dict[str, str]:
+    """This interpreter first on PATH (the container's `python3`), plus the job's variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "RANK", "LOCAL_RANK", "WORLD_SIZE"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update({"PYTHONUNBUFFERED": "1", **extra})
+    return env
+
+
+def _stream(
+    command: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    out: Printer,
+    on_line: Callable[[str, subprocess.Popen], None] | None = None,
+) -> int:
+    """Run a command, echoing stdout line by line (stderr, with progress bars, goes to the terminal)."""
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True, start_new_session=False)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        out(f"    | {line.rstrip()}")
+        if on_line:
+            on_line(line, proc)
+    return proc.wait()
+
+
+def run_processing(name: str, args: dict[str, Any], store: LocalObjectStore, job_dir: Path, out: Printer) -> dict:
+    """A ProcessingStep's job; returns its properties (outputs with their S3 URIs)."""
+    check_fields(name, args, PROCESSING_FIELDS)
+    container = Container(job_dir)
+    for item in args.get("ProcessingInputs", []):
+        s3_input = item["S3Input"]
+        if s3_input.get("S3InputMode", "File") != "File" or s3_input.get("S3CompressionType", "None") != "None":
+            raise UnsupportedDefinition(f"step {name!r}: input {item['InputName']!r} mode is not supported locally")
+        destination = container.path(s3_input["LocalPath"])
+        destination.mkdir(parents=True, exist_ok=True)
+        if s3_input["S3DataType"] == "S3Prefix":
+            if not store.download_prefix(s3_input["S3Uri"], destination):
+                raise StepFailed(f"{name}: input {item['InputName']!r}: nothing at {s3_input['S3Uri']}")
+        elif s3_input["S3DataType"] == "ManifestFile":
+            _download_manifest_files(name, item["InputName"], s3_input["S3Uri"], store, destination)
+        else:
+            raise UnsupportedDefinition(f"step {name!r}: S3DataType {s3_input['S3DataType']!r} not supported locally")
+    app = args["AppSpecification"]
+    command = [
+        container.map(part) for part in [*app.get("ContainerEntrypoint", []), *app.get("ContainerArguments", [])]
+    ]
+    env = _python_env({k: str(v) for k, v in args.get("Environment", {}).items()})
+    code = _stream(command, env, job_dir, out)
+    if code != 0:
+        raise StepFailed(f"{name}: the processing job exited with code {code} (its messages are above)")
+    outputs = args.get("ProcessingOutputConfig", {}).get("Outputs", [])
+    for output in outputs:
+        s3_output = output["S3Output"]
+        store.upload_dir(container.path(s3_output["LocalPath"]), s3_output["S3Uri"])
+    return {"ProcessingOutputConfig": {"Outputs": outputs}, "ProcessingJobStatus": "Completed"}
+
+
+def _download_manifest_files(name: str, input_name: str, uri: str, store: LocalObjectStore, destination: Path) -> None:
+    manifest_path = store.path(uri)
+    if not manifest_path.is_file():
+        raise StepFailed(f"{name}: input {input_name!r}: manifest {uri} does not exist")
+    manifest = json.loads(manifest_path.read_text())
+    prefix = manifest[0]["prefix"]
+    for key in manifest[1:]:
+        source = store.path(prefix + key)
+        if not source.is_file():
+            raise StepFailed(f"{name}: input {input_name!r}: the manifest names {prefix}{key}, which does not exist")
+        target = destination / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+
+
+@dataclass(frozen=True)
+class TrainingOutcome:
+    interrupted_at_step: int | None
+    properties: dict[str, Any]
+
+
+class CheckpointSync:
+    """What SageMaker does with checkpoint_s3_uri: restore on start, upload new files while running."""
+
+    def __init__(self, store: LocalObjectStore, local_dir: Path, uri: str | None) -> None:
+        self.store, self.local_dir, self.uri = store, local_dir, uri
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def restore(self) -> int:
+        self.local_dir.mkdir(parents=True, exist_ok=True)
+        return self.store.download_prefix(self.uri.rstrip("/") + "/", self.local_dir) if self.uri else 0
+
+    def _loop(self) -> None:
+        while not self._stop.wait(2.0):
+            self.sync()
+
+    def sync(self) -> None:
+        if self.uri and self.local_dir.is_dir():
+            self.store.upload_dir(self.local_dir, self.uri)
+
+    def __enter__(self) -> CheckpointSync:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sync()
+
+
+def _decode_hyperparameter(value: str) -> str:
+    """The SDK JSON-encodes string hyperparameters ('"bf16"'); numbers arrive as plain text."""
+    return json.loads(value) if value.startswith('"') else value
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_training(
+    name: str,
+    args: dict[str, Any],
+    store: LocalObjectStore,
+    job_dir: Path,
+    job_name: str,
+    out: Printer,
+    interrupt_after_step: int | None = None,
+) -> TrainingOutcome:
+    """A TrainingStep's job as the HF training toolkit would run it (torchrun for data parallel)."""
+    check_fields(name, args, TRAINING_FIELDS)
+    container = Container(job_dir)
+    hps = {k: str(v) for k, v in args.get("HyperParameters", {}).items()}
+    code_dir = container.opt_ml / "code"
+    code_dir.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(store.path(_decode_hyperparameter(hps["sagemaker_submit_directory"]))) as tar:
+        tar.extractall(code_dir, filter="data")
+    program = _decode_hyperparameter(hps["sagemaker_program"])
+    channels = {}
+    for channel in args.get("InputDataConfig", []):
+        local = container.opt_ml / "input" / "data" / channel["ChannelName"]
+        local.mkdir(parents=True, exist_ok=True)
+        uri = channel["DataSource"]["S3DataSource"]["S3Uri"]
+        if not store.download_prefix(uri, local):
+            raise StepFailed(f"{name}: channel {channel['ChannelName']!r}: nothing at {uri}")
+        channels[channel["ChannelName"]] = local
+    checkpoint_config = args.get("CheckpointConfig")
+    checkpoint_dir = container.path(
+        checkpoint_config.get("LocalPath", "/opt/ml/checkpoints") if checkpoint_config else "/opt/ml/checkpoints"
+    )
+    sync = CheckpointSync(store, checkpoint_dir, checkpoint_config["S3Uri"] if checkpoint_config else None)
+    restored = sync.restore()
+    if restored:
+        out(f"    restored {restored} checkpoint file(s) from {checkpoint_config['S3Uri']}")
+    user_hps = {k: _decode_hyperparameter(v) for k, v in hps.items() if not k.startswith("sagemaker_")}
+    resources = args["ResourceConfig"]
+    distributed = hps.get("sagemaker_torch_distributed_enabled") == "true" or (
+        hps.get("sagemaker_distributed_dataparallel_enabled") == "true"
+    )
+    wanted = int(resources["InstanceCount"]) * GPUS_PER_INSTANCE.get(resources["InstanceType"], 1)
+    processes = max(1, min(wanted, os.cpu_count() or 1)) if distributed else 1
+    if distributed:
+        backend = "SMDDP (run locally with torchrun + gloo)" if "dataparallel" in str(hps) else "torchrun"
+        out(
+            f"    {resources['InstanceCount']} x {resources['InstanceType']} = {wanted} data-parallel processes "
+            f"requested; running {processes} CPU process(es) with {backend} (capped to this machine's cores)"
+        )
+    model_dir = container.opt_ml / "model"
+    model_dir.mkdir(parents=True, exist_ok=True)
+    env = _python_env(
+        {
+            "SM_MODEL_DIR": str(model_dir),
+            "SM_OUTPUT_DATA_DIR": str(container.opt_ml / "output" / "data"),
+            "SM_CHANNELS": json.dumps(sorted(channels)),
+            "SM_HPS": json.dumps(user_hps),
+            "SM_NUM_GPUS": "0",
+            "SM_CURRENT_HOST": "algo-1",
+            "SM_HOSTS": json.dumps(["algo-1"]),
+            "QA_CHECKPOINT_DIR": str(checkpoint_dir),
+            "OMP_NUM_THREADS": "1" if processes > 1 else os.environ.get("OMP_NUM_THREADS", "2"),
+            **{f"SM_CHANNEL_{c.upper()}": str(p) for c, p in channels.items()},
+            **{k: str(v) for k, v in args.get("Environment", {}).items()},
+        }
+    )
+    argv = [item for key, value in user_hps.items() for item in (f"--{key}", str(value))]
+    launcher = [sys.executable]
+    if processes > 1:
+        launcher += ["-m", "torch.distributed.run", f"--nproc_per_node={processes}", "--master_addr=127.0.0.1"]
+        launcher += [f"--master_port={_free_port()}"]
+    interrupted: list[int] = []
+
+    def watch(line: str, proc: subprocess.Popen) -> None:
+        if interrupt_after_step is not None and not interrupted and line.startswith("step="):
+            step = int(line.split()[0].split("=")[1])
+            if step >= interrupt_after_step:
+                interrupted.append(step)
+                out(f"    >> simulating a spot interruption: SIGTERM at step {step}")
+                proc.send_signal(signal.SIGTERM)
+
+    with sync:
+        code = _stream([*launcher, program, *argv], env, code_dir, out, watch)
+    if interrupted:
+        return TrainingOutcome(interrupted_at_step=interrupted[0], properties={})
+    if code != 0:
+        raise StepFailed(f"{name}: the training job exited with code {code} (its messages are above)")
+    artifact_uri = f"{args['OutputDataConfig']['S3OutputPath'].rstrip('/')}/{job_name}/output/model.tar.gz"
+    archive = job_dir / "model.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted(model_dir.iterdir()):
+            tar.add(path, arcname=path.name)
+    store.put_file(archive, artifact_uri)
+    return TrainingOutcome(
+        interrupted_at_step=None,
+        properties={"ModelArtifacts": {"S3ModelArtifacts": artifact_uri}, "TrainingJobName": job_name},
+    )

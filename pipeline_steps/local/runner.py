@@ -1,0 +1,279 @@
+"""Execute a pipeline definition on this machine: parameters, step graph, conditions, registration."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline_steps.local.errors import StepFailed, UnsupportedDefinition
+from pipeline_steps.local.expressions import ExpressionResolver
+from pipeline_steps.local.jobs import Printer, run_processing, run_training
+from pipeline_steps.local.registry import LocalModelRegistry, ModelPackage
+from pipeline_steps.local.store import LocalObjectStore
+
+STEP_FIELDS = {
+    "Name",
+    "Type",
+    "Arguments",
+    "CacheConfig",
+    "RetryPolicies",
+    "PropertyFiles",
+    "Description",
+    "DisplayName",
+    "DependsOn",
+}
+STEP_TYPES = {"Processing", "Training", "Condition", "RegisterModel", "Fail"}
+COMPARISONS = {
+    "GreaterThanOrEqualTo": lambda a, b: a >= b,
+    "GreaterThan": lambda a, b: a > b,
+    "LessThan": lambda a, b: a < b,
+    "LessThanOrEqualTo": lambda a, b: a <= b,
+    "Equals": lambda a, b: a == b,
+}
+PARAMETER_TYPES = {"String": str, "Integer": int, "Float": float, "Boolean": lambda v: str(v).lower() == "true"}
+
+
+@dataclass
+class StepResult:
+    name: str
+    type: str
+    status: str
+    seconds: float
+    detail: str = ""
+
+
+@dataclass
+class ExecutionResult:
+    execution_id: str
+    status: str  # Succeeded | Failed
+    steps: list[StepResult] = field(default_factory=list)
+    failure: str | None = None
+    model_package: ModelPackage | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+def _all_steps(steps: list[dict[str, Any]]):
+    for step in steps:
+        yield step
+        for branch in ("IfSteps", "ElseSteps"):
+            yield from _all_steps(step.get("Arguments", {}).get(branch, []))
+
+
+def _expressions(node: Any):
+    if isinstance(node, dict):
+        if len(node) == 1 and next(iter(node)).startswith(("Get", "Std:")):
+            yield next(iter(node))
+        for value in node.values():
+            yield from _expressions(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _expressions(value)
+
+
+def validate_definition(definition: dict[str, Any]) -> None:
+    """Reject, before anything runs, every step type, field or expression this runner does not implement."""
+    problems = []
+    for step in _all_steps(definition.get("Steps", [])):
+        if step.get("Type") not in STEP_TYPES:
+            problems.append(f"step {step.get('Name')!r}: type {step.get('Type')!r} is not supported")
+        unknown = sorted(set(step) - STEP_FIELDS)
+        if unknown:
+            problems.append(f"step {step.get('Name')!r}: fields {unknown} are not supported")
+    for operator in set(_expressions(definition.get("Steps", []))):
+        if operator not in ("Get", "Std:Join", "Std:JsonGet"):
+            problems.append(f"expression {operator!r} is not supported")
+    if problems:
+        raise UnsupportedDefinition("the local runner cannot run this definition:\n  - " + "\n  - ".join(problems))
+
+
+def _step_dependencies(step: dict[str, Any], names: set[str]) -> set[str]:
+    text = json.dumps(step)
+    referenced = {name for name in names if f'"Steps.{name}.' in text or f'"Get": "Steps.{name}.' in text}
+    return (referenced | set(step.get("DependsOn", []))) - {step["Name"]}
+
+
+def execution_order(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Top-level steps in dependency order (data references and DependsOn)."""
+    names = {s["Name"] for s in steps}
+    pending = {s["Name"]: s for s in steps}
+    ordered: list[dict[str, Any]] = []
+    done: set[str] = set()
+    while pending:
+        ready = [s for n, s in pending.items() if _step_dependencies(s, names) <= done]
+        if not ready:
+            raise UnsupportedDefinition(f"cyclic step dependencies among {sorted(pending)}")
+        for step in ready:
+            ordered.append(step)
+            done.add(step["Name"])
+            del pending[step["Name"]]
+    return ordered
+
+
+class LocalPipelineRunner:
+    """Runs one execution of a definition against a local object store and model registry."""
+
+    def __init__(
+        self,
+        definition: dict[str, Any],
+        pipeline_name: str,
+        store: LocalObjectStore,
+        registry: LocalModelRegistry,
+        work_dir: Path,
+        out: Printer = print,
+        interrupt_training_after_steps: int | None = None,
+    ) -> None:
+        validate_definition(definition)
+        self.definition = definition
+        self.pipeline_name = pipeline_name
+        self.store, self.registry, self.work_dir, self.out = store, registry, work_dir, out
+        self.interrupt_after = interrupt_training_after_steps
+
+    def parameters(self, overrides: dict[str, Any]) -> dict[str, Any]:
+        declared = {p["Name"]: p for p in self.definition.get("Parameters", [])}
+        unknown = sorted(set(overrides) - set(declared))
+        if unknown:
+            raise ValueError(f"unknown pipeline parameters {unknown}; declared: {sorted(declared)}")
+        values = {}
+        for name, spec in declared.items():
+            raw = overrides.get(name, spec.get("DefaultValue"))
+            if raw is None:
+                raise ValueError(f"parameter {name!r} has no default and no value")
+            value = PARAMETER_TYPES[spec["Type"]](raw)
+            if spec.get("EnumValues") and value not in spec["EnumValues"]:
+                raise ValueError(f"parameter {name!r}={value!r} is not one of {spec['EnumValues']}")
+            values[name] = value
+        return values
+
+    def run(self, overrides: dict[str, Any] | None = None) -> ExecutionResult:
+        execution_id = f"local-{uuid.uuid4().hex[:12]}"
+        parameters = self.parameters(overrides or {})
+        self.step_properties: dict[str, dict[str, Any]] = {}
+        self.property_files: dict[tuple[str, str], str] = {}
+        self.resolver = ExpressionResolver(
+            parameters,
+            {
+                "PipelineExecutionId": execution_id,
+                "PipelineName": self.pipeline_name,
+                "PipelineExecutionArn": f"arn:aws:sagemaker:local:000000000000:pipeline/{self.pipeline_name}"
+                f"/execution/{execution_id}",
+            },
+            self.step_properties,
+            self._read_property_file,
+        )
+        self.result = ExecutionResult(execution_id=execution_id, status="Executing")
+        self.out(f"execution {execution_id} of {self.pipeline_name}")
+        for name, value in parameters.items():
+            self.out(f"  {name} = {value}")
+        try:
+            for step in execution_order(self.definition["Steps"]):
+                self._run_step(step)
+            self.result.status = "Succeeded"
+        except StepFailed as failure:
+            self.result.status = "Failed"
+            self.result.failure = str(failure)
+        return self.result
+
+    def _run_step(self, step: dict[str, Any]) -> None:
+        name, kind = step["Name"], step["Type"]
+        self.out(f"\n> {name} ({kind}) started")
+        started = time.monotonic()
+        try:
+            detail = getattr(self, f"_run_{kind.lower()}")(step) or ""
+        except StepFailed as failure:
+            elapsed = time.monotonic() - started
+            self.result.steps.append(StepResult(name, kind, "Failed", elapsed, str(failure)))
+            self.out(f"x {name} failed after {elapsed:.1f}s: {failure}")
+            raise
+        elapsed = time.monotonic() - started
+        if kind != "Condition":
+            self.result.steps.append(StepResult(name, kind, "Succeeded", elapsed, detail))
+            self.out(f"ok {name} succeeded in {elapsed:.1f}s{': ' + detail if detail else ''}")
+
+    def _job_dir(self, name: str) -> Path:
+        path = self.work_dir / self.result.execution_id / name
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+        return path
+
+    def _run_processing(self, step: dict[str, Any]) -> str:
+        args = self.resolver.resolve(step["Arguments"])
+        properties = run_processing(step["Name"], args, self.store, self._job_dir(step["Name"]), self.out)
+        self.step_properties[step["Name"]] = properties
+        for report in step.get("PropertyFiles", []):
+            [output] = [o for o in args["ProcessingOutputConfig"]["Outputs"] if o["OutputName"] == report["OutputName"]]
+            uri = f"{output['S3Output']['S3Uri'].rstrip('/')}/{report['FilePath']}"
+            self.property_files[(step["Name"], report["PropertyFileName"])] = uri
+        return ", ".join(o["OutputName"] for o in args.get("ProcessingOutputConfig", {}).get("Outputs", []))
+
+    def _read_property_file(self, step_name: str, file_name: str) -> Any:
+        uri = self.property_files.get((step_name, file_name))
+        if uri is None:
+            raise UnsupportedDefinition(f"property file {step_name}.{file_name} was not produced")
+        document = json.loads(self.store.path(uri).read_text())
+        if step_name == "Evaluate" or "metrics" in document:
+            self.result.metrics = {k: v.get("value") for k, v in document.get("metrics", {}).items()}
+        return document
+
+    def _run_training(self, step: dict[str, Any]) -> str:
+        args = self.resolver.resolve(step["Arguments"])
+        spot = bool(args.get("EnableManagedSpotTraining"))
+        attempts = max([p.get("MaxAttempts", 1) for p in step.get("RetryPolicies", [])] + [1]) + 1
+        interrupt = self.interrupt_after
+        for attempt in range(1, attempts + 1):
+            job_name = f"{self.result.execution_id}-{step['Name']}"
+            outcome = run_training(
+                step["Name"], args, self.store, self._job_dir(step["Name"]), job_name, self.out, interrupt
+            )
+            if outcome.interrupted_at_step is None:
+                self.step_properties[step["Name"]] = outcome.properties
+                suffix = f" (resumed after a spot interruption, attempt {attempt})" if attempt > 1 else ""
+                return f"model {outcome.properties['ModelArtifacts']['S3ModelArtifacts']}{suffix}"
+            if not spot:
+                raise StepFailed(f"{step['Name']}: interrupted at step {outcome.interrupted_at_step} (no spot retry)")
+            self.out(
+                f"    spot interruption at step {outcome.interrupted_at_step}: checkpoints are in "
+                f"{args['CheckpointConfig']['S3Uri']}; retrying on a fresh instance (attempt {attempt + 1})"
+            )
+            interrupt = None
+        raise StepFailed(f"{step['Name']}: still interrupted after {attempts} attempts")
+
+    def _run_condition(self, step: dict[str, Any]) -> str:
+        args = step["Arguments"]
+        outcomes = []
+        for condition in args["Conditions"]:
+            if condition["Type"] not in COMPARISONS:
+                raise UnsupportedDefinition(f"condition type {condition['Type']!r} is not supported locally")
+            left, right = self.resolver.resolve(condition["LeftValue"]), self.resolver.resolve(condition["RightValue"])
+            passed = COMPARISONS[condition["Type"]](float(left), float(right))
+            self.out(f"    {left} {condition['Type']} {right}: {passed}")
+            outcomes.append(passed)
+        branch = "IfSteps" if all(outcomes) else "ElseSteps"
+        self.result.steps.append(StepResult(step["Name"], "Condition", "Succeeded", 0.0, f"-> {branch}"))
+        self.out(f"ok {step['Name']}: {'true' if branch == 'IfSteps' else 'false'} -> {branch}")
+        for inner in args.get(branch, []):
+            self._run_step(inner)
+        return ""
+
+    def _run_registermodel(self, step: dict[str, Any]) -> str:
+        args = self.resolver.resolve(step["Arguments"])
+        [container] = args["InferenceSpecification"]["Containers"]
+        statistics = args.get("ModelMetrics", {}).get("ModelQuality", {}).get("Statistics", {})
+        metrics = json.loads(self.store.path(statistics["S3Uri"]).read_text()) if statistics else {}
+        package = self.registry.register(
+            group=args["ModelPackageGroupName"],
+            approval_status=args.get("ModelApprovalStatus", "PendingManualApproval"),
+            model_data=container["ModelDataUrl"],
+            metrics=metrics,
+            execution_id=self.result.execution_id,
+        )
+        self.result.model_package = package
+        return f"{package.arn} ({package.approval_status})"
+
+    def _run_fail(self, step: dict[str, Any]) -> str:
+        message = self.resolver.resolve(step["Arguments"].get("ErrorMessage", "Fail step reached"))
+        raise StepFailed(str(message))

@@ -1,0 +1,63 @@
+"""A local stand-in for S3: s3://bucket/key <-> <root>/<bucket>/<key>."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+
+class LocalObjectStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, uri: str) -> Path:
+        if not uri.startswith("s3://"):
+            raise ValueError(f"not an s3:// URI: {uri!r}")
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        if not bucket or ".." in Path(key).parts:
+            raise ValueError(f"invalid S3 URI: {uri!r}")
+        return self.root / bucket / key
+
+    def keys_under(self, uri: str) -> list[Path]:
+        """Objects whose key starts with the URI's key (S3 prefix semantics)."""
+        base = self.path(uri)
+        if base.is_file():
+            return [base]
+        if base.is_dir():
+            return sorted(p for p in base.rglob("*") if p.is_file())
+        parent = base.parent
+        return sorted(p for p in parent.glob(base.name + "*") if p.is_file()) if parent.is_dir() else []
+
+    def download_prefix(self, uri: str, destination: Path) -> int:
+        """Copy every object under the prefix, keeping paths relative to the prefix's folder."""
+        base = self.path(uri)
+        anchor = base if base.is_dir() else base.parent
+        count = 0
+        for source in self.keys_under(uri):
+            target = destination / source.relative_to(anchor)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+            count += 1
+        return count
+
+    def upload_dir(self, source: Path, uri: str) -> int:
+        """Copy a local folder's files under the URI (overwriting, like S3 uploads)."""
+        target_root = self.path(uri.rstrip("/"))
+        count = 0
+        for path in sorted(p for p in source.rglob("*") if p.is_file()):
+            target = target_root / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            count += 1
+        return count
+
+    def put_file(self, source: Path, uri: str) -> None:
+        target = self.path(uri)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+
+    def put_bytes(self, data: bytes, uri: str) -> None:
+        target = self.path(uri)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)

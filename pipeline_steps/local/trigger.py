@@ -1,0 +1,56 @@
+"""Emulate the S3 -> EventBridge -> pipeline trigger with the rule taken from the synthesized template."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pipeline_steps.local.assembly import SynthesizedPipeline, extract_event_value
+from pipeline_steps.local.event_pattern import matches
+from pipeline_steps.local.store import LocalObjectStore
+
+SPLITS = ("train", "validation")
+
+
+def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, prefix: str) -> str:
+    """Copy train/ and validation/ files, then write the manifest last; returns the manifest key."""
+    keys = []
+    for split in SPLITS:
+        for path in sorted(p for p in (dataset_dir / split).rglob("*") if p.is_file()):
+            key = path.relative_to(dataset_dir).as_posix()
+            store.put_file(path, f"s3://{bucket}/{prefix}{key}")
+            keys.append(key)
+    manifest = [{"prefix": f"s3://{bucket}/{prefix}"}, *keys]
+    manifest_key = f"{prefix}manifest.json"
+    store.put_bytes(json.dumps(manifest, indent=1).encode(), f"s3://{bucket}/{manifest_key}")
+    return manifest_key
+
+
+def object_created_event(bucket: str, key: str, size: int, account: str, region: str) -> dict[str, Any]:
+    """An S3 'Object Created' event as EventBridge delivers it."""
+    return {
+        "version": "0",
+        "id": "00000000-0000-0000-0000-000000000000",
+        "detail-type": "Object Created",
+        "source": "aws.s3",
+        "account": account,
+        "time": "2026-01-01T00:00:00Z",
+        "region": region,
+        "resources": [f"arn:aws:s3:::{bucket}"],
+        "detail": {
+            "version": "0",
+            "bucket": {"name": bucket},
+            "object": {"key": key, "size": size, "etag": "local", "sequencer": "0"},
+            "request-id": "local",
+            "requester": account,
+            "reason": "PutObject",
+        },
+    }
+
+
+def parameters_from_event(pipeline: SynthesizedPipeline, event: dict[str, Any]) -> dict[str, Any] | None:
+    """The pipeline parameters the rule's target would pass, or None when the rule does not match."""
+    if not matches(pipeline.trigger_pattern, event):
+        return None
+    return {name: extract_event_value(event, path) for name, path in pipeline.trigger_parameters.items()}
