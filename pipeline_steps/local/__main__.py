@@ -97,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 
     overrides: dict[str, str] = dict(item.split("=", 1) for item in args.param)
     defaults = {p["Name"]: p.get("DefaultValue") for p in pipeline.definition["Parameters"]}
-    model_uri = defaults["BaseModelUri"].rstrip("/") + ("-tiny/" if args.tiny else "-minilm/")
+    artifacts_bucket = defaults["BaseModelUri"].removeprefix("s3://").split("/", 1)[0]
+    model_uri = f"s3://{artifacts_bucket}/base-models/{'tiny-bert' if args.tiny else 'all-MiniLM-L6-v2'}/"
     model_dir = args.work_dir / "tiny-model" if args.tiny else bundled_model_dir()
     if args.tiny and not (model_dir / "config.json").exists():
         build_tiny_model(model_dir)

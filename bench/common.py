@@ -1,0 +1,111 @@
+"""Shared benchmark helpers: synthetic SQuAD-shaped features, alternating runs, result tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+TRAINING_CODE = ROOT / "training_code"
+
+
+def squad_like_lengths(count: int, seed: int = 0, max_len: int = 384) -> list[int]:
+    """Feature lengths shaped like SQuAD v1.1 at max_seq_length 384 / stride 128: a broad body around
+    150-200 tokens and a spike of long contexts cut at the window size."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.lognormal(mean=5.1, sigma=0.35, size=count)
+    lengths = np.where(rng.random(count) < 0.12, max_len, lengths)
+    return [int(x) for x in np.clip(lengths, 48, max_len)]
+
+
+def write_features(directory: Path, tokenizer_dir: Path, count: int, seed: int = 0) -> Path:
+    """A features.parquet of random token ids with SQuAD-like lengths and valid answer positions."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    rng = np.random.default_rng(seed)
+    rows: dict[str, list] = {k: [] for k in ("input_ids", "token_type_ids", "attention_mask")}
+    rows.update(start_positions=[], end_positions=[], example_id=[])
+    for i, length in enumerate(squad_like_lengths(count, seed)):
+        question = int(rng.integers(8, 20))
+        body = rng.integers(1000, tokenizer.vocab_size, size=length - 3).tolist()
+        ids = [
+            tokenizer.cls_token_id,
+            *body[:question],
+            tokenizer.sep_token_id,
+            *body[question:],
+            tokenizer.sep_token_id,
+        ]
+        types = [0] * (question + 2) + [1] * (length - question - 2)
+        start = int(rng.integers(question + 2, length - 2))
+        rows["input_ids"].append(ids)
+        rows["token_type_ids"].append(types)
+        rows["attention_mask"].append([1] * length)
+        rows["start_positions"].append(start)
+        rows["end_positions"].append(min(start + int(rng.integers(0, 5)), length - 2))
+        rows["example_id"].append(f"e{i}")
+    directory.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(rows), str(directory / "features.parquet"))
+    return directory
+
+
+def machine() -> dict[str, Any]:
+    return {
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "python": sys.version.split()[0],
+    }
+
+
+def alternate(runs: dict[str, Callable[[], dict[str, float]]], pairs: int) -> dict[str, list[dict[str, float]]]:
+    """Run each configuration once per round, in the same order, `pairs` rounds (A B A B ...)."""
+    results: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
+    for round_index in range(pairs):
+        for name, run in runs.items():
+            outcome = run()
+            print(f"  round {round_index + 1} {name}: {json.dumps(outcome)}", flush=True)
+            results[name].append(outcome)
+    return results
+
+
+def median(values: list[dict[str, float]], key: str) -> float:
+    return statistics.median(v[key] for v in values)
+
+
+def run_python(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> tuple[str, float]:
+    started = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True
+    )
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        raise RuntimeError(f"{args} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
+    return result.stdout, elapsed
+
+
+def save(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {"benchmark": name, "date": time.strftime("%Y-%m-%d"), "machine": machine(), **payload}
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2))
+    return path
+
+
+def table(rows: list[list[Any]], header: list[str]) -> str:
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows, strict=True)]
+    line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"  # noqa: E731
+    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])

