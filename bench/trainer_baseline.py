@@ -82,7 +82,7 @@ def main() -> None:
         seed=42,
         dataloader_num_workers=0,
         disable_tqdm=True,
-        group_by_length=args.group_by_length == "true",
+        train_sampling_strategy="group_by_length" if args.group_by_length == "true" else "random",
     )
     trainer = Trainer(
         model=model,

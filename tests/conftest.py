@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,19 @@ def policy_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
 
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def unshare_works() -> bool:
+    """Whether this machine can run a command in a fresh network namespace (root or user namespaces)."""
+    unshare = shutil.which("unshare")
+    return bool(unshare) and subprocess.run([unshare, "-n", "true"], capture_output=True).returncode == 0
+
+
+def run_without_network(args: list[str], env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run `args` from the repository root under `unshare -n` (no network at all) with exactly `env`."""
+    return subprocess.run(
+        [shutil.which("unshare"), "-n", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def dumps(value: Any) -> str:

