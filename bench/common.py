@@ -8,6 +8,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -95,6 +96,32 @@ def run_python(args: list[str], env: dict[str, str] | None = None, cwd: Path = R
     if result.returncode != 0:
         raise RuntimeError(f"{args} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
     return result.stdout, elapsed
+
+
+def run_train_py(
+    model: Path, features: Path, launcher: list[str], hyperparameters: list[str], env: dict[str, str] | None = None
+) -> dict[str, float]:
+    """training_code/train.py the SageMaker way; samples/s and mean loss over the logged intervals after the
+    first (which holds the warm-up steps)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        out, _ = run_python(
+            [*launcher, "train.py", "--checkpoint_steps", "100000", *hyperparameters],
+            env={
+                "SM_CHANNEL_MODEL": str(model),
+                "SM_CHANNEL_TRAIN": str(features),
+                "SM_MODEL_DIR": f"{scratch}/model",
+                "QA_CHECKPOINT_DIR": f"{scratch}/checkpoints",
+                **(env or {}),
+            },
+            cwd=TRAINING_CODE,
+        )
+    lines = [dict(p.split("=") for p in line.split()) for line in out.splitlines() if line.startswith("step=")]
+    measured = lines[1:]
+    return {
+        # Equal steps per interval: the harmonic mean is total samples / total time.
+        "samples_per_second": len(measured) / sum(1 / float(x["samples_per_second"]) for x in measured),
+        "final_loss": sum(float(x["loss"]) for x in measured) / len(measured),
+    }
 
 
 def save(name: str, payload: dict[str, Any]) -> Path:

