@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -62,6 +63,16 @@ def write_features(directory: Path, tokenizer_dir: Path, count: int, seed: int =
     directory.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table(rows), str(directory / "features.parquet"))
     return directory
+
+
+def training_parser(description: str | None) -> argparse.ArgumentParser:
+    """The options every training benchmark takes."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--pairs", type=int, default=3, help="rounds of alternating runs")
+    parser.add_argument("--steps", type=int, default=20, help="optimizer steps per run")
+    parser.add_argument("--warmup", type=int, default=5, help="steps excluded from the measurement")
+    parser.add_argument("--batch", type=int, default=8, help="per-process batch size")
+    return parser
 
 
 def machine() -> dict[str, Any]:

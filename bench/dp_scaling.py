@@ -6,11 +6,10 @@ per-process batch. Efficiency = throughput(2) / (2 x throughput(1)).
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
-from bench.common import alternate, median, run_train_py, save, table, write_features
+from bench.common import alternate, median, run_train_py, save, table, training_parser, write_features
 from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
 
 
@@ -23,11 +22,7 @@ def run(model: Path, features: Path, processes: int, steps: int, warmup: int, ba
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--batch", type=int, default=8)
+    parser = training_parser(__doc__)
     parser.add_argument("--model", choices=("tiny", "minilm"), default="minilm")
     args = parser.parse_args()
     minilm = bundled_model_dir()

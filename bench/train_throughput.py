@@ -9,12 +9,11 @@ reports median samples/s after warm-up, the ratio to each baseline, and the mean
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 from pathlib import Path
 
-from bench.common import alternate, median, run_python, run_train_py, save, table, write_features
+from bench.common import alternate, median, run_python, run_train_py, save, table, training_parser, write_features
 from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
 
 
@@ -48,11 +47,7 @@ def trainer(model: Path, features: Path, steps: int, warmup: int, batch: int, pa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--batch", type=int, default=8)
+    parser = training_parser(__doc__)
     args = parser.parse_args()
     minilm = bundled_model_dir()
     scratch = Path(tempfile.mkdtemp())
