@@ -33,4 +33,8 @@ def setup_logging(is_main_process: bool = True) -> logging.Logger:
     )
     for noisy in ("datasets", "transformers", "accelerate", "torch.distributed"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if not is_main_process:  # one copy of library reports (e.g. transformers' load report), not one per rank
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.set_verbosity_error()
     return logging.getLogger("qa")
