@@ -52,14 +52,6 @@ class LoadReport:
     invalid_records: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
 
 
-class DatasetError(ValueError):
-    """The dataset cannot be used; carries every problem found."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__(summarize_problems(problems))
-
-
 def summarize_problems(problems: list[Problem], limit: int = 200) -> str:
     lines = [f"{len(problems)} problem(s) in the dataset:"]
     lines += [f"  - {p}" for p in problems[:limit]]
