@@ -236,7 +236,7 @@ class LocalPipelineRunner:
             if not spot:
                 raise StepFailed(f"{step['Name']}: interrupted at step {outcome.interrupted_at_step} (no spot retry)")
             self.out(
-                f"    spot interruption at step {outcome.interrupted_at_step}: checkpoints are in "
+                f"    spot interruption (SIGTERM after step {outcome.interrupted_at_step}): checkpoints are in "
                 f"{args['CheckpointConfig']['S3Uri']}; retrying on a fresh instance (attempt {attempt + 1})"
             )
             interrupt = None

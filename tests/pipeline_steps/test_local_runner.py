@@ -85,7 +85,7 @@ def test_interrupted_training_resumes_from_its_checkpoint(dev, tmp_path, capsys)
     assert local_run(dev, tmp_path, "--param", "F1Threshold=0", "--interrupt-training-after-steps", "10") == 0
     out = capsys.readouterr().out
     assert "simulating a spot interruption: SIGTERM at step 10" in out
-    assert "spot interruption at step 10" in out
+    assert "spot interruption (SIGTERM after step 10)" in out
     assert "restored" in out and "checkpoint file(s)" in out
     # The stop flag is checked after every step: the checkpoint is the step SIGTERM arrived in, >= 10.
     resumed = re.search(r"resumed from step-(\d{8}): step (\d+)", out)
