@@ -134,6 +134,7 @@ class PipelineStack(Stack):
             "DatasetTrigger",
             datasets_bucket_name=data.bucket_names["datasets"],
             pipeline_name=settings.pipeline_name,
+            pipeline_arn=self.pipeline_arn,
             key=data.key,
         )
         self.trigger.node.add_dependency(self.pipeline)

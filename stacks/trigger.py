@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -37,11 +37,10 @@ class DatasetTrigger(Construct):
         *,
         datasets_bucket_name: str,
         pipeline_name: str,
+        pipeline_arn: str,
         key: kms.IKey,
     ) -> None:
         super().__init__(scope, construct_id)
-        stack = Stack.of(self)
-        pipeline_arn = stack.format_arn(service="sagemaker", resource="pipeline", resource_name=pipeline_name)
         self.dead_letter_queue = sqs.Queue(
             self,
             "DeadLetterQueue",

@@ -78,7 +78,7 @@ class Container:
 
     def map(self, value: str) -> str:
         """Container paths (/opt/ml/...) inside any string -> the local folder."""
-        return value.replace("/opt/ml/", f"{self.opt_ml}/").replace("/opt/ml ", f"{self.opt_ml} ")
+        return value.replace("/opt/ml/", f"{self.opt_ml}/")
 
     def path(self, container_path: str) -> Path:
         return Path(self.map(container_path.rstrip("/") + "/"))
@@ -100,7 +100,7 @@ def _stream(
     on_line: Callable[[str, subprocess.Popen], None] | None = None,
 ) -> int:
     """Run a command, echoing stdout line by line (stderr, with progress bars, goes to the terminal)."""
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True, start_new_session=False)
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     for line in proc.stdout:
         out(f"    | {line.rstrip()}")
