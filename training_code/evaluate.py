@@ -52,12 +52,13 @@ def predict(model_path: Path, features: list[dict], batch_size: int):
     import numpy as np
     import torch
     from qa.features import MODEL_INPUTS
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer, DataCollatorWithPadding
+    from qa.training import DynamicPaddingCollator
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     tokenizer = AutoTokenizer.from_pretrained(str(model_path))
     model = AutoModelForQuestionAnswering.from_pretrained(str(model_path)).to(device).eval()
-    collator = DataCollatorWithPadding(tokenizer)
+    collator = DynamicPaddingCollator.for_tokenizer(tokenizer)
     longest = max(len(f["input_ids"]) for f in features)
     starts = np.full((len(features), longest), -1e4, dtype=np.float32)
     ends = np.full_like(starts, -1e4)

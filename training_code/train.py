@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     from accelerate.utils import DataLoaderConfiguration, set_seed
     from qa import checkpoints
     from qa.training import (
+        DynamicPaddingCollator,
         FeatureDataset,
         LengthGroupedSampler,
         StopRequest,
@@ -75,12 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         steps_per_epoch,
     )
     from tqdm.auto import tqdm
-    from transformers import (
-        AutoModelForQuestionAnswering,
-        AutoTokenizer,
-        DataCollatorWithPadding,
-        get_linear_schedule_with_warmup,
-    )
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer, get_linear_schedule_with_warmup
 
     stop = StopRequest()
     accelerator = Accelerator(
@@ -107,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     dataset = FeatureDataset.from_parquet(args.train_dir)
     global_batch = args.per_device_train_batch_size * world * args.gradient_accumulation_steps
     sampler = LengthGroupedSampler(dataset.lengths, group_size=global_batch, seed=args.seed, shuffle=True)
-    collator = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if torch.cuda.is_available() else None)
+    # Multiples of 8 keep tensor-core shapes on GPUs.
+    collator = DynamicPaddingCollator.for_tokenizer(tokenizer, 8 if torch.cuda.is_available() else None)
     loader = torch.utils.data.DataLoader(
         dataset,
         batch_size=args.per_device_train_batch_size,

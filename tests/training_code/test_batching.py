@@ -1,0 +1,81 @@
+"""Batching: the fast collator matches transformers' DataCollatorWithPadding; length grouping keeps
+batches random across epochs on small datasets and cuts padding on large ones."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from qa.training import DynamicPaddingCollator, LengthGroupedSampler
+
+
+def random_features(count: int, seed: int = 0) -> list[dict]:
+    rng = random.Random(seed)
+    features = []
+    for _ in range(count):
+        length = rng.randint(5, 40)
+        features.append(
+            {
+                "input_ids": [rng.randint(1000, 2000) for _ in range(length)],
+                "token_type_ids": [0] * (length // 2) + [1] * (length - length // 2),
+                "attention_mask": [1] * length,
+                "start_positions": rng.randint(0, length - 1),
+                "end_positions": rng.randint(0, length - 1),
+            }
+        )
+    return features
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+@pytest.mark.parametrize("multiple", [None, 8])
+def test_collator_matches_data_collator_with_padding(tokenizer, padding_side, multiple):
+    from transformers import DataCollatorWithPadding
+
+    tokenizer = tokenizer.__class__.from_pretrained(tokenizer.name_or_path, padding_side=padding_side)
+    features = random_features(7)
+    expected = DataCollatorWithPadding(tokenizer, pad_to_multiple_of=multiple)(features)
+    actual = DynamicPaddingCollator.for_tokenizer(tokenizer, multiple)(features)
+    assert actual.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert actual[name].dtype == tensor.dtype, name
+        assert torch.equal(actual[name], tensor), name
+
+
+def test_collator_pads_input_ids_with_the_pad_token():
+    batch = DynamicPaddingCollator(pad_token_id=7)(
+        [{"input_ids": [1, 2, 3], "attention_mask": [1, 1, 1]}, {"input_ids": [4], "attention_mask": [1]}]
+    )
+    assert batch["input_ids"].tolist() == [[1, 2, 3], [4, 7, 7]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
+
+
+def test_collator_rejects_an_unknown_padding_side():
+    with pytest.raises(ValueError, match="padding_side"):
+        DynamicPaddingCollator(pad_token_id=0, padding_side="middle")
+
+
+def batches(sampler: LengthGroupedSampler, epoch: int, size: int) -> list[frozenset[int]]:
+    sampler.set_epoch(epoch)
+    order = list(sampler)
+    return [frozenset(order[i : i + size]) for i in range(0, len(order), size)]
+
+
+def test_small_datasets_still_get_new_batches_every_epoch():
+    lengths = [random.Random(i).randint(50, 384) for i in range(420)]  # the bundled sample's size
+    sampler = LengthGroupedSampler(lengths, group_size=16, seed=42)
+    first, second = batches(sampler, 0, 16), batches(sampler, 1, 16)
+    assert sorted(list(sampler)) == list(range(420))
+    assert len(set(first) & set(second)) < len(first) // 4, "batches repeat across epochs"
+
+
+def test_length_grouping_cuts_padding_against_random_batches():
+    lengths = [random.Random(i).randint(50, 384) for i in range(4000)]
+
+    def padded_tokens(order: list[int]) -> int:
+        return sum(max(lengths[i] for i in order[j : j + 8]) * 8 for j in range(0, len(order), 8))
+
+    random_order = list(range(4000))
+    random.Random(0).shuffle(random_order)
+    grouped = padded_tokens(list(LengthGroupedSampler(lengths, group_size=8, seed=0)))
+    assert grouped < 0.8 * padded_tokens(random_order)
