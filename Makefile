@@ -71,4 +71,4 @@ destroy: bootstrap ## cdk destroy --all (prod buckets and key are retained)
 	$(CDK) destroy --all -c env=$(ENV)
 
 clean: ## Remove generated output (keeps .venv and node_modules)
-	rm -rf cdk.out .pytest_cache .ruff_cache
+	rm -rf cdk.out .cache .pytest_cache .ruff_cache

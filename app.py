@@ -23,7 +23,7 @@ def main() -> None:
         settings = load_settings(app.node.get_all_context())
     except ConfigError as err:
         sys.exit(f"error: {err}")
-    build_stacks(app, settings)
+    build_stacks(app, settings, definition_cache=HERE / ".cache" / "pipeline-definitions")
     app.synth()
 
 

@@ -15,21 +15,12 @@ from sagemaker.workflow.pipeline import Pipeline
 
 from config import Settings
 from pipeline_steps.parameters import build_parameters
-from pipeline_steps.placeholders import DeployTimeValues
+from pipeline_steps.placeholders import DeployTimeValues, deploy_time_values
 from pipeline_steps.sdk import BUILD_REGION, offline_session
 from pipeline_steps.steps import evaluate, preprocess, register, train
 from pipeline_steps.steps.context import BuildContext
 
 INLINE_LIMIT_BYTES = 100_000  # larger definitions must go through PipelineDefinitionS3Location
-
-
-def deploy_time_values(settings: Settings) -> DeployTimeValues:
-    return DeployTimeValues(subnet_count=0 if settings.network.mode == "none" else _subnet_count(settings))
-
-
-def _subnet_count(settings: Settings) -> int:
-    network = settings.network
-    return len(network.existing_subnet_ids) if network.mode == "existing" else network.max_azs
 
 
 def build_definition(settings: Settings, values: DeployTimeValues | None = None) -> dict[str, Any]:

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from config import Settings
 
 PSEUDO_PARAMETERS = ("AWS::Region", "AWS::AccountId", "AWS::Partition", "AWS::URLSuffix")
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9:]+)\}")
@@ -49,6 +53,16 @@ class DeployTimeValues:
     @property
     def ecr_domain(self) -> str:
         return f"dkr.ecr.{self.region}.{var('AWS::URLSuffix')}"
+
+
+def deploy_time_values(settings: Settings) -> DeployTimeValues:
+    """The placeholders for `settings`: one subnet variable per subnet the jobs run in."""
+    network = settings.network
+    if network.mode == "none":
+        return DeployTimeValues(subnet_count=0)
+    return DeployTimeValues(
+        subnet_count=len(network.existing_subnet_ids) if network.mode == "existing" else network.max_azs
+    )
 
 
 def variables_in(text: str) -> set[str]:

@@ -26,10 +26,13 @@ class ProjectStacks:
         return (self.data, self.network, self.pipeline)
 
 
-def build_stacks(app: cdk.App, settings: Settings, build_dir: Path | None = None) -> ProjectStacks:
+def build_stacks(
+    app: cdk.App, settings: Settings, build_dir: Path | None = None, definition_cache: Path | None = None
+) -> ProjectStacks:
     """Add the Data, Network and Pipeline stacks for `settings` to `app`.
 
-    `build_dir` receives the training-code bundle before CDK copies it into the assembly.
+    `build_dir` receives the training-code bundle before CDK copies it into the assembly; `definition_cache`
+    keeps built pipeline definitions for the next synth with the same inputs (None: always build).
     """
     build_dir = build_dir or Path(tempfile.gettempdir()) / "hfqa-build"
     env = cdk.Environment(account=settings.account, region=settings.region)
@@ -37,7 +40,14 @@ def build_stacks(app: cdk.App, settings: Settings, build_dir: Path | None = None
     data = DataStack(app, f"{prefix}-data", settings=settings, env=env)
     network = NetworkStack(app, f"{prefix}-network", settings=settings, key=data.key, env=env)
     pipeline = PipelineStack(
-        app, f"{prefix}-pipeline", settings=settings, data=data, network=network, build_dir=build_dir, env=env
+        app,
+        f"{prefix}-pipeline",
+        settings=settings,
+        data=data,
+        network=network,
+        build_dir=build_dir,
+        definition_cache=definition_cache,
+        env=env,
     )
     stacks = ProjectStacks(data=data, network=network, pipeline=pipeline)
     for stack in stacks.all():

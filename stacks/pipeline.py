@@ -13,7 +13,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from config import Settings
-from pipeline_steps.definition import definition_json, deploy_time_values
+from pipeline_steps.definition_cache import definition_json_cached
 from pipeline_steps.placeholders import variables_in
 from pipeline_steps.source_bundle import write_source_tarball
 from stacks.data import DataStack
@@ -66,6 +66,7 @@ class PipelineStack(Stack):
         data: DataStack,
         network: NetworkStack,
         build_dir: Path,
+        definition_cache: Path | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -103,8 +104,7 @@ class PipelineStack(Stack):
         code = TrainingCodeAsset(self, "TrainingCode", build_dir=build_dir)
         code.grant_download(self.job_role)
 
-        values = deploy_time_values(settings)
-        body = definition_json(settings, values)
+        body = definition_json_cached(settings, definition_cache)
         substitutions = {
             "JobRoleName": self.job_role.role_name,
             "KmsKeyArn": data.key.key_arn,

@@ -1,0 +1,65 @@
+"""Reuse a built pipeline definition while nothing that shapes it has changed.
+
+Building the definition imports the SageMaker SDK (~2 s) and runs it (~1 s) on every synth. The result is a
+pure function of the settings, the deploy-time placeholders, this package's and `config`'s source, and the
+versions of the SDK and Python, so each build is stored under a SHA-256 of exactly those inputs and the
+next synth with the same inputs reads it back without importing the SDK. Any change to an input is a new key:
+a stale definition cannot be returned. Delete the directory to drop every entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from config import Settings
+from pipeline_steps.placeholders import DeployTimeValues, deploy_time_values
+
+SOURCE_DIRS = (Path(__file__).resolve().parent, Path(__file__).resolve().parents[1] / "config")
+SDK_DISTRIBUTIONS = ("sagemaker", "sagemaker-core", "boto3", "botocore")
+
+
+def inputs_digest(settings: Settings, values: DeployTimeValues) -> str:
+    """SHA-256 over everything the definition is built from."""
+    digest = hashlib.sha256()
+    digest.update(f"python {sys.version_info[:2]}\n".encode())
+    for name in SDK_DISTRIBUTIONS:
+        digest.update(f"{name} {importlib.metadata.version(name)}\n".encode())
+    digest.update(settings.model_dump_json().encode())
+    digest.update(repr(values).encode())
+    for directory in SOURCE_DIRS:
+        for path in sorted(directory.rglob("*.py")):
+            digest.update(str(path.relative_to(directory.parent)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def definition_json_cached(settings: Settings, cache_dir: Path | None) -> str:
+    """`definition_json(settings)`, read from `cache_dir` when built before from the same inputs.
+
+    With `cache_dir` None the definition is always built.
+    """
+    values = deploy_time_values(settings)
+    if cache_dir is None:
+        return _build(settings, values)
+    entry = cache_dir / f"{inputs_digest(settings, values)}.json"
+    if entry.is_file():
+        return entry.read_text(encoding="utf-8")
+    text = _build(settings, values)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    # Write-then-rename: a concurrent synth never reads a half-written entry.
+    handle, temporary = tempfile.mkstemp(dir=cache_dir, suffix=".tmp")
+    with os.fdopen(handle, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(temporary, entry)
+    return text
+
+
+def _build(settings: Settings, values: DeployTimeValues) -> str:
+    from pipeline_steps.definition import definition_json  # imports the SDK: only on a miss
+
+    return definition_json(settings, values)

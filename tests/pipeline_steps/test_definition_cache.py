@@ -1,0 +1,65 @@
+"""The definition cache: a hit returns the built text without importing the SDK; any changed input misses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from config import load_settings
+from pipeline_steps import definition_cache
+from pipeline_steps.definition import definition_json
+from pipeline_steps.placeholders import deploy_time_values
+from tests.conftest import ROOT
+
+LOOKUP = """
+import sys
+from pathlib import Path
+from config import load_settings, read_cdk_json_context
+from pipeline_steps.definition_cache import definition_json_cached
+text = definition_json_cached(load_settings(read_cdk_json_context()), Path(sys.argv[1]))
+print(len(text), "sagemaker" in sys.modules)
+"""
+
+
+def lookup_in_a_fresh_process(cache_dir) -> tuple[int, bool]:
+    result = subprocess.run(
+        [sys.executable, "-c", LOOKUP, str(cache_dir)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    length, imported = result.stdout.split()
+    return int(length), imported == "True"
+
+
+def test_a_miss_builds_and_stores_then_a_hit_skips_the_sdk(tmp_path, settings):
+    cache = tmp_path / "cache"
+    built_length, imported_on_miss = lookup_in_a_fresh_process(cache)
+    entries = list(cache.iterdir())
+    assert imported_on_miss
+    assert [entry.suffix for entry in entries] == [".json"]
+    assert entries[0].read_text() == definition_json(settings)
+    assert built_length == len(entries[0].read_text())
+    assert lookup_in_a_fresh_process(cache) == (built_length, False)
+
+
+def test_without_a_cache_dir_it_always_builds(settings):
+    assert definition_cache.definition_json_cached(settings, None) == definition_json(settings)
+
+
+def test_changed_settings_are_a_new_key(cdk_context, settings):
+    other = load_settings({**cdk_context, "training.instance_count": 4})
+    assert other.training.instance_count != settings.training.instance_count
+    digest = definition_cache.inputs_digest
+    assert digest(other, deploy_time_values(other)) != digest(settings, deploy_time_values(settings))
+
+
+def test_changed_source_is_a_new_key(tmp_path, monkeypatch, settings):
+    package = tmp_path / "pipeline_steps"
+    package.mkdir()
+    module = package / "steps.py"
+    module.write_text("VALUE = 1\n")
+    monkeypatch.setattr(definition_cache, "SOURCE_DIRS", (package,))
+    values = deploy_time_values(settings)
+    before = definition_cache.inputs_digest(settings, values)
+    assert definition_cache.inputs_digest(settings, values) == before
+    module.write_text("VALUE = 2\n")
+    assert definition_cache.inputs_digest(settings, values) != before
