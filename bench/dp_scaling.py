@@ -1,7 +1,8 @@
 """Data-parallel scaling on CPU: 1 process vs 2 processes (torchrun, gloo, 1 thread each), same
-per-process batch. Efficiency = throughput(2) / (2 x throughput(1)).
+per-process batch, over the same features (two epochs, the second timed; 2 processes take half the steps
+per epoch). Efficiency = throughput(2) / (2 x throughput(1)).
 
-    python -m bench.dp_scaling [--pairs 3] [--steps 20]
+    python -m bench.dp_scaling [--pairs 3] [--epoch-steps 20]
 """
 
 from __future__ import annotations
@@ -13,24 +14,27 @@ from bench.common import alternate, median, run_train_py, save, table, training_
 from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
 
 
-def run(model: Path, features: Path, processes: int, steps: int, warmup: int, batch: int) -> dict[str, float]:
+def run(model: Path, features: Path, processes: int, epoch_steps: int, batch: int) -> dict[str, float]:
     launcher = [] if processes == 1 else ["-m", "torch.distributed.run", f"--nproc_per_node={processes}"]
     launcher += [] if processes == 1 else ["--master_addr=127.0.0.1", "--master_port=29611"]
-    hyperparameters = ["--max_steps", str(steps), "--logging_steps", str(warmup)]
-    hyperparameters += ["--per_device_train_batch_size", str(batch)]
-    return run_train_py(model, features, launcher, hyperparameters, env={"OMP_NUM_THREADS": "1"})
+    hyperparameters = ["--per_device_train_batch_size", str(batch)]
+    return run_train_py(
+        model, features, launcher, epoch_steps // processes, hyperparameters, env={"OMP_NUM_THREADS": "1"}
+    )
 
 
 def main() -> None:
     parser = training_parser(__doc__)
     parser.add_argument("--model", choices=("tiny", "minilm"), default="minilm")
     args = parser.parse_args()
+    if args.epoch_steps % 2:
+        parser.error("--epoch-steps must be even: 2 processes take half the steps of an epoch")
     minilm = bundled_model_dir()
     scratch = Path(tempfile.mkdtemp())
     model = minilm if args.model == "minilm" else build_tiny_model(scratch / "tiny", hidden_size=64)
-    features = write_features(scratch / "features", minilm, count=args.steps * args.batch * 2 * 2)
+    features = write_features(scratch / "features", minilm, count=args.epoch_steps * args.batch)
     results = alternate(
-        {p: (lambda p=p: run(model, features, p, args.steps, args.warmup, args.batch)) for p in (1, 2)}, args.pairs
+        {p: (lambda p=p: run(model, features, p, args.epoch_steps, args.batch)) for p in (1, 2)}, args.pairs
     )
     one, two = (median(results[p], "samples_per_second") for p in (1, 2))
     efficiency = two / (2 * one)
