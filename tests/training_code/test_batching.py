@@ -50,6 +50,20 @@ def test_collator_pads_input_ids_with_the_pad_token():
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
 
 
+def test_collator_pads_token_type_ids_with_the_tokenizers_pad_type():
+    batch = DynamicPaddingCollator(pad_token_id=0, pad_token_type_id=3)(
+        [{"input_ids": [1, 2], "token_type_ids": [0, 1]}, {"input_ids": [4], "token_type_ids": [0]}]
+    )
+    assert batch["token_type_ids"].tolist() == [[0, 1], [0, 3]]
+
+
+def test_collator_names_a_tokenizer_without_a_pad_token(tokenizer):
+    no_pad = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
+    no_pad.pad_token = None
+    with pytest.raises(ValueError, match="has no pad token"):
+        DynamicPaddingCollator.for_tokenizer(no_pad)
+
+
 def test_collator_rejects_an_unknown_padding_side():
     with pytest.raises(ValueError, match="padding_side"):
         DynamicPaddingCollator(pad_token_id=0, padding_side="middle")

@@ -84,16 +84,27 @@ class DynamicPaddingCollator:
     training process between steps). Scalar columns (labels) become 1-D tensors.
     """
 
-    def __init__(self, pad_token_id: int, pad_to_multiple_of: int | None = None, padding_side: str = "right") -> None:
+    def __init__(
+        self,
+        pad_token_id: int,
+        pad_to_multiple_of: int | None = None,
+        padding_side: str = "right",
+        pad_token_type_id: int = 0,
+    ) -> None:
         if padding_side not in ("right", "left"):
             raise ValueError(f"padding_side must be 'right' or 'left', not {padding_side!r}")
-        self.pad_token_id = pad_token_id
+        self.fill = {"input_ids": pad_token_id, "token_type_ids": pad_token_type_id, "attention_mask": 0}
         self.multiple = pad_to_multiple_of or 1
         self.left = padding_side == "left"
 
     @classmethod
     def for_tokenizer(cls, tokenizer: Any, pad_to_multiple_of: int | None = None) -> DynamicPaddingCollator:
-        return cls(tokenizer.pad_token_id, pad_to_multiple_of, tokenizer.padding_side)
+        if tokenizer.pad_token_id is None:
+            raise ValueError(
+                f"tokenizer {tokenizer.name_or_path!r} has no pad token: batches of different lengths cannot be "
+                "padded. Use an encoder whose tokenizer defines one (BERT, RoBERTa, DeBERTa, ELECTRA all do)."
+            )
+        return cls(tokenizer.pad_token_id, pad_to_multiple_of, tokenizer.padding_side, tokenizer.pad_token_type_id)
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         longest = max(len(feature["input_ids"]) for feature in features)
@@ -104,8 +115,7 @@ class DynamicPaddingCollator:
             if name not in MODEL_INPUTS:
                 batch[name] = torch.as_tensor(np.asarray(values, dtype=np.int64))
                 continue
-            fill = self.pad_token_id if name == "input_ids" else 0
-            array = np.full((len(values), width), fill, dtype=np.int64)
+            array = np.full((len(values), width), self.fill[name], dtype=np.int64)
             for row, sequence in enumerate(values):
                 if self.left:
                     array[row, width - len(sequence) :] = sequence
