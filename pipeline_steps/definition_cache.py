@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import json
 import os
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from pipeline_steps.placeholders import DeployTimeValues, deploy_time_values
 
 SOURCE_DIRS = (Path(__file__).resolve().parent, Path(__file__).resolve().parents[1] / "config")
 SDK_DISTRIBUTIONS = ("sagemaker", "sagemaker-core", "boto3", "botocore")
+MAX_ENTRIES = 32
 
 
 def inputs_digest(settings: Settings, values: DeployTimeValues) -> str:
@@ -41,14 +43,17 @@ def inputs_digest(settings: Settings, values: DeployTimeValues) -> str:
 def definition_json_cached(settings: Settings, cache_dir: Path | None) -> str:
     """`definition_json(settings)`, read from `cache_dir` when built before from the same inputs.
 
-    With `cache_dir` None the definition is always built.
+    With `cache_dir` None the definition is always built. An entry that is not valid JSON (edited or damaged
+    by hand) is rebuilt; the directory keeps the `MAX_ENTRIES` most recently used entries.
     """
     values = deploy_time_values(settings)
     if cache_dir is None:
         return _build(settings, values)
     entry = cache_dir / f"{inputs_digest(settings, values)}.json"
-    if entry.is_file():
-        return entry.read_text(encoding="utf-8")
+    cached = _read_valid(entry)
+    if cached is not None:
+        os.utime(entry)  # most recently used: kept by the pruning below
+        return cached
     text = _build(settings, values)
     cache_dir.mkdir(parents=True, exist_ok=True)
     # Write-then-rename: a concurrent synth never reads a half-written entry.
@@ -56,6 +61,17 @@ def definition_json_cached(settings: Settings, cache_dir: Path | None) -> str:
     with os.fdopen(handle, "w", encoding="utf-8") as out:
         out.write(text)
     os.replace(temporary, entry)
+    for stale in sorted(cache_dir.glob("*.json"), key=lambda path: path.stat().st_mtime)[:-MAX_ENTRIES]:
+        stale.unlink(missing_ok=True)
+    return text
+
+
+def _read_valid(entry: Path) -> str | None:
+    try:
+        text = entry.read_text(encoding="utf-8")
+        json.loads(text)
+    except (OSError, ValueError):
+        return None
     return text
 
 

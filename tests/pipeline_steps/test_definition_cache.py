@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -39,6 +40,25 @@ def test_a_miss_builds_and_stores_then_a_hit_skips_the_sdk(tmp_path, settings):
     assert entries[0].read_text() == definition_json(settings)
     assert built_length == len(entries[0].read_text())
     assert lookup_in_a_fresh_process(cache) == (built_length, False)
+
+
+def test_a_damaged_entry_is_rebuilt(tmp_path, settings):
+    entry = tmp_path / f"{definition_cache.inputs_digest(settings, deploy_time_values(settings))}.json"
+    entry.write_text('{"Version": "2020-12-01", "Steps": [')
+    assert definition_cache.definition_json_cached(settings, tmp_path) == definition_json(settings)
+    assert entry.read_text() == definition_json(settings)
+
+
+def test_only_the_most_recently_used_entries_are_kept(tmp_path, monkeypatch, settings):
+    monkeypatch.setattr(definition_cache, "MAX_ENTRIES", 2)
+    for age, name in enumerate(["oldest", "older"]):
+        stale = tmp_path / f"{name}.json"
+        stale.write_text("{}")
+        os.utime(stale, (1_000_000 + age, 1_000_000 + age))
+    definition_cache.definition_json_cached(settings, tmp_path)
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    assert (tmp_path / "older.json").exists()
+    assert not (tmp_path / "oldest.json").exists()
 
 
 def test_without_a_cache_dir_it_always_builds(settings):
