@@ -32,25 +32,12 @@ class LocalObjectStore:
     def download_prefix(self, uri: str, destination: Path) -> int:
         """Copy every object under the prefix, keeping paths relative to the prefix's folder."""
         base = self.path(uri)
-        anchor = base if base.is_dir() else base.parent
-        count = 0
-        for source in self.keys_under(uri):
-            target = destination / source.relative_to(anchor)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-            count += 1
-        return count
+        return _copy_files(self.keys_under(uri), base if base.is_dir() else base.parent, destination)
 
     def upload_dir(self, source: Path, uri: str) -> int:
         """Copy a local folder's files under the URI (overwriting, like S3 uploads)."""
-        target_root = self.path(uri.rstrip("/"))
-        count = 0
-        for path in sorted(p for p in source.rglob("*") if p.is_file()):
-            target = target_root / path.relative_to(source)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
-            count += 1
-        return count
+        files = sorted(p for p in source.rglob("*") if p.is_file())
+        return _copy_files(files, source, self.path(uri.rstrip("/")))
 
     def put_file(self, source: Path, uri: str) -> None:
         target = self.path(uri)
@@ -61,3 +48,12 @@ class LocalObjectStore:
         target = self.path(uri)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
+
+
+def _copy_files(files: list[Path], source_root: Path, target_root: Path) -> int:
+    """Copy each file to the same relative path under `target_root`; the number copied."""
+    for source in files:
+        target = target_root / source.relative_to(source_root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+    return len(files)
