@@ -3,20 +3,90 @@
     python bench/gpu_throughput.py --peak-tflops 989 [--batch 32] [--steps 30] [--compile]
 
 bf16 autocast, SDPA attention, fused AdamW, sequence length 384. Prints samples/s, tokens/s and model FLOPs
-utilisation (MFU) against the peak bf16 FLOP/s you pass (e.g. 989 for H100/H200 SXM dense, 312 for A100).
-Needs only torch + transformers (no download: the model is built from its config). Finishes in a few minutes.
+utilisation (MFU) against the peak dense bf16 FLOP/s you pass (989 for H100/H200 SXM, 312 for A100) and
+writes them to bench/results/gpu_throughput.json. Needs only torch + transformers (the model is built from
+its config, nothing is downloaded). Finishes in about a minute on an H100-class GPU.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # also runnable as a script from a checkout
+
+from bench.common import save, table
+
+
+def bert_large_config(**overrides: Any):
+    """bert-large-uncased-whole-word-masking: 24 layers, hidden 1024, 16 heads, intermediate 4096."""
+    from transformers import BertConfig
+
+    shape = {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096}
+    return BertConfig(**{**shape, **overrides}, attn_implementation="sdpa")
+
+
+def matmul_parameters(model) -> int:
+    """Parameters that take part in matrix multiplies: all but the embedding tables, which are lookups."""
+    import torch
+
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    return sum(p.numel() for p in model.parameters() if id(p) not in embeddings)
 
 
 def training_flops_per_token(config, seq_len: int, parameters: int) -> float:
-    """6 x parameters (forward + backward matmuls) + attention scores and values (12 x layers x hidden x seq)."""
+    """6 x matmul parameters (forward + backward) + attention scores and values (12 x layers x hidden x seq)."""
     return 6 * parameters + 12 * config.num_hidden_layers * config.hidden_size * seq_len
+
+
+def measure(config, batch: int, seq_len: int, steps: int, warmup: int, device: str, use_compile: bool) -> dict:
+    """Time `steps` optimizer steps (after `warmup`) of QA fine-tuning on random tokens; throughput and FLOP/s."""
+    import torch
+    from transformers import BertForQuestionAnswering
+
+    model = BertForQuestionAnswering(config).to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-5, fused=True)
+    forward = torch.compile(model) if use_compile else model
+    generator = torch.Generator(device=device).manual_seed(0)
+    inputs = {
+        "input_ids": torch.randint(1000, config.vocab_size, (batch, seq_len), device=device, generator=generator),
+        "token_type_ids": torch.zeros(batch, seq_len, dtype=torch.long, device=device),
+        "attention_mask": torch.ones(batch, seq_len, dtype=torch.long, device=device),
+        "start_positions": torch.randint(0, seq_len, (batch,), device=device, generator=generator),
+        "end_positions": torch.randint(0, seq_len, (batch,), device=device, generator=generator),
+    }
+    synchronize = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+    def step() -> torch.Tensor:
+        with torch.autocast(device.split(":")[0], dtype=torch.bfloat16):
+            loss = forward(**inputs).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    for _ in range(warmup):
+        step()
+    synchronize()
+    started = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    synchronize()
+    elapsed = time.perf_counter() - started
+    samples_per_second = steps * batch / elapsed
+    tokens_per_second = samples_per_second * seq_len
+    flops_per_second = tokens_per_second * training_flops_per_token(config, seq_len, matmul_parameters(model))
+    return {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "matmul_parameters": matmul_parameters(model),
+        "samples_per_second": samples_per_second,
+        "tokens_per_second": tokens_per_second,
+        "achieved_tflops": flops_per_second / 1e12,
+        "final_loss": float(loss),
+    }
 
 
 def main() -> None:
@@ -30,68 +100,29 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from transformers import BertConfig, BertForQuestionAnswering
 
     if not torch.cuda.is_available():
-        raise SystemExit("error: no CUDA device")
+        raise SystemExit("error: no CUDA device (this benchmark measures one GPU)")
     torch.backends.cuda.matmul.allow_tf32 = True
-    # bert-large-uncased-whole-word-masking: 24 layers, hidden 1024, 16 heads, intermediate 4096.
-    config = BertConfig(
-        hidden_size=1024,
-        num_hidden_layers=24,
-        num_attention_heads=16,
-        intermediate_size=4096,
-        attn_implementation="sdpa",
-    )
-    model = BertForQuestionAnswering(config).cuda().train()
-    parameters = sum(p.numel() for p in model.parameters())
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-5, fused=True)
-    step_fn = torch.compile(model) if args.compile else model
-    generator = torch.Generator(device="cuda").manual_seed(0)
-    batch = {
-        "input_ids": torch.randint(
-            1000, config.vocab_size, (args.batch, args.seq_len), device="cuda", generator=generator
-        ),
-        "token_type_ids": torch.zeros(args.batch, args.seq_len, dtype=torch.long, device="cuda"),
-        "attention_mask": torch.ones(args.batch, args.seq_len, dtype=torch.long, device="cuda"),
-        "start_positions": torch.randint(0, args.seq_len, (args.batch,), device="cuda", generator=generator),
-        "end_positions": torch.randint(0, args.seq_len, (args.batch,), device="cuda", generator=generator),
-    }
-
-    def step() -> float:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step_fn(**batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        return loss
-
-    for _ in range(args.warmup):
-        step()
-    torch.cuda.synchronize()
-    started = time.perf_counter()
-    for _ in range(args.steps):
-        loss = step()
-    torch.cuda.synchronize()
-    elapsed = time.perf_counter() - started
-    samples_per_second = args.steps * args.batch / elapsed
-    tokens_per_second = samples_per_second * args.seq_len
-    achieved = tokens_per_second * training_flops_per_token(config, args.seq_len, parameters)
-    result = {
-        "gpu": torch.cuda.get_device_name(),
-        "torch": torch.__version__,
-        "parameters": parameters,
-        "batch": args.batch,
-        "seq_len": args.seq_len,
-        "compile": args.compile,
-        "samples_per_second": round(samples_per_second, 1),
-        "tokens_per_second": round(tokens_per_second),
-        "achieved_tflops": round(achieved / 1e12, 1),
-        "mfu": round(achieved / (args.peak_tflops * 1e12), 3),
-        "max_memory_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1),
-        "final_loss": float(loss),
-    }
-    print(json.dumps(result, indent=2))
+    result = measure(bert_large_config(), args.batch, args.seq_len, args.steps, args.warmup, "cuda", args.compile)
+    result["mfu"] = result["achieved_tflops"] / args.peak_tflops
+    result["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    rows = [
+        [
+            torch.cuda.get_device_name(),
+            args.batch,
+            "yes" if args.compile else "no",
+            f"{result['samples_per_second']:.1f}",
+            f"{result['tokens_per_second']:,.0f}",
+            f"{result['achieved_tflops']:.1f}",
+            f"{result['mfu']:.1%}",
+            f"{result['max_memory_gib']:.1f}",
+        ]
+    ]
+    header = ["GPU", "batch", "compile", "samples/s", "tokens/s", "TFLOP/s", "MFU", "peak memory GiB"]
+    print(table(rows, header))
+    payload = {"args": vars(args), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, **result}
+    print(f"saved {save('gpu_throughput', payload)}")
 
 
 if __name__ == "__main__":
