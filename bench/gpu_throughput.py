@@ -78,10 +78,11 @@ def measure(config, batch: int, seq_len: int, steps: int, warmup: int, device: s
     elapsed = time.perf_counter() - started
     samples_per_second = steps * batch / elapsed
     tokens_per_second = samples_per_second * seq_len
-    flops_per_second = tokens_per_second * training_flops_per_token(config, seq_len, matmul_parameters(model))
+    in_matmuls = matmul_parameters(model)
+    flops_per_second = tokens_per_second * training_flops_per_token(config, seq_len, in_matmuls)
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
-        "matmul_parameters": matmul_parameters(model),
+        "matmul_parameters": in_matmuls,
         "samples_per_second": samples_per_second,
         "tokens_per_second": tokens_per_second,
         "achieved_tflops": flops_per_second / 1e12,
