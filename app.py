@@ -11,6 +11,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 import aws_cdk as cdk
 
 from config import ConfigError, load_settings, read_cdk_json_context
+from pipeline_steps.definition_cache import DEFAULT_CACHE_DIR
 from stacks.app_builder import build_stacks
 
 HERE = Path(__file__).resolve().parent
@@ -23,7 +24,7 @@ def main() -> None:
         settings = load_settings(app.node.get_all_context())
     except ConfigError as err:
         sys.exit(f"error: {err}")
-    build_stacks(app, settings, definition_cache=HERE / ".cache" / "pipeline-definitions")
+    build_stacks(app, settings, definition_cache=DEFAULT_CACHE_DIR)
     app.synth()
 
 

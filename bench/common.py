@@ -102,6 +102,12 @@ def median(values: list[dict[str, float]], key: str) -> float:
     return statistics.median(v[key] for v in values)
 
 
+def torchrun(processes: int, port: int) -> list[str]:
+    """Interpreter arguments that start `processes` local workers with torchrun on a fixed port."""
+    launcher = ["-m", "torch.distributed.run", f"--nproc_per_node={processes}"]
+    return [*launcher, "--master_addr=127.0.0.1", f"--master_port={port}"]
+
+
 def run_python(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> tuple[str, float]:
     started = time.perf_counter()
     result = subprocess.run(

@@ -17,7 +17,7 @@ import json
 import sys
 import time
 
-from bench.common import ROOT, TRAINING_CODE, alternate, median, run_python, save, table
+from bench.common import ROOT, TRAINING_CODE, alternate, median, run_python, save, table, torchrun
 
 MODES = ("replicas", "DDP")
 
@@ -44,12 +44,13 @@ def worker(mode: str, length: int, steps: int) -> None:
     optimizer = build_optimizer(model, learning_rate=3e-5, weight_decay=0.01)
     generator = torch.Generator().manual_seed(rank)
     input_ids = torch.randint(1000, 20000, (8, length), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
     positions = torch.randint(0, length, (8,), generator=generator)
 
     def step() -> None:
         loss = model(
             input_ids=input_ids,
-            attention_mask=torch.ones_like(input_ids),
+            attention_mask=attention_mask,
             start_positions=positions,
             end_positions=positions,
         ).loss
@@ -71,8 +72,8 @@ def worker(mode: str, length: int, steps: int) -> None:
 
 
 def run(mode: str, length: int, steps: int) -> dict[str, float]:
-    launcher = ["-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1", "--master_port=29612"]
-    args = [*launcher, "-m", "bench.ddp_overhead", "--worker", mode, "--length", str(length), "--steps", str(steps)]
+    worker_args = ["--worker", mode, "--length", str(length), "--steps", str(steps)]
+    args = [*torchrun(2, port=29612), "-m", "bench.ddp_overhead", *worker_args]
     out, _ = run_python(args, env={"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
     return json.loads(out.strip().splitlines()[-1])
 

@@ -24,6 +24,7 @@ from bench.common import (
     save,
     squad_like_lengths,
     table,
+    torchrun,
     training_parser,
     write_features,
 )
@@ -31,8 +32,7 @@ from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
 
 
 def run(model: Path, features: Path, processes: int, epoch_steps: int, batch: int) -> dict[str, float]:
-    launcher = [] if processes == 1 else ["-m", "torch.distributed.run", f"--nproc_per_node={processes}"]
-    launcher += [] if processes == 1 else ["--master_addr=127.0.0.1", "--master_port=29611"]
+    launcher = [] if processes == 1 else torchrun(processes, port=29611)
     hyperparameters = ["--per_device_train_batch_size", str(batch)]
     return run_train_py(
         model, features, launcher, epoch_steps // processes, hyperparameters, env={"OMP_NUM_THREADS": "1"}

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 from bench.common import ROOT, alternate, median, run_python, save, table
+from pipeline_steps.definition_cache import DEFAULT_CACHE_DIR
 
 ONE_BUCKET_APP = textwrap.dedent(
     """
@@ -31,12 +32,9 @@ ONE_BUCKET_APP = textwrap.dedent(
 )
 
 
-DEFINITION_CACHE = ROOT / ".cache" / "pipeline-definitions"  # where app.py keeps built definitions
-
-
 def timed(args: list[str], empty_cache: bool = False) -> dict[str, float]:
     if empty_cache:
-        shutil.rmtree(DEFINITION_CACHE, ignore_errors=True)
+        shutil.rmtree(DEFAULT_CACHE_DIR, ignore_errors=True)
     with tempfile.TemporaryDirectory() as out:
         _, elapsed = run_python(args, env={"CDK_OUTDIR": out})
     return {"seconds": elapsed}

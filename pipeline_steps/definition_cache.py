@@ -20,7 +20,9 @@ from pathlib import Path
 from config import Settings
 from pipeline_steps.placeholders import DeployTimeValues, deploy_time_values
 
-SOURCE_DIRS = (Path(__file__).resolve().parent, Path(__file__).resolve().parents[1] / "config")
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SOURCE_DIRS = (PROJECT_ROOT / "pipeline_steps", PROJECT_ROOT / "config")
+DEFAULT_CACHE_DIR = PROJECT_ROOT / ".cache" / "pipeline-definitions"  # app.py's; `make clean` removes it
 SDK_DISTRIBUTIONS = ("sagemaker", "sagemaker-core", "boto3", "botocore")
 MAX_ENTRIES = 32
 
