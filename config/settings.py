@@ -10,30 +10,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from config.layout import ArtifactLayout
-
-# SageMaker distributed data parallel (SMDDP) runs only on these instance types.
-SMDDP_INSTANCE_TYPES = frozenset({"ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p3dn.24xlarge"})
-
-# Training instance types with Elastic Fabric Adapter, which multi-node data parallel needs to be
-# worth paying for (without it, gradient all-reduce crawls over plain TCP).
-EFA_INSTANCE_TYPES = frozenset(
-    {
-        "ml.p3dn.24xlarge",
-        "ml.p4d.24xlarge",
-        "ml.p4de.24xlarge",
-        "ml.p5.48xlarge",
-        "ml.p5e.48xlarge",
-        "ml.p5en.48xlarge",
-        "ml.g5.48xlarge",
-        "ml.g6e.48xlarge",
-        "ml.trn1.32xlarge",
-        "ml.trn1n.32xlarge",
-    }
+from config.instance_types import (
+    DEFAULT_TRAINING_CANDIDATES,
+    INSTANCE_TYPES,
+    InstanceType,
+    instance_type,
+    names_where,
 )
-
-# GPUs without bfloat16 support (Volta and older).
-NO_BF16_INSTANCE_PREFIXES = ("ml.p3.", "ml.p3dn.", "ml.p2.", "ml.g4dn.")
+from config.layout import ArtifactLayout
 
 # SageMaker's own upper bound for MaxRuntimeInSeconds / MaxWaitTimeInSeconds (28 days).
 MAX_JOB_SECONDS = 28 * 24 * 3600
@@ -65,9 +49,30 @@ class NetworkSettings(StrictModel):
     existing_vpc_id: str | None = Field(None, pattern=r"^vpc-[0-9a-f]{8,17}$")
     existing_subnet_ids: tuple[str, ...] = ()
     existing_availability_zones: tuple[str, ...] = ()
+    availability_zones: tuple[str, ...] = Field(
+        (),
+        description="mode=create: the VPC's zones, in order (default: the region's first max_azs zones). "
+        "Pin them where the training instance type is offered (p4d is in some zones only).",
+    )
+
+    @property
+    def zones(self) -> tuple[str, ...]:
+        """The job subnets' zones, in subnet order, where known at synth (else empty)."""
+        return self.existing_availability_zones if self.mode == "existing" else self.availability_zones
+
+    @property
+    def subnet_count(self) -> int:
+        """How many job subnets there are (0: jobs run outside a VPC)."""
+        if self.mode == "none":
+            return 0
+        if self.mode == "existing":
+            return len(self.existing_subnet_ids)
+        return len(self.availability_zones) or self.max_azs
 
     @model_validator(mode="after")
     def _existing_vpc_is_complete(self) -> NetworkSettings:
+        if self.availability_zones and self.mode != "create":
+            raise ValueError("network.availability_zones is only used with network.mode=create")
         if self.mode == "existing":
             if not self.existing_vpc_id or not self.existing_subnet_ids:
                 raise ValueError(
@@ -135,6 +140,16 @@ class TrainingSettings(StrictModel):
     max_run_seconds: int = Field(24 * 3600, gt=0, le=MAX_JOB_SECONDS)
     max_wait_seconds: int = Field(36 * 3600, gt=0, le=MAX_JOB_SECONDS)
     checkpoint_prefix: str = Field(ArtifactLayout().checkpoints, pattern=r"^([a-z0-9][a-z0-9._-]*)?$")
+    allowed_instance_types: tuple[str, ...] | None = Field(
+        None,
+        description="Values the TrainingInstanceType pipeline parameter accepts (its EnumValues); every rule "
+        "is checked on each. Default: instance_type plus those of p4d, p4de, p3dn that pass every rule.",
+    )
+    availability_zone: str | None = Field(
+        None,
+        description="Zone of the one subnet the training nodes share (EFA traffic stays in a subnet; cross-zone "
+        "traffic is billed). One of the network's zones; default: the first job subnet.",
+    )
     volume_size_gb: int = Field(200, gt=0, le=16384)
     image_uri: str | None = Field(None, min_length=1, description="Overrides the backend's default image.")
     encrypt_inter_container_traffic: bool = True
@@ -185,35 +200,113 @@ class Settings(StrictModel):
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> Settings:
-        training, hps = self.training, self.hyperparameters
-        if training.distribution == "smddp" and training.instance_type not in SMDDP_INSTANCE_TYPES:
-            raise ValueError(
-                f"training.distribution=smddp does not run on {training.instance_type}; SMDDP supports "
-                f"{', '.join(sorted(SMDDP_INSTANCE_TYPES))}. Use one of those or training.distribution=torchrun"
-            )
-        if training.instance_count > 1 and training.instance_type not in EFA_INSTANCE_TYPES:
-            raise ValueError(
-                f"training.instance_count={training.instance_count} on {training.instance_type}: multi-node "
-                f"data parallel needs an EFA-capable instance type ({', '.join(sorted(EFA_INSTANCE_TYPES))}); "
-                "use one of those or set training.instance_count=1"
-            )
+        training = self.training
+        problems = [*self._job_instance_type_problems(), *self._placement_problems()]
+        for name in self.training_instance_types:
+            problems += self._training_type_problems(name)
         if training.use_spot and training.max_wait_seconds < training.max_run_seconds:
-            raise ValueError(
+            problems.append(
                 f"training.max_wait_seconds ({training.max_wait_seconds}) must be >= training.max_run_seconds "
                 f"({training.max_run_seconds}) with spot training: it is the run time plus the time spent "
                 "waiting for spot capacity"
             )
         if training.use_spot and not training.checkpoint_prefix:
-            raise ValueError(
+            problems.append(
                 "training.use_spot=true needs training.checkpoint_prefix: without checkpoints every spot "
                 "interruption restarts training from scratch"
             )
-        if hps.precision == "bf16" and training.instance_type.startswith(NO_BF16_INSTANCE_PREFIXES):
-            raise ValueError(
-                f"hyperparameters.precision=bf16 is not supported by the GPUs of {training.instance_type}; "
-                "use hyperparameters.precision=fp16"
-            )
+        if problems:
+            raise ValueError("\n  - ".join(dict.fromkeys(problems)))
         return self
+
+    def _job_instance_type_problems(self) -> list[str]:
+        """Every configured type is in the facts table and valid for its kind of job."""
+        training, processing = self.training, self.processing
+        checks = [
+            ("training.instance_type", training.instance_type, "training"),
+            *(("training.allowed_instance_types", name, "training") for name in training.allowed_instance_types or ()),
+            ("processing.preprocess_instance_type", processing.preprocess_instance_type, "processing"),
+            ("processing.evaluate_instance_type", processing.evaluate_instance_type, "processing"),
+        ]
+        problems = []
+        for key, name, job in checks:
+            try:
+                facts = instance_type(name)
+            except KeyError as err:
+                problems.append(f"{key}: {err.args[0]}")
+                continue
+            if not getattr(facts, job):
+                valid = names_where(lambda row, job=job: getattr(row, job))
+                problems.append(f"{key}: SageMaker does not offer {name} for {job} jobs; use one of {', '.join(valid)}")
+        if not problems:
+            evaluate = instance_type(processing.evaluate_instance_type)
+            if evaluate.has_local_storage and processing.volume_size_gb > evaluate.local_nvme_gb:
+                problems.append(_volume_too_large("processing.volume_size_gb", processing.volume_size_gb, evaluate))
+        allowed = training.allowed_instance_types
+        if allowed is not None and training.instance_type not in allowed:
+            problems.append(
+                f"training.allowed_instance_types must include training.instance_type ({training.instance_type})"
+            )
+        return problems
+
+    def _training_type_problems(self, name: str) -> list[str]:
+        """The rules FineTune must pass on `name` (checked for every allowed training type)."""
+        training, hps = self.training, self.hyperparameters
+        if name not in INSTANCE_TYPES:
+            return []  # reported by _job_instance_type_problems
+        facts = instance_type(name)
+        problems = []
+        if training.distribution == "smddp" and not facts.smddp:
+            problems.append(
+                f"training.distribution=smddp does not run on {name}; SMDDP supports "
+                f"{', '.join(names_where(lambda row: row.smddp))}. Use one of those or training.distribution=torchrun"
+            )
+        if training.instance_count > 1 and not facts.efa:
+            problems.append(
+                f"training.instance_count={training.instance_count} on {name}: multi-node data parallel needs an "
+                f"EFA-capable instance type ({', '.join(names_where(lambda row: row.efa))}); use one of those or "
+                "set training.instance_count=1"
+            )
+        if hps.precision == "bf16" and not facts.bf16:
+            problems.append(
+                f"hyperparameters.precision=bf16 is not supported by the GPUs of {name}; use "
+                "hyperparameters.precision=fp16"
+            )
+        return problems
+
+    def _placement_problems(self) -> list[str]:
+        zone, network = self.training.availability_zone, self.network
+        problems = []
+        if self.region and any(not name.startswith(self.region) for name in network.zones):
+            problems.append(f"network zones {list(network.zones)} must be in region {self.region}")
+        if zone is None:
+            return problems
+        if not network.zones:
+            problems.append(
+                "training.availability_zone needs the zones to be known at synth: set network.availability_zones "
+                "(mode=create) or network.existing_availability_zones (mode=existing)"
+            )
+        elif zone not in network.zones:
+            problems.append(
+                f"training.availability_zone {zone} is not one of the network's zones {list(network.zones)}"
+            )
+        return problems
+
+    @property
+    def training_instance_types(self) -> tuple[str, ...]:
+        """What the TrainingInstanceType parameter accepts: the allowed list, or the configured type plus the
+        default candidates that pass every rule for these settings."""
+        if self.training.allowed_instance_types is not None:
+            return self.training.allowed_instance_types
+        candidates = (name for name in DEFAULT_TRAINING_CANDIDATES if name != self.training.instance_type)
+        passing = [name for name in candidates if not self._training_type_problems(name)]
+        return (self.training.instance_type, *passing)
+
+    @property
+    def training_subnet_index(self) -> int:
+        """Which job subnet (in subnet order) the training nodes share."""
+        zone = self.training.availability_zone
+        return self.network.zones.index(zone) if zone else 0
 
     @property
     def layout(self) -> ArtifactLayout:
@@ -238,3 +331,12 @@ class Settings(StrictModel):
     def training_image_repository(self) -> str:
         """`repository:tag` of the training image in the deep-learning-containers registry."""
         return DEFAULT_TRAINING_IMAGES[self.training.distribution]
+
+
+def _volume_too_large(key: str, size_gb: int, facts: InstanceType) -> str:
+    # API_ProcessingClusterConfig: on types with local storage "You can't request a VolumeSizeInGB greater
+    # than the total size of the local instance storage".
+    return (
+        f"{key}={size_gb} exceeds the {facts.local_nvme_gb} GB of local NVMe storage of {facts.name}, which "
+        f"SageMaker uses instead of EBS; set {key} <= {facts.local_nvme_gb}"
+    )

@@ -14,6 +14,7 @@ from typing import Any
 from sagemaker.workflow.pipeline import Pipeline
 
 from config import Settings
+from pipeline_steps.aws_rules import check_definition
 from pipeline_steps.parameters import build_parameters
 from pipeline_steps.placeholders import DeployTimeValues, deploy_time_values
 from pipeline_steps.sdk import BUILD_REGION, offline_session
@@ -46,7 +47,9 @@ def build_definition(settings: Settings, values: DeployTimeValues | None = None)
         sagemaker_session=ctx.session,
         pipeline_experiment_config=None,
     )
-    return _replace_build_region(json.loads(pipeline.definition()), settings.region or values.region)
+    definition = _replace_build_region(json.loads(pipeline.definition()), settings.region or values.region)
+    check_definition(definition)
+    return definition
 
 
 def _replace_build_region(node: Any, region: str) -> Any:

@@ -8,11 +8,16 @@ from sagemaker.workflow.parameters import ParameterFloat, ParameterInteger, Para
 
 from config import Settings
 
+# ManifestVersionId's default: preprocess.py refuses it, so a run started by hand without the manifest's S3
+# version id fails before any GPU instead of reusing features cached for other content under the same key.
+MANIFEST_VERSION_UNSET = "unset"
+
 
 @dataclass(frozen=True)
 class PipelineParameters:
     dataset_bucket: ParameterString
     manifest_key: ParameterString
+    manifest_version_id: ParameterString
     base_model_uri: ParameterString
     training_instance_type: ParameterString
     training_instance_count: ParameterInteger
@@ -35,7 +40,13 @@ def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket:
         dataset_bucket=ParameterString("DatasetBucket", default_value=datasets_bucket),
         manifest_key=ParameterString("ManifestKey", default_value="datasets/sample-squad/v1/manifest.json"),
         base_model_uri=ParameterString("BaseModelUri", default_value=base_model_uri),
-        training_instance_type=ParameterString("TrainingInstanceType", default_value=settings.training.instance_type),
+        manifest_version_id=ParameterString("ManifestVersionId", default_value=MANIFEST_VERSION_UNSET),
+        # EnumValues: an execution can only pick a type on which settings validation ran every rule.
+        training_instance_type=ParameterString(
+            "TrainingInstanceType",
+            default_value=settings.training.instance_type,
+            enum_values=list(settings.training_instance_types),
+        ),
         training_instance_count=ParameterInteger(
             "TrainingInstanceCount", default_value=settings.training.instance_count
         ),

@@ -25,9 +25,13 @@ def var(name: str) -> str:
 
 @dataclass(frozen=True)
 class DeployTimeValues:
-    """Placeholders for what the stacks create; `subnet_count` 0 means jobs run outside a VPC."""
+    """Placeholders for what the stacks create; `subnet_count` 0 means jobs run outside a VPC.
+
+    `training_subnet` is the index of the one subnet that all training nodes share.
+    """
 
     subnet_count: int = 2
+    training_subnet: int = 0
     account: str = var("AWS::AccountId")
     region: str = var("AWS::Region")
 
@@ -47,6 +51,10 @@ class DeployTimeValues:
         return [var(f"Subnet{i}") for i in range(self.subnet_count)]
 
     @property
+    def training_subnet_ids(self) -> list[str]:
+        return [var(f"Subnet{self.training_subnet}")] if self.subnet_count else []
+
+    @property
     def code_uri(self) -> str:
         return f"s3://{self.code_bucket}/{self.code_key}"
 
@@ -57,12 +65,7 @@ class DeployTimeValues:
 
 def deploy_time_values(settings: Settings) -> DeployTimeValues:
     """The placeholders for `settings`: one subnet variable per subnet the jobs run in."""
-    network = settings.network
-    if network.mode == "none":
-        return DeployTimeValues(subnet_count=0)
-    return DeployTimeValues(
-        subnet_count=len(network.existing_subnet_ids) if network.mode == "existing" else network.max_azs
-    )
+    return DeployTimeValues(subnet_count=settings.network.subnet_count, training_subnet=settings.training_subnet_index)
 
 
 def variables_in(text: str) -> set[str]:

@@ -125,10 +125,15 @@ class DataStack(Stack):
             bucket_name=self.bucket_names["access-logs"],
             key=None,
             access_logs=None,
-            versioned=False,
+            # Versioned, so that a deleted or overwritten log object can be recovered for a day.
+            versioned=True,
             lifecycle_rules=[
                 _abort_uploads(),
-                s3.LifecycleRule(id="expire-access-logs", expiration=Duration.days(settings.log_retention_days)),
+                s3.LifecycleRule(
+                    id="expire-access-logs",
+                    expiration=Duration.days(settings.log_retention_days),
+                    noncurrent_version_expiration=Duration.days(1),
+                ),
             ],
         ).bucket
         datasets = SecureBucket(

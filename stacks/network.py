@@ -73,7 +73,12 @@ class JobNetwork(Construct):
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
-            max_azs=settings.network.max_azs,
+            # Pinned zones (where p4d is offered) or the region's first max_azs zones.
+            **(
+                {"availability_zones": list(settings.network.availability_zones)}
+                if settings.network.availability_zones
+                else {"max_azs": settings.network.max_azs}
+            ),
             nat_gateways=0,
             ip_addresses=ec2.IpAddresses.cidr("10.40.0.0/16"),
             subnet_configuration=[

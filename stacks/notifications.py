@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
+import jsii
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 FINAL_STATUSES = ["Failed", "Succeeded", "Stopped"]
+
+
+@jsii.implements(events.IRuleTarget)
+class RuleScopedTopicTarget:
+    """An SNS topic as a rule target that only that rule may publish to.
+
+    CDK's `aws_events_targets.SnsTopic` also grants `events.amazonaws.com` use of the topic's KMS key with no
+    condition (a confused-deputy opening). Here the topic policy names the rule (`aws:SourceArn`), and the
+    project key already lets EventBridge use it for this account only (`aws:SourceAccount`, see
+    stacks/data.py). https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html
+    """
+
+    def __init__(self, topic: sns.ITopic, message: events.RuleTargetInput) -> None:
+        self.topic = topic
+        self.message = message
+
+    def bind(self, rule: events.IRule, _id: str | None = None) -> events.RuleTargetConfig:
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={"ArnEquals": {"aws:SourceArn": rule.rule_arn}},
+            )
+        )
+        return events.RuleTargetConfig(arn=self.topic.topic_arn, input=self.message)
 
 
 class PipelineNotifications(Construct):
@@ -41,8 +68,8 @@ class PipelineNotifications(Construct):
                 detail={"pipelineArn": [pipeline_arn], "currentPipelineExecutionStatus": FINAL_STATUSES},
             ),
             targets=[
-                targets.SnsTopic(
-                    self.topic, message=events.RuleTargetInput.from_text(f"Pipeline execution {execution}: {status}")
+                RuleScopedTopicTarget(
+                    self.topic, events.RuleTargetInput.from_text(f"Pipeline execution {execution}: {status}")
                 )
             ],
         )
@@ -60,8 +87,8 @@ class PipelineNotifications(Construct):
                 },
             ),
             targets=[
-                targets.SnsTopic(
-                    self.topic, message=events.RuleTargetInput.from_text(f"Model {package} is waiting for approval")
+                RuleScopedTopicTarget(
+                    self.topic, events.RuleTargetInput.from_text(f"Model {package} is waiting for approval")
                 )
             ],
         )

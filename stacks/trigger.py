@@ -14,7 +14,12 @@ from constructs import Construct
 # The manifest is uploaded last; data files never match (see tools/upload_dataset.py).
 MANIFEST_KEY_PATTERN = "datasets/*/*/manifest.json"
 # SageMakerPipelineParameters values must be whole JSON paths: bucket and key go in separately.
-PIPELINE_PARAMETERS_FROM_EVENT = {"DatasetBucket": "$.detail.bucket.name", "ManifestKey": "$.detail.object.key"}
+PIPELINE_PARAMETERS_FROM_EVENT = {
+    "DatasetBucket": "$.detail.bucket.name",
+    "ManifestKey": "$.detail.object.key",
+    # The datasets bucket is versioned: each upload has its own version id (the cache key of preprocessing).
+    "ManifestVersionId": "$.detail.object.version-id",
+}
 
 
 def manifest_event_pattern(bucket_name: str) -> dict[str, Any]:

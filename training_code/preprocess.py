@@ -24,6 +24,8 @@ from qa.features import prepare_train_features, prepare_validation_features
 
 PROCESSING = "/opt/ml/processing"
 HISTOGRAM_BUCKET = 32
+# The ManifestVersionId parameter's default (pipeline_steps/parameters.py): a run started without a version id.
+UNSET_VERSION = "unset"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -36,6 +38,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--doc-stride", type=int, default=128)
     parser.add_argument("--skip-invalid", type=str2bool, default=False, help="true: drop bad records, count them")
     parser.add_argument("--num-workers", type=int, default=0, help="tokenizer processes; 0 = one per core")
+    parser.add_argument(
+        "--manifest-version",
+        help="the manifest object's S3 version id: part of the step's cache key, recorded in stats.json",
+    )
     return parser.parse_args(argv)
 
 
@@ -70,6 +76,14 @@ def tokenize_split(split: str, records: list[dict], tokenizer, args: argparse.Na
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     log = setup_logging()
+    if args.manifest_version == UNSET_VERSION:
+        print(
+            "error: pipeline parameter ManifestVersionId is not set. Start runs by uploading the manifest, or pass "
+            "the manifest's S3 version id (aws s3api head-object --query VersionId): cached features are keyed "
+            "by it, so a corrected dataset under the same key is never mistaken for the old one",
+            file=sys.stderr,
+        )
+        return 1
     files, problems = read_manifest(args.manifest, args.data_dir)
     report = load_dataset_files(files, args.data_dir) if not problems else None
     if report is not None:
@@ -97,7 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     if not tokenizer.is_fast:
         print("error: question answering needs a fast tokenizer (offset mappings)", file=sys.stderr)
         return 1
-    stats: dict = {"max_seq_length": args.max_seq_length, "doc_stride": args.doc_stride, "splits": {}}
+    stats: dict = {
+        "manifest_version": args.manifest_version,
+        "max_seq_length": args.max_seq_length,
+        "doc_stride": args.doc_stride,
+        "splits": {},
+    }
     for split in SPLITS:
         records = report.records[split]
         features = tokenize_split(split, records, tokenizer, args)

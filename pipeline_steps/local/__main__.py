@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     event = object_created_event(
         bucket,
         manifest_key,
-        store.path(f"s3://{bucket}/{manifest_key}").stat().st_size,
+        store.path(f"s3://{bucket}/{manifest_key}").read_bytes(),
         account.account,
         account.region,
     )

@@ -9,13 +9,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pipeline_steps.local.errors import UnsupportedDefinition
+from pipeline_steps.walk import is_expression
 
 EXPRESSION_KEYS = {"Get", "Std:Join", "Std:JsonGet"}
 INDEX = re.compile(r"^(\w+)\[(?:'([^']+)'|(\d+))\]$")
-
-
-def is_expression(value: Any) -> bool:
-    return isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith(("Get", "Std:"))
 
 
 class ExpressionResolver:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from config.instance_types import INSTANCE_TYPES
 from pipeline_steps.local.errors import StepFailed, UnsupportedDefinition
 from pipeline_steps.local.store import LocalObjectStore
 
@@ -47,15 +48,6 @@ TRAINING_FIELDS = {
     "ProfilerConfig",
     "Environment",
     "DebugHookConfig",
-}
-# Accelerators per instance (processes per node under torchrun); unknown types count as 1.
-GPUS_PER_INSTANCE = {
-    "ml.p4d.24xlarge": 8,
-    "ml.p4de.24xlarge": 8,
-    "ml.p3dn.24xlarge": 8,
-    "ml.p5.48xlarge": 8,
-    "ml.g5.48xlarge": 8,
-    "ml.g5.12xlarge": 4,
 }
 Printer = Callable[[str], None]
 
@@ -242,7 +234,9 @@ def run_training(
     distributed = hps.get("sagemaker_torch_distributed_enabled") == "true" or (
         hps.get("sagemaker_distributed_dataparallel_enabled") == "true"
     )
-    wanted = int(resources["InstanceCount"]) * GPUS_PER_INSTANCE.get(resources["InstanceType"], 1)
+    # One process per GPU under torchrun (one per node on CPU-only types).
+    gpus = INSTANCE_TYPES[resources["InstanceType"]].gpus if resources["InstanceType"] in INSTANCE_TYPES else 1
+    wanted = int(resources["InstanceCount"]) * max(1, gpus)
     processes = max(1, min(wanted, os.cpu_count() or 1)) if distributed else 1
     if distributed:
         backend = "SMDDP (run locally with torchrun + gloo)" if "dataparallel" in str(hps) else "torchrun"

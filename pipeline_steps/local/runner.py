@@ -15,6 +15,7 @@ from pipeline_steps.local.expressions import ExpressionResolver
 from pipeline_steps.local.jobs import Printer, run_processing, run_training
 from pipeline_steps.local.registry import LocalModelRegistry, ModelPackage
 from pipeline_steps.local.store import LocalObjectStore
+from pipeline_steps.walk import all_steps
 
 STEP_FIELDS = {
     "Name",
@@ -57,13 +58,6 @@ class ExecutionResult:
     metrics: dict[str, Any] = field(default_factory=dict)
 
 
-def _all_steps(steps: list[dict[str, Any]]):
-    for step in steps:
-        yield step
-        for branch in ("IfSteps", "ElseSteps"):
-            yield from _all_steps(step.get("Arguments", {}).get(branch, []))
-
-
 def _expressions(node: Any):
     if isinstance(node, dict):
         if len(node) == 1 and next(iter(node)).startswith(("Get", "Std:")):
@@ -78,7 +72,7 @@ def _expressions(node: Any):
 def validate_definition(definition: dict[str, Any]) -> None:
     """Reject, before anything runs, every step type, field or expression this runner does not implement."""
     problems = []
-    for step in _all_steps(definition.get("Steps", [])):
+    for step in all_steps(definition.get("Steps", [])):
         if step.get("Type") not in STEP_TYPES:
             problems.append(f"step {step.get('Name')!r}: type {step.get('Type')!r} is not supported")
         unknown = sorted(set(step) - STEP_FIELDS)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +29,11 @@ def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, pref
     return manifest_key
 
 
-def object_created_event(bucket: str, key: str, size: int, account: str, region: str) -> dict[str, Any]:
-    """An S3 'Object Created' event as EventBridge delivers it."""
+def object_created_event(
+    bucket: str, key: str, body: bytes, account: str, region: str, version_id: str | None = None
+) -> dict[str, Any]:
+    """An S3 'Object Created' event as EventBridge delivers it for a single-part upload of `body`
+    (etag: its MD5); `version_id` as a versioned bucket gives each upload (a fresh one by default)."""
     return {
         "version": "0",
         "id": "00000000-0000-0000-0000-000000000000",
@@ -41,7 +46,13 @@ def object_created_event(bucket: str, key: str, size: int, account: str, region:
         "detail": {
             "version": "0",
             "bucket": {"name": bucket},
-            "object": {"key": key, "size": size, "etag": "local", "sequencer": "0"},
+            "object": {
+                "key": key,
+                "size": len(body),
+                "etag": hashlib.md5(body, usedforsecurity=False).hexdigest(),
+                "version-id": version_id or uuid.uuid4().hex,
+                "sequencer": "0",
+            },
             "request-id": "local",
             "requester": account,
             "reason": "PutObject",

@@ -11,6 +11,7 @@ from sagemaker.workflow.functions import Join
 from sagemaker.workflow.pipeline_context import PipelineSession
 
 from config import Settings
+from config.instance_types import instance_type
 from config.settings import DEFAULT_INFERENCE_IMAGE, DLC_REGISTRY_ACCOUNT
 from pipeline_steps.parameters import PipelineParameters
 from pipeline_steps.placeholders import DeployTimeValues
@@ -50,6 +51,16 @@ class BuildContext:
             values=[f"s3://{self.artifacts_bucket}/{prefix}", ExecutionVariables.PIPELINE_EXECUTION_ID, *parts],
         )
 
+    def volume_kms_key(self, *instance_types: str) -> str | None:
+        """The project key for a job's storage volume, or None when any of its possible instance types has
+        local NVMe storage. API_ResourceConfig and API_ProcessingClusterConfig: "You can't request a
+        VolumeKmsKeyId when using an instance type with local storage"; that storage is encrypted by a
+        hardware module on the instance, and an EBS volume without a key uses the account's default EBS key.
+        https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html"""
+        if any(instance_type(name).has_local_storage for name in instance_types):
+            return None
+        return self.values.kms_key_arn
+
     def network_config(self) -> NetworkConfig | None:
         if not self.values.subnet_count:
             return None
@@ -72,7 +83,7 @@ class BuildContext:
             instance_type=instance_type,
             entrypoint=["/bin/bash", "-c", UNPACK_AND_RUN],
             volume_size_in_gb=processing.volume_size_gb,
-            volume_kms_key=self.values.kms_key_arn,
+            volume_kms_key=self.volume_kms_key(instance_type),
             output_kms_key=self.values.kms_key_arn,
             max_runtime_in_seconds=processing.max_runtime_seconds,
             base_job_name=base_job_name,

@@ -54,6 +54,9 @@ def build(ctx: BuildContext) -> ProcessingStep:
             str(hps.doc_stride),
             "--skip-invalid",
             params.skip_invalid_records,
+            # In the arguments, so in the cache key: same manifest key, new upload -> new features.
+            "--manifest-version",
+            params.manifest_version_id,
         ],
     )
     return ProcessingStep(

@@ -97,11 +97,14 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
         checkpoint_s3_uri=ctx.execution_uri(training.checkpoint_prefix) if training.checkpoint_prefix else None,
         checkpoint_local_path="/opt/ml/checkpoints" if training.checkpoint_prefix else None,
         volume_size=training.volume_size_gb,
-        volume_kms_key=ctx.values.kms_key_arn,
+        # The instance type is a pipeline parameter: the key is omitted when any allowed type has local NVMe.
+        volume_kms_key=ctx.volume_kms_key(*ctx.settings.training_instance_types),
         output_kms_key=ctx.values.kms_key_arn,
         output_path=f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.models}",
         code_location=f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.pipeline_code}",
-        subnets=ctx.values.subnet_ids or None,
+        # All nodes in one subnet (one zone): EFA traffic does not cross subnets, and cross-zone traffic is
+        # billed per GB (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-limits).
+        subnets=ctx.values.training_subnet_ids or None,
         security_group_ids=[ctx.values.security_group_id] if ctx.values.subnet_count else None,
         encrypt_inter_container_traffic=training.encrypt_inter_container_traffic,
         metric_definitions=METRIC_DEFINITIONS,

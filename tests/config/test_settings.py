@@ -57,7 +57,7 @@ def test_unknown_environment_names_the_known_ones(cdk_context):
             r"smddp does not run on ml\.p5\.48xlarge.*ml\.p3dn\.24xlarge, ml\.p4d\.24xlarge, ml\.p4de\.24xlarge",
         ),
         (
-            {"training.instance_type": "ml.g5.12xlarge", "training.instance_count": "2"},
+            {"training.instance_type": "ml.p3.16xlarge", "training.instance_count": "2"},
             r"needs an EFA-capable instance type",
         ),
         (
@@ -80,6 +80,47 @@ def test_unknown_environment_names_the_known_ones(cdk_context):
         ({"network.mode": "existing"}, r"network\.mode=existing needs network\.existing_vpc_id"),
         ({"model.base_model_s3_uri": "https://example.com/x"}, r"base_model_s3_uri: String should match pattern"),
         ({"account": "12345"}, r"account: String should match pattern"),
+        # Not in botocore's ProcessingInstanceType enum.
+        (
+            {"processing.evaluate_instance_type": "ml.p4d.24xlarge"},
+            r"processing\.evaluate_instance_type: SageMaker does not offer ml\.p4d\.24xlarge for processing jobs",
+        ),
+        ({"training.instance_type": "ml.x9.48xlarge"}, r"ml\.x9\.48xlarge is not in config/instance_types\.py"),
+        (
+            {"processing.evaluate_instance_type": "ml.g5.xlarge", "processing.volume_size_gb": "300"},
+            r"processing\.volume_size_gb=300 exceeds the 250 GB of local NVMe storage of ml\.g5\.xlarge",
+        ),
+        (
+            {"training.allowed_instance_types": '["ml.p4d.24xlarge", "ml.p3dn.24xlarge"]'},
+            r"precision=bf16 is not supported by the GPUs of ml\.p3dn\.24xlarge",
+        ),
+        (
+            {"training.allowed_instance_types": '["ml.p4de.24xlarge"]'},
+            r"allowed_instance_types must include training\.instance_type \(ml\.p4d\.24xlarge\)",
+        ),
+        (
+            {
+                "training.distribution": "smddp",
+                "training.allowed_instance_types": '["ml.p4d.24xlarge", "ml.p5.48xlarge"]',
+            },
+            r"smddp does not run on ml\.p5\.48xlarge",
+        ),
+        (
+            {
+                "training.allowed_instance_types": '["ml.p4d.24xlarge", "ml.p3.16xlarge"]',
+                "hyperparameters.precision": "fp16",
+            },
+            r"instance_count=2 on ml\.p3\.16xlarge: multi-node data parallel needs an EFA-capable",
+        ),
+        ({"training.availability_zone": "us-east-1a"}, r"availability_zone needs the zones to be known at synth"),
+        (
+            {"network.availability_zones": '["us-east-1a", "us-east-1b"]', "training.availability_zone": "us-east-1c"},
+            r"us-east-1c is not one of the network's zones",
+        ),
+        (
+            {"region": "eu-west-1", "network.availability_zones": '["us-east-1a"]'},
+            r"must be in region eu-west-1",
+        ),
     ],
 )
 def test_invalid_settings_fail_with_a_clear_message(cdk_context, overrides, message):
@@ -90,7 +131,7 @@ def test_invalid_settings_fail_with_a_clear_message(cdk_context, overrides, mess
 def test_valid_combinations_pass(cdk_context):
     smddp = load(cdk_context, **{"training.distribution": "smddp", "training.instance_type": "ml.p4de.24xlarge"})
     assert smddp.training_image_repository.startswith("huggingface-pytorch-training:2.5.1-transformers4.49.0")
-    single_node = load(cdk_context, **{"training.instance_type": "ml.g5.12xlarge", "training.instance_count": "1"})
+    single_node = load(cdk_context, **{"training.instance_type": "ml.g5.2xlarge", "training.instance_count": "1"})
     assert single_node.training.instance_count == 1
     on_demand = load(
         cdk_context,
@@ -119,3 +160,29 @@ def test_existing_vpc_settings(cdk_context):
         },
     )
     assert settings.network.existing_subnet_ids == ("subnet-0123456789abcdef0",)
+
+
+def test_default_training_types_are_the_candidates_that_pass_every_rule(cdk_context):
+    bf16 = load(cdk_context)
+    assert bf16.training_instance_types == ("ml.p4d.24xlarge", "ml.p4de.24xlarge")  # p3dn: V100, no bf16
+    fp16 = load(cdk_context, **{"hyperparameters.precision": "fp16"})
+    assert fp16.training_instance_types == ("ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p3dn.24xlarge")
+    single = load(cdk_context, **{"training.instance_type": "ml.g5.2xlarge", "training.instance_count": "1"})
+    assert single.training_instance_types[0] == "ml.g5.2xlarge"
+
+
+def test_training_zone_picks_its_subnet(cdk_context):
+    settings = load(
+        cdk_context,
+        **{"network.availability_zones": '["us-east-1a", "us-east-1d"]', "training.availability_zone": "us-east-1d"},
+    )
+    assert settings.network.subnet_count == 2
+    assert settings.training_subnet_index == 1
+    assert load(cdk_context).training_subnet_index == 0
+
+
+def test_several_rule_problems_are_listed_together(cdk_context):
+    with pytest.raises(ConfigError) as excinfo:
+        load(cdk_context, **{"training.instance_type": "ml.p3.16xlarge", "training.max_wait_seconds": "60"})
+    message = str(excinfo.value)
+    assert "EFA-capable" in message and "precision=bf16" in message and "max_wait_seconds (60)" in message

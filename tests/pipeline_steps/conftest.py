@@ -6,6 +6,7 @@ import pytest
 
 from config import load_settings
 from pipeline_steps.definition import build_definition
+from pipeline_steps.walk import find_step
 
 
 @pytest.fixture(scope="session")
@@ -20,11 +21,4 @@ def definition(settings):
 
 def step(definition, name):
     """A step by name, also inside condition branches."""
-    for candidate in definition["Steps"]:
-        if candidate["Name"] == name:
-            return candidate
-        for branch in ("IfSteps", "ElseSteps"):
-            for inner in candidate.get("Arguments", {}).get(branch, []):
-                if inner["Name"] == name:
-                    return inner
-    raise KeyError(name)
+    return find_step(definition, name)

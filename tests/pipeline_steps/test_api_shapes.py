@@ -11,6 +11,7 @@ import botocore.session
 import pytest
 from botocore.validate import ParamValidator
 
+from pipeline_steps.walk import all_steps, is_expression
 from tests.conftest import ROOT
 from tests.pipeline_steps.conftest import step
 
@@ -20,16 +21,11 @@ OPERATIONS = {
     "RegisterModel": "CreateModelPackage",
 }
 NAME_FIELDS = {"Processing": {"ProcessingJobName": "job"}, "Training": {"TrainingJobName": "job"}}
-EXPRESSIONS = ("Get", "Std:Join", "Std:JsonGet")
 DUMMIES = {"string": "dummy", "integer": 1, "long": 1, "float": 1.0, "double": 1.0, "boolean": True}
 
 
 def sagemaker_model():
     return botocore.session.get_session().get_service_model("sagemaker")
-
-
-def is_expression(value: Any) -> bool:
-    return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in EXPRESSIONS
 
 
 def with_dummies(value: Any, shape) -> Any:
@@ -45,17 +41,10 @@ def with_dummies(value: Any, shape) -> Any:
     return value
 
 
-def all_steps(definition):
-    for candidate in definition["Steps"]:
-        yield candidate
-        for branch in ("IfSteps", "ElseSteps"):
-            yield from candidate.get("Arguments", {}).get(branch, [])
-
-
 @pytest.mark.parametrize("step_type", sorted(OPERATIONS))
 def test_arguments_match_the_api_shape(definition, step_type):
     model = sagemaker_model()
-    steps = [s for s in all_steps(definition) if s["Type"] == step_type]
+    steps = [s for s in all_steps(definition["Steps"]) if s["Type"] == step_type]
     assert steps
     for candidate in steps:
         shape = model.operation_model(OPERATIONS[step_type]).input_shape
@@ -86,7 +75,7 @@ def references(node: Any):
 
 def test_every_get_reference_resolves(definition):
     parameters = {p["Name"] for p in definition["Parameters"]}
-    steps = {s["Name"]: s for s in all_steps(definition)}
+    steps = {s["Name"]: s for s in all_steps(definition["Steps"])}
     seen = list(references(definition["Steps"]))
     assert seen
     for ref in seen:

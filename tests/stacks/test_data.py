@@ -97,3 +97,42 @@ def test_prod_retains_buckets_and_key(prod):
     assert not resources_of_type(prod.templates["data"], "Custom::S3AutoDeleteObjects")
     [key] = resources_of_type(prod.templates["data"], "AWS::KMS::Key").values()
     assert key["DeletionPolicy"] == "Retain"
+
+
+RESOURCE_POLICIES = {
+    "AWS::KMS::Key": "KeyPolicy",
+    "AWS::SNS::TopicPolicy": "PolicyDocument",
+    "AWS::SQS::QueuePolicy": "PolicyDocument",
+    "AWS::S3::BucketPolicy": "PolicyDocument",
+}
+# Conditions that tie a service principal to this account, one resource, or an encryption context
+# (https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html).
+SCOPING_KEYS = ("aws:SourceAccount", "aws:SourceArn", "kms:EncryptionContext:")
+
+
+def service_statements(template):
+    for resource_type, attribute in RESOURCE_POLICIES.items():
+        for resource in resources_of_type(template, resource_type).values():
+            for statement in resource["Properties"][attribute]["Statement"]:
+                principal = statement.get("Principal")
+                if statement["Effect"] == "Allow" and isinstance(principal, dict) and "Service" in principal:
+                    yield resource_type, statement
+
+
+def test_every_service_principal_in_a_resource_policy_is_scoped(dev, prod):
+    """Before: CDK's SNS rule target added an unconditioned events.amazonaws.com statement to the key policy."""
+    found = 0
+    for env in (dev, prod):
+        for template in env.templates.values():
+            for resource_type, statement in service_statements(template):
+                found += 1
+                condition_keys = [key for operator in statement.get("Condition", {}).values() for key in operator]
+                assert any(key.startswith(SCOPING_KEYS) for key in condition_keys), (resource_type, statement)
+    assert found >= 7  # logs + events on the key, two log-delivery bucket statements, queue, two topic rules
+
+
+def test_access_logs_bucket_is_versioned_with_short_noncurrent_retention(dev):
+    _, props = bucket(dev, "access-logs")
+    assert props["VersioningConfiguration"] == {"Status": "Enabled"}
+    [expire] = [rule for rule in props["LifecycleConfiguration"]["Rules"] if rule["Id"] == "expire-access-logs"]
+    assert expire["NoncurrentVersionExpiration"] == {"NoncurrentDays": 1}

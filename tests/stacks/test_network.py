@@ -85,3 +85,8 @@ def test_endpoints_accept_https_from_the_job_group_only(dev):
             "ToPort": 443,
         }
     ]
+
+
+def test_default_security_group_is_stripped_of_its_rules(dev):
+    """`@aws-cdk/aws-ec2:restrictDefaultSecurityGroup`: nothing can use the VPC's default group by accident."""
+    assert len(resources_of_type(dev.templates["network"], "Custom::VpcRestrictDefaultSG")) == 1

@@ -7,6 +7,7 @@ import json
 import aws_cdk as cdk
 
 from config import load_settings
+from pipeline_steps.walk import find_step
 from stacks.app_builder import build_stacks
 from tests.conftest import resources_of_type
 
@@ -27,6 +28,7 @@ def test_existing_vpc_gets_only_the_efa_group_and_the_jobs_use_its_subnets(cdk_c
             "network.existing_vpc_id": "vpc-0123456789abcdef0",
             "network.existing_subnet_ids": '["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"]',
             "network.existing_availability_zones": '["us-east-1a", "us-east-1b"]',
+            "training.availability_zone": "us-east-1b",
         },
     )
     network = templates["network"]
@@ -34,8 +36,13 @@ def test_existing_vpc_gets_only_the_efa_group_and_the_jobs_use_its_subnets(cdk_c
     [group] = resources_of_type(network, "AWS::EC2::SecurityGroup").values()
     assert group["Properties"]["VpcId"] == "vpc-0123456789abcdef0"
     [pipeline] = resources_of_type(templates["pipeline"], "AWS::SageMaker::Pipeline").values()
-    variables = pipeline["Properties"]["PipelineDefinition"]["PipelineDefinitionBody"]["Fn::Sub"][1]
+    body, variables = pipeline["Properties"]["PipelineDefinition"]["PipelineDefinitionBody"]["Fn::Sub"]
     assert variables["Subnet0"] == "subnet-0123456789abcdef0" and variables["Subnet1"] == "subnet-0fedcba9876543210"
+    # Training pinned to us-east-1b: all nodes in that zone's subnet; processing may use both.
+    definition = json.loads(body)
+    assert find_step(definition, "FineTune")["Arguments"]["VpcConfig"]["Subnets"] == ["${Subnet1}"]
+    processing = find_step(definition, "Evaluate")["Arguments"]["NetworkConfig"]["VpcConfig"]
+    assert processing["Subnets"] == ["${Subnet0}", "${Subnet1}"]
 
 
 def test_no_vpc_mode_has_no_network_resources_and_no_eni_permissions(cdk_context, tmp_path):

@@ -10,6 +10,7 @@ import tarfile
 import pytest
 
 from pipeline_steps.local.event_pattern import matches
+from pipeline_steps.local.trigger import object_created_event
 from pipeline_steps.source_bundle import build_source_tarball
 from tests.conftest import ROOT, as_list, dumps, resources_of_type
 
@@ -67,12 +68,13 @@ def rule_with_target(env):
     return rule
 
 
-def test_trigger_targets_the_pipeline_with_bucket_and_key(dev):
+def test_trigger_targets_the_pipeline_with_bucket_key_and_version(dev):
     rule = rule_with_target(dev)
     [target] = rule["Targets"]
     assert target["SageMakerPipelineParameters"]["PipelineParameterList"] == [
         {"Name": "DatasetBucket", "Value": "$.detail.bucket.name"},
         {"Name": "ManifestKey", "Value": "$.detail.object.key"},
+        {"Name": "ManifestVersionId", "Value": "$.detail.object.version-id"},
     ]
     assert target["RetryPolicy"]["MaximumRetryAttempts"] > 0
     assert "DeadLetterQueue" in dumps(target["DeadLetterConfig"])
@@ -103,24 +105,7 @@ def test_dead_letter_queue_is_kms_encrypted_and_only_eventbridge_sends(dev):
 
 
 def s3_event(bucket: str, key: str) -> dict:
-    return {
-        "version": "0",
-        "id": "17793124-05d4-b198-2fde-7ededc63b103",
-        "detail-type": "Object Created",
-        "source": "aws.s3",
-        "account": "123456789012",
-        "time": "2026-11-29T12:00:00Z",
-        "region": "us-east-1",
-        "resources": [f"arn:aws:s3:::{bucket}"],
-        "detail": {
-            "version": "0",
-            "bucket": {"name": bucket},
-            "object": {"key": key, "size": 1024, "etag": "abc", "sequencer": "0062E99A88DC407460"},
-            "request-id": "N4N7GDK58NMKJ12R",
-            "requester": "123456789012",
-            "reason": "PutObject",
-        },
-    }
+    return object_created_event(bucket, key, b"[]", account="123456789012", region="us-east-1")
 
 
 DATASETS = "hfqa-dev-datasets-123456789012-us-east-1"

@@ -1,0 +1,160 @@
+"""The rules AWS enforces beyond API shapes: the instance-facts table, the definition checks, and caching
+keyed by the uploaded manifest's content."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from contextlib import nullcontext
+
+import pytest
+
+from config import load_settings
+from config.instance_types import INSTANCE_TYPES, InstanceType
+from pipeline_steps.aws_rules import AwsRuleViolation, botocore_enum, check_definition, violations
+from pipeline_steps.definition import build_definition
+from pipeline_steps.local.assembly import extract_event_value
+from pipeline_steps.local.expressions import ExpressionResolver
+from pipeline_steps.local.trigger import object_created_event
+from pipeline_steps.parameters import MANIFEST_VERSION_UNSET
+from pipeline_steps.walk import find_step
+from stacks.trigger import PIPELINE_PARAMETERS_FROM_EVENT
+from tests.training_code import conftest as _training_code_path  # noqa: F401  (puts training_code/ on sys.path)
+
+TRAINING_TYPES = sorted(name for name, row in INSTANCE_TYPES.items() if row.training)
+
+
+@pytest.mark.parametrize("name", sorted(INSTANCE_TYPES))
+def test_every_row_agrees_with_botocores_enums(name):
+    row = INSTANCE_TYPES[name]
+    assert row.training == (name in botocore_enum("TrainingInstanceType"))
+    assert row.processing == (name in botocore_enum("ProcessingInstanceType"))
+
+
+def test_the_dev_and_prod_definitions_break_no_rule(definition, cdk_context):
+    assert violations(definition) == []
+    assert violations(build_definition(load_settings({**cdk_context, "env": "prod"}))) == []
+
+
+def test_volume_keys_only_where_no_possible_instance_type_has_local_storage(definition, settings):
+    """Before: FineTune (p4d/p3dn) and Evaluate (g5) carried VolumeKmsKeyId, which AWS rejects."""
+    train = find_step(definition, "FineTune")["Arguments"]["ResourceConfig"]
+    assert any(INSTANCE_TYPES[name].has_local_storage for name in settings.training_instance_types)
+    assert "VolumeKmsKeyId" not in train
+    evaluate = find_step(definition, "Evaluate")["Arguments"]["ProcessingResources"]["ClusterConfig"]
+    assert INSTANCE_TYPES[evaluate["InstanceType"]].has_local_storage and "VolumeKmsKeyId" not in evaluate
+    preprocess = find_step(definition, "ValidateAndTokenize")["Arguments"]["ProcessingResources"]["ClusterConfig"]
+    assert not INSTANCE_TYPES[preprocess["InstanceType"]].has_local_storage
+    assert preprocess["VolumeKmsKeyId"] == "${KmsKeyArn}"
+
+
+def with_training_types(definition: dict, names: list[str], volume_key: bool) -> dict:
+    changed = copy.deepcopy(definition)
+    [parameter] = [p for p in changed["Parameters"] if p["Name"] == "TrainingInstanceType"]
+    parameter["EnumValues"], parameter["DefaultValue"] = names, names[0]
+    if volume_key:
+        find_step(changed, "FineTune")["Arguments"]["ResourceConfig"]["VolumeKmsKeyId"] = "${KmsKeyArn}"
+    return changed
+
+
+@pytest.mark.parametrize("name", TRAINING_TYPES)
+def test_every_training_type_against_the_volume_key_rule(definition, name):
+    problems = violations(with_training_types(definition, [name], volume_key=True))
+    if INSTANCE_TYPES[name].has_local_storage:
+        assert problems == [
+            f"step FineTune: ResourceConfig.InstanceType: {name} has local NVMe storage, and AWS rejects "
+            "ResourceConfig.VolumeKmsKeyId on such types (API_ResourceConfig / API_ProcessingClusterConfig); "
+            "omit the key"
+        ]
+    else:
+        assert problems == []
+    assert violations(with_training_types(definition, [name], volume_key=False)) == []
+
+
+@pytest.mark.parametrize("name", TRAINING_TYPES)
+def test_every_training_type_against_the_settings_rules(cdk_context, name):
+    """Each type the table allows for training either loads with matching settings or says which rule fails."""
+    row = INSTANCE_TYPES[name]
+    overrides = {
+        "training.instance_type": name,
+        "training.instance_count": "2" if row.efa else "1",
+        "hyperparameters.precision": "bf16" if row.bf16 else "fp16",
+    }
+    settings = load_settings({**cdk_context, **overrides})
+    assert settings.training_instance_types[0] == name
+    if row.efa:
+        with pytest.raises(ValueError, match="smddp does not run") if not row.smddp else nullcontext():
+            load_settings({**cdk_context, **overrides, "training.distribution": "smddp"})
+    else:
+        with pytest.raises(ValueError, match="needs an EFA-capable instance type"):
+            load_settings({**cdk_context, **overrides, "training.instance_count": "2"})
+    if not row.bf16:
+        with pytest.raises(ValueError, match=f"precision=bf16 is not supported by the GPUs of {name}"):
+            load_settings({**cdk_context, **overrides, "hyperparameters.precision": "bf16"})
+
+
+def test_an_instance_type_outside_botocores_enum_is_rejected_at_synth(cdk_context, monkeypatch):
+    """Even if the facts table wrongly lists a type, the build checks AWS's own enum and names the key."""
+    fake = InstanceType("ml.p9.48xlarge", 0, True, 8, "hopper", False, training=True, processing=False)
+    monkeypatch.setitem(INSTANCE_TYPES, fake.name, fake)
+    settings = load_settings({**cdk_context, "training.instance_type": fake.name})
+    with pytest.raises(AwsRuleViolation, match=r"step FineTune: ResourceConfig\.InstanceType: ml\.p9\.48xlarge is "):
+        build_definition(settings)
+
+
+def test_a_free_form_instance_type_parameter_is_rejected(definition):
+    changed = copy.deepcopy(definition)
+    [parameter] = [p for p in changed["Parameters"] if p["Name"] == "TrainingInstanceType"]
+    del parameter["EnumValues"]
+    with pytest.raises(AwsRuleViolation, match="parameter TrainingInstanceType is free-form"):
+        check_definition(changed)
+
+
+def test_processing_volume_may_not_exceed_local_storage(definition):
+    changed = copy.deepcopy(definition)
+    cluster = find_step(changed, "Evaluate")["Arguments"]["ProcessingResources"]["ClusterConfig"]
+    cluster["VolumeSizeInGB"] = INSTANCE_TYPES[cluster["InstanceType"]].local_nvme_gb + 1
+    assert [p for p in violations(changed) if "VolumeSizeInGB" in p]
+
+
+def test_inference_instance_types_are_checked(definition):
+    changed = copy.deepcopy(definition)
+    register = next(s for s in changed["Steps"][-1]["Arguments"]["IfSteps"] if s["Type"] == "RegisterModel")
+    register["Arguments"]["InferenceSpecification"]["SupportedRealtimeInferenceInstanceTypes"] = ["ml.nope.large"]
+    assert violations(changed) == [
+        f"step {register['Name']}: InferenceSpecification.SupportedRealtimeInferenceInstanceTypes: ml.nope.large is "
+        "not a valid ProductionVariantInstanceType"
+    ]
+
+
+def test_training_instance_type_parameter_lists_exactly_the_validated_types(definition, settings):
+    [parameter] = [p for p in definition["Parameters"] if p["Name"] == "TrainingInstanceType"]
+    assert parameter["EnumValues"] == list(settings.training_instance_types)
+    assert parameter["DefaultValue"] == settings.training.instance_type
+
+
+def preprocess_cache_key(definition: dict, event: dict) -> str:
+    """What SageMaker hashes for a cached Processing step: AppSpecification, Environment, ProcessingInputs
+    with parameters resolved (https://docs.aws.amazon.com/sagemaker/latest/dg/pipelines-default-keys.html)."""
+    parameters = {p["Name"]: p.get("DefaultValue") for p in definition["Parameters"]}
+    parameters |= {name: extract_event_value(event, path) for name, path in PIPELINE_PARAMETERS_FROM_EVENT.items()}
+    resolver = ExpressionResolver(parameters, {"PipelineExecutionId": "x"}, {}, lambda *_: None)
+    arguments = find_step(definition, "ValidateAndTokenize")["Arguments"]
+    keyed = {k: resolver.resolve(arguments.get(k)) for k in ("AppSpecification", "Environment", "ProcessingInputs")}
+    return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
+
+
+def test_same_manifest_key_with_new_content_gets_a_new_cache_key(definition):
+    key, bucket = "datasets/squad/v1/manifest.json", "hfqa-dev-datasets-123456789012-us-east-1"
+    first = object_created_event(bucket, key, b'[{"prefix": "s3://b/"}, "a.json"]', "123456789012", "us-east-1")
+    corrected = object_created_event(bucket, key, b'[{"prefix": "s3://b/"}, "b.json"]', "123456789012", "us-east-1")
+    assert preprocess_cache_key(definition, first) != preprocess_cache_key(definition, corrected)
+    # The same event delivered twice (at-least-once delivery) is the same upload: same key.
+    assert preprocess_cache_key(definition, first) == preprocess_cache_key(definition, copy.deepcopy(first))
+
+
+def test_the_unset_version_default_is_the_one_preprocess_refuses():
+    import preprocess  # training_code/ is on sys.path (tests/training_code/conftest.py)
+
+    assert preprocess.UNSET_VERSION == MANIFEST_VERSION_UNSET
