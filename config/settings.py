@@ -49,6 +49,13 @@ class NetworkSettings(StrictModel):
     existing_vpc_id: str | None = Field(None, pattern=r"^vpc-[0-9a-f]{8,17}$")
     existing_subnet_ids: tuple[str, ...] = ()
     existing_availability_zones: tuple[str, ...] = ()
+    interface_endpoints: tuple[Literal["ecr", "logs", "monitoring", "sts", "sagemaker"], ...] = Field(
+        (),
+        description="Opt-in interface endpoints, each billed per zone-hour while idle. SageMaker pulls ECR "
+        "images itself and S3 goes through the free gateway endpoint; AWS sources disagree on whether job logs and "
+        "metrics reach CloudWatch without `logs`/`monitoring` (prod turns them on). Add others when your own "
+        "code in the jobs calls those AWS APIs.",
+    )
     availability_zones: tuple[str, ...] = Field(
         (),
         description="mode=create: the VPC's zones, in order (default: the region's first max_azs zones). "

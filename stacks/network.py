@@ -59,13 +59,16 @@ class EfaSecurityGroup(Construct):
 class JobNetwork(Construct):
     """A VPC with isolated subnets only (no NAT, no internet), endpoints and flow logs."""
 
-    INTERFACE_ENDPOINTS: ClassVar[dict[str, ec2.InterfaceVpcEndpointAwsService]] = {
-        "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
-        "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
-        "CloudWatchLogs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
-        "CloudWatchMetrics": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
-        "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
-        "SageMakerApi": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_API,
+    # network.interface_endpoints name -> the endpoints it adds (construct id, service).
+    INTERFACE_ENDPOINTS: ClassVar[dict[str, dict[str, ec2.InterfaceVpcEndpointAwsService]]] = {
+        "ecr": {
+            "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
+            "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
+        },
+        "logs": {"CloudWatchLogs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS},
+        "monitoring": {"CloudWatchMetrics": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING},
+        "sts": {"Sts": ec2.InterfaceVpcEndpointAwsService.STS},
+        "sagemaker": {"SageMakerApi": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_API},
     }
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, key: kms.IKey) -> None:
@@ -94,6 +97,10 @@ class JobNetwork(Construct):
             removal_policy=removal_policy(settings),
         )
         self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group))
+        self.endpoint_security_group: ec2.SecurityGroup | None = None
+        endpoints = [self.INTERFACE_ENDPOINTS[name] for name in settings.network.interface_endpoints]
+        if not endpoints:
+            return
         self.endpoint_security_group = ec2.SecurityGroup(
             self,
             "EndpointSecurityGroup",
@@ -101,14 +108,15 @@ class JobNetwork(Construct):
             description="Interface VPC endpoints: HTTPS from the job security group",
             allow_all_outbound=False,
         )
-        for name, service in self.INTERFACE_ENDPOINTS.items():
-            self.vpc.add_interface_endpoint(
-                name,
-                service=service,
-                private_dns_enabled=True,
-                open=False,
-                security_groups=[self.endpoint_security_group],
-            )
+        for group in endpoints:
+            for name, service in group.items():
+                self.vpc.add_interface_endpoint(
+                    name,
+                    service=service,
+                    private_dns_enabled=True,
+                    open=False,
+                    security_groups=[self.endpoint_security_group],
+                )
 
 
 class NetworkStack(Stack):
@@ -136,7 +144,7 @@ class NetworkStack(Stack):
             )
         self.subnets = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED).subnets
         self.security_group = EfaSecurityGroup(self, "EfaSecurityGroup", vpc=self.vpc).security_group
-        if job_network is not None:
+        if job_network is not None and job_network.endpoint_security_group is not None:
             job_network.endpoint_security_group.add_ingress_rule(
                 self.security_group, HTTPS, "HTTPS from the SageMaker jobs"
             )

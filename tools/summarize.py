@@ -11,6 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tools.idle_cost import idle_cost
+
 KEY_TYPES = {
     "AWS::KMS::Key": "KMS key",
     "AWS::S3::Bucket": "S3 bucket",
@@ -97,7 +99,8 @@ def _describe(logical_id: str, resource: dict[str, Any]) -> str:
 def summarize(assembly: Path) -> str:
     """Human-readable summary of every stack in the assembly."""
     lines = [f"Synthesized {assembly}/ (offline, no AWS account used)"]
-    for stack_name, template in load_templates(assembly).items():
+    templates = load_templates(assembly)
+    for stack_name, template in templates.items():
         resources = template.get("Resources", {})
         counts = Counter(r["Type"] for r in resources.values())
         lines.append(f"\n== {stack_name}: {len(resources)} resources ({len(counts)} types)")
@@ -107,6 +110,7 @@ def summarize(assembly: Path) -> str:
         outputs = template.get("Outputs", {})
         if outputs:
             lines.append(f"   outputs: {', '.join(sorted(outputs))}")
+    lines.append("\n" + idle_cost(list(templates.values())).describe())
     return "\n".join(lines)
 
 

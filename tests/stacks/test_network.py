@@ -15,13 +15,12 @@ def test_vpc_has_only_isolated_subnets_and_no_nat(dev):
     assert all(s["Properties"]["MapPublicIpOnLaunch"] is False for s in subnets.values())
 
 
-def test_endpoints_for_the_jobs(dev):
-    endpoints = resources_of_type(dev.templates["network"], "AWS::EC2::VPCEndpoint").values()
-    services = {dumps(e["Properties"]["ServiceName"]).split(".")[-1].strip('"]}') for e in endpoints}
-    assert {"s3", "api", "dkr", "logs", "sts", "monitoring"} <= services
-    assert "sagemaker" in dumps([e["Properties"]["ServiceName"] for e in endpoints])
-    interface = [e for e in endpoints if e["Properties"].get("VpcEndpointType") == "Interface"]
-    assert all(e["Properties"]["PrivateDnsEnabled"] for e in interface)
+def test_only_the_free_s3_gateway_endpoint_by_default(dev):
+    """The jobs need no interface endpoint (SageMaker pulls images and ships logs itself); each would bill
+    per zone-hour while idle."""
+    [endpoint] = resources_of_type(dev.templates["network"], "AWS::EC2::VPCEndpoint").values()
+    assert endpoint["Properties"]["VpcEndpointType"] == "Gateway"
+    assert ".s3" in dumps(endpoint["Properties"]["ServiceName"])
 
 
 def test_flow_logs_are_encrypted(dev):
@@ -64,27 +63,6 @@ def test_efa_group_has_no_other_inbound_and_only_https_outbound(dev):
     props = template["Resources"][efa_group_id(dev)]["Properties"]
     assert "SecurityGroupIngress" not in props
     assert [(r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in props["SecurityGroupEgress"]] == [("tcp", 443, 443)]
-
-
-def test_endpoints_accept_https_from_the_job_group_only(dev):
-    template = dev.templates["network"]
-    [endpoint_group] = [v for k, v in resources_of_type(template, "AWS::EC2::SecurityGroup").items() if "Endpoint" in k]
-    assert "SecurityGroupIngress" not in endpoint_group["Properties"]
-    ingress = [
-        r["Properties"]
-        for r in resources_of_type(template, "AWS::EC2::SecurityGroupIngress").values()
-        if "Endpoint" in dumps(r["Properties"]["GroupId"])
-    ]
-    assert ingress == [
-        {
-            "Description": "HTTPS from the SageMaker jobs",
-            "FromPort": 443,
-            "GroupId": ingress[0]["GroupId"],
-            "IpProtocol": "tcp",
-            "SourceSecurityGroupId": {"Fn::GetAtt": [efa_group_id(dev), "GroupId"]},
-            "ToPort": 443,
-        }
-    ]
 
 
 def test_default_security_group_is_stripped_of_its_rules(dev):
