@@ -77,6 +77,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = _types(
     InstanceType("ml.g5.4xlarge", 600, False, 1, "ampere", False, True, True),
     InstanceType("ml.g5.12xlarge", 3800, True, 4, "ampere", False, True, True),
     InstanceType("ml.g5.48xlarge", 7600, True, 8, "ampere", False, True, True),
+    _cpu("ml.m5.large"),
     _cpu("ml.m5.xlarge"),
     _cpu("ml.m5.2xlarge"),
     _cpu("ml.m5.4xlarge"),

@@ -14,7 +14,8 @@ class ArtifactLayout:
     evaluation: str = "evaluation"
     base_models: str = "base-models"
     pipeline_code: str = "pipeline-code"
+    claims: str = "claims"  # one object per uploaded manifest version: the execution that owns it
 
     def writable_by_jobs(self) -> tuple[str, ...]:
         """Prefixes that training and processing jobs write to."""
-        return (self.checkpoints, self.processed, self.models, self.evaluation)
+        return (self.checkpoints, self.processed, self.models, self.evaluation, self.claims)

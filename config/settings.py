@@ -166,6 +166,7 @@ class TrainingSettings(StrictModel):
 class ProcessingSettings(StrictModel):
     """The CPU preprocessing and the evaluation jobs."""
 
+    claim_instance_type: str = Field("ml.m5.large", pattern=INSTANCE_TYPE_PATTERN)
     preprocess_instance_type: str = Field("ml.m5.4xlarge", pattern=INSTANCE_TYPE_PATTERN)
     evaluate_instance_type: str = Field("ml.g5.2xlarge", pattern=INSTANCE_TYPE_PATTERN)
     volume_size_gb: int = Field(50, gt=0, le=16384)
@@ -232,6 +233,7 @@ class Settings(StrictModel):
         checks = [
             ("training.instance_type", training.instance_type, "training"),
             *(("training.allowed_instance_types", name, "training") for name in training.allowed_instance_types or ()),
+            ("processing.claim_instance_type", processing.claim_instance_type, "processing"),
             ("processing.preprocess_instance_type", processing.preprocess_instance_type, "processing"),
             ("processing.evaluate_instance_type", processing.evaluate_instance_type, "processing"),
         ]

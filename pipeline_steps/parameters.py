@@ -8,8 +8,8 @@ from sagemaker.workflow.parameters import ParameterFloat, ParameterInteger, Para
 
 from config import Settings
 
-# ManifestVersionId's default: preprocess.py refuses it, so a run started by hand without the manifest's S3
-# version id fails before any GPU instead of reusing features cached for other content under the same key.
+# ManifestVersionId's default: claim.py refuses it (training_code/qa/cli.py), so a run started by hand without
+# the manifest's S3 version id fails before any GPU instead of reusing features cached for other content.
 MANIFEST_VERSION_UNSET = "unset"
 
 

@@ -24,8 +24,6 @@ from qa.features import prepare_train_features, prepare_validation_features
 
 PROCESSING = "/opt/ml/processing"
 HISTOGRAM_BUCKET = 32
-# The ManifestVersionId parameter's default (pipeline_steps/parameters.py): a run started without a version id.
-UNSET_VERSION = "unset"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -40,7 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-workers", type=int, default=0, help="tokenizer processes; 0 = one per core")
     parser.add_argument(
         "--manifest-version",
-        help="the manifest object's S3 version id: part of the step's cache key, recorded in stats.json",
+        help="the manifest object's S3 version id: part of the step's cache key (so a re-upload under the same "
+        "key is tokenized again), recorded in stats.json",
     )
     return parser.parse_args(argv)
 
@@ -76,14 +75,6 @@ def tokenize_split(split: str, records: list[dict], tokenizer, args: argparse.Na
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     log = setup_logging()
-    if args.manifest_version == UNSET_VERSION:
-        print(
-            "error: pipeline parameter ManifestVersionId is not set. Start runs by uploading the manifest, or pass "
-            "the manifest's S3 version id (aws s3api head-object --query VersionId): cached features are keyed "
-            "by it, so a corrected dataset under the same key is never mistaken for the old one",
-            file=sys.stderr,
-        )
-        return 1
     files, problems = read_manifest(args.manifest, args.data_dir)
     report = load_dataset_files(files, args.data_dir) if not problems else None
     if report is not None:

@@ -39,6 +39,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tiny", action="store_true", help="a tiny random model and 1 epoch: wiring only")
     parser.add_argument("--interrupt-training-after-steps", type=int, help="SIGTERM training at this step")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="pipeline parameter")
+    parser.add_argument(
+        "--deliver-event-twice",
+        action="store_true",
+        help="deliver the upload's event a second time, as S3's at-least-once delivery may: the second "
+        "execution must stop after claiming the manifest",
+    )
     return parser.parse_args(argv)
 
 
@@ -111,10 +117,15 @@ def main(argv: list[str] | None = None) -> int:
             interrupt_training_after_steps=args.interrupt_training_after_steps,
         )
         result = runner.run(overrides)
+        print_summary(result, store.root, registry_path)
+        if args.deliver_event_twice:
+            print("\nthe same Object Created event is delivered again (EventBridge delivers at least once)")
+            duplicate = runner.run(overrides)
+            print_summary(duplicate, store.root, registry_path)
+            result = result if duplicate.status == "Succeeded" else duplicate
     except (UnsupportedDefinition, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    print_summary(result, store.root, registry_path)
     return 0 if result.status == "Succeeded" else 1
 
 

@@ -123,6 +123,8 @@ def run_processing(name: str, args: dict[str, Any], store: LocalObjectStore, job
         container.map(part) for part in [*app.get("ContainerEntrypoint", []), *app.get("ContainerArguments", [])]
     ]
     env = _python_env({k: str(v) for k, v in args.get("Environment", {}).items()})
+    # Scripts that call S3 themselves (claim.py) use the local object store's folder instead.
+    env["LOCAL_S3_ROOT"] = str(store.root)
     code = _stream(command, env, job_dir, out)
     if code != 0:
         raise StepFailed(f"{name}: the processing job exited with code {code} (its messages are above)")

@@ -92,7 +92,8 @@ def _step_dependencies(step: dict[str, Any], names: set[str]) -> set[str]:
 
 
 def execution_order(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Top-level steps in dependency order (data references and DependsOn)."""
+    """Steps of one level (the top level or a condition branch) in dependency order (data references and
+    DependsOn); references to steps outside `steps` are already satisfied."""
     names = {s["Name"] for s in steps}
     pending = {s["Name"]: s for s in steps}
     ordered: list[dict[str, Any]] = []
@@ -249,7 +250,7 @@ class LocalPipelineRunner:
         branch = "IfSteps" if all(outcomes) else "ElseSteps"
         self.result.steps.append(StepResult(step["Name"], "Condition", "Succeeded", 0.0, f"-> {branch}"))
         self.out(f"ok {step['Name']}: {'true' if branch == 'IfSteps' else 'false'} -> {branch}")
-        for inner in args.get(branch, []):
+        for inner in execution_order(args.get(branch, [])):
             self._run_step(inner)
         return ""
 

