@@ -102,7 +102,7 @@ def missing_model_parts(relative_names: Iterable[str]) -> list[str]:
     if MODEL_CONFIG not in names:
         missing.append(MODEL_CONFIG)
     if not any(name in TOKENIZER_FILES for name in names):
-        missing.append(f"a tokenizer ({' or '.join(TOKENIZER_FILES[:2])})")
+        missing.append(f"tokenizer ({' or '.join(TOKENIZER_FILES[:2])})")
     if not any(name.endswith(WEIGHT_SUFFIXES) for name in names):
         missing.append("weights (*.safetensors or *.bin)")
     return missing
@@ -133,7 +133,7 @@ def staged_model_problems(s3: Any, uri: str) -> list[str]:
     """What the model folder at `uri` lacks (empty when config, tokenizer and weights are there)."""
     bucket, prefix = split_s3_uri(uri)
     if not bucket_exists(s3, bucket):
-        return [f"bucket {bucket}"]
+        return [f"the bucket {bucket}"]
     names = [
         item["Key"][len(prefix) :]
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)

@@ -37,7 +37,7 @@ def model_files(model_dir: Path) -> list[Path]:
     )
     missing = missing_model_parts(p.relative_to(model_dir).as_posix() for p in files)
     if missing:
-        fail(f"{model_dir} has no {', no '.join(missing)}: pass a Hugging Face model folder (save_pretrained output)")
+        fail(f"{model_dir} lacks {', '.join(missing)}: pass a Hugging Face model folder (save_pretrained output)")
     return files
 
 

@@ -44,6 +44,7 @@ MIB = 1024 * 1024
 # limit and within its part rules (5 MiB to 5 GiB per part, at most 10,000 parts):
 # https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html
 MULTIPART_BYTES = 64 * MIB
+LARGE_UPLOAD_BYTES = 8 * MIB  # from here on, progress is also reported within files
 # Execution parameters the upload determines, matched against the execution it started (when the pipeline
 # defines them; the trigger copies them from the S3 event).
 MATCHED_PARAMETERS = ("DatasetBucket", "ManifestKey", "ManifestETag")
@@ -97,14 +98,15 @@ def plan_upload(dataset_dir: Path, name: str, version: str, bucket: str) -> Uplo
 
 
 class Progress:
-    """Bytes and files sent so far, printed at every tenth of the total bytes and after every file."""
+    """Bytes and files sent so far, printed after every file and, for large uploads, every tenth of the bytes."""
 
     def __init__(self, files: list[Path]) -> None:
         self.total_files = len(files)
         self.total_bytes = sum(path.stat().st_size for path in files) or 1
         self.files_done = 0
         self.bytes_done = 0
-        self._next_report = self.total_bytes / 10
+        # Small uploads take seconds: a line per file is enough.
+        self._next_report = self.total_bytes / 10 if self.total_bytes >= LARGE_UPLOAD_BYTES else float("inf")
         self._lock = threading.Lock()  # the transfer manager calls back from its worker threads
 
     def add_bytes(self, count: int) -> None:
@@ -205,7 +207,7 @@ def check_target(deployment: Deployment, env_name: str) -> tuple[str, set[str]]:
     missing = staged_model_problems(s3, base_model_uri)
     if missing:
         fail(
-            f"base model not staged at {base_model_uri} (no {', no '.join(missing)}); nothing uploaded, the run "
+            f"base model not staged at {base_model_uri} (lacks {', '.join(missing)}); nothing uploaded, the run "
             f"would fail: run make stage-model MODEL={settings.model.base_model} ENV={env_name}"
         )
     return bucket, set(defaults)
@@ -232,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(UTC)
     manifest = upload(plan, deployment.client("s3"))
     expected = expected_parameters(plan, manifest, parameter_names)
-    print(f"waiting up to {args.wait_seconds:.0f}s for the execution with {expected}")
+    matched = ", ".join(f"{name}={value}" for name, value in expected.items())
+    print(f"waiting up to {args.wait_seconds:.0f}s for the execution with {matched}")
     pipeline_name = deployment.settings.pipeline_name
     execution = find_execution(deployment.client("sagemaker"), pipeline_name, expected, started, args.wait_seconds)
     if execution is None:

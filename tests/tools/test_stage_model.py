@@ -1,0 +1,90 @@
+"""tools.stage_model as a user meets it: run as a command against the moto server (see conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from tests.tools.conftest import BERT_LARGE_CONFIG, assert_one_line_error, run_cli, small_model
+from tools.deployment import ToolError
+from tools.stage_model import config_mismatches, model_files
+
+CONFIGURED = "bert-large-uncased-whole-word-masking"
+
+
+def test_missing_local_directory(aws):
+    line = assert_one_line_error(run_cli("tools.stage_model", "--model", "./no-such-model", env=aws), "./no-such-model")
+    assert "no such directory" in line and "hub id" in line
+
+
+def test_unreachable_model_hub(deployed, aws):
+    with socket.socket() as closed:  # a port nothing listens on once this socket is closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    env = {**aws, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HOME": "/nonexistent/hf-home"}
+    line = assert_one_line_error(run_cli("tools.stage_model", "--model", "org/some-model", env=env), "org/some-model")
+    assert f"http://127.0.0.1:{port}" in line and "where the hub is reachable" in line
+
+
+def test_missing_artifacts_bucket(aws, tmp_path):
+    model = small_model(tmp_path / "m", BERT_LARGE_CONFIG)
+    line = assert_one_line_error(run_cli("tools.stage_model", "--model", str(model), env=aws), "artifacts bucket")
+    assert "does not exist" in line and "make deploy ENV=dev" in line
+
+
+def test_configured_model_is_staged_at_the_default_base_model_uri(deployed, aws, tmp_path):
+    model = small_model(tmp_path / "m", {**BERT_LARGE_CONFIG, "_name_or_path": CONFIGURED})
+    result = run_cli("tools.stage_model", "--model", str(model), env=aws)
+    assert result.returncode == 0, result.stderr
+    assert (
+        result.stdout.strip().splitlines()[-1]
+        == f"staged: {deployed.base_model_uri} (the pipeline's default BaseModelUri)"
+    )
+    assert "warning" not in result.stdout
+    keys = deployed.client("s3").list_objects_v2(Bucket=deployed.artifacts_bucket)["Contents"]
+    assert {k["Key"] for k in keys} == {
+        f"base-models/{CONFIGURED}/{name}"
+        for name in ("config.json", "vocab.txt", "tokenizer_config.json", "model.safetensors")
+    }
+
+
+def test_another_name_prints_the_base_model_uri_override(deployed, aws, tmp_path):
+    model = small_model(tmp_path / "m", {"model_type": "bert", "hidden_size": 384})
+    result = run_cli("tools.stage_model", "--model", str(model), "--name", "all-minilm", env=aws)
+    assert result.returncode == 0, result.stderr
+    staged = f"s3://{deployed.artifacts_bucket}/base-models/all-minilm/"
+    assert f"staged: {staged}\n" in result.stdout
+    assert "the pipeline's default BaseModelUri)" not in result.stdout
+    assert f"BaseModelUri={staged}" in result.stdout
+
+
+def test_a_different_model_staged_as_the_configured_one_is_warned_about(deployed, aws, pretrained_dir, tmp_path):
+    minilm = small_model(tmp_path / "m", json.loads((pretrained_dir / "config.json").read_text()))
+    result = run_cli("tools.stage_model", "--model", str(minilm), env=aws)
+    assert result.returncode == 0, result.stderr
+    warning = next(line for line in result.stdout.splitlines() if line.startswith("warning:"))
+    assert "_name_or_path is 'nreimers/MiniLM-L6-H384-uncased'" in warning
+    assert "hidden_size is 384, not 1024 ('large')" in warning
+
+
+@pytest.mark.parametrize(
+    ("config", "name", "expected"),
+    [
+        ({"model_type": "bert", "hidden_size": 1024}, CONFIGURED, []),
+        ({"_name_or_path": f"google/{CONFIGURED}", "model_type": "bert", "hidden_size": 1024}, CONFIGURED, []),
+        ({"model_type": "roberta", "hidden_size": 768}, "bert-base-uncased", ["model_type is 'roberta', not 'bert'"]),
+        ({"model_type": "distilbert", "hidden_size": 768}, "distilbert-base-uncased", []),
+        ({"model_type": "bert", "hidden_size": 384}, "all-minilm", []),  # the name states nothing checkable
+    ],
+)
+def test_config_mismatch_rule(config, name, expected):
+    assert config_mismatches(config, name) == expected
+
+
+def test_a_folder_without_weights_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "vocab.txt").write_text("[PAD]\n")
+    with pytest.raises(ToolError, match=r"lacks weights \(\*.safetensors or \*.bin\)"):
+        model_files(tmp_path)
