@@ -1,21 +1,25 @@
-"""An AWS API emulator for the client tools: one moto server per test session, a fresh account per test.
+"""An AWS API emulator for the client tools: one moto server and one deployment per test session.
 
-What this is: a client-side test bed. The tools run as users run them (subprocesses with boto3 pointed at
-the emulator), against the names a deployment creates. What it is not: proof that AWS accepts the stacks.
-moto 5.2.5 ignores or skips what matters for that (bucket policies, security-group egress, queue/topic
-policies, KMS key tags, `AWS::SageMaker::Pipeline` and `ModelPackageGroup` resources, the auto-delete custom
-resources, IAM enforcement, EventBridge -> SageMaker targets; `create_pipeline` accepts any definition and
-`list_pipeline_executions` ignores `CreatedAfter`). So the stand-in stacks below carry only what the tools
-read: the CDK bootstrap stack and its version parameter, stacks named like ours, the two buckets (created
-through CloudFormation), and the pipeline (created through the SageMaker API, with the real parameters and
-their defaults from pipeline_steps). The template content itself is checked by tests/stacks (cdk-nag,
-cfn-lint, assertions).
+The session deploys, through moto's CloudFormation, the CDK's own bootstrap template (what `cdk bootstrap`
+creates) and the synthesized dev stacks (what `make deploy` creates), then runs the tools as users run them:
+subprocesses with boto3 pointed at the emulator, dummy credentials, and no AWS config or credentials file.
+
+A client-side test bed, not proof that AWS accepts the templates. moto 5.2.5 ignores or skips, silently:
+bucket, queue and topic policies, security-group egress rules, IAM enforcement, `AWS::SageMaker::Pipeline`
+and `ModelPackageGroup` resources, EventBridge -> SageMaker targets, template Rules (CheckBootstrapVersion);
+its `create_pipeline` accepts any definition and `list_pipeline_executions` ignores `CreatedAfter`. It cannot
+create, so `moto_template` removes: `Tags` on `AWS::KMS::Key` (rejected with a misleading GetAtt error) and the
+auto-delete custom resources with their Lambda handler (its code is an asset `cdk deploy` publishes, and
+moto runs Lambda in Docker). The pipeline is then created through the SageMaker API with the template's own
+definition, resolved the way CloudFormation would. The templates themselves are checked by tests/stacks
+(assertions, cdk-nag, cfn-lint).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -23,19 +27,24 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 
+from pipeline_steps.local.assembly import resolve_intrinsics
 from tests.conftest import ROOT
 from tests.training_code.conftest import pretrained_dir  # noqa: F401  (shared model fixture)
-from tools.deployment import MODEL_CONFIG, load_deployment
+from tools.deployment import MODEL_CONFIG, split_s3_uri
 
 REGION = "us-east-1"
+EMPTY_REGION = "eu-west-1"  # nothing is deployed there
 ACCOUNT = "123456789012"  # moto's default account
-BOOTSTRAP_QUALIFIER = "hnb659fds"  # CDK's default qualifier
+BOOTSTRAP_TEMPLATE = ROOT / "node_modules" / "aws-cdk" / "lib" / "api" / "bootstrap" / "bootstrap-template.yaml"
+BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"  # the CDK's default qualifier
 
 
 def _free_port() -> int:
@@ -70,111 +79,172 @@ def moto_url(tmp_path_factory) -> Iterator[str]:
         log.close()
 
 
-def aws_environment(moto_url: str) -> dict[str, str]:
+def aws_environment(moto_url: str, region: str = REGION) -> dict[str, str]:
     """Dummy credentials and a region for the emulator; no profile, config or credentials file is read."""
     return {
         "AWS_ENDPOINT_URL": moto_url,
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": REGION,
-        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": region,
+        "AWS_DEFAULT_REGION": region,
         "AWS_CONFIG_FILE": "/nonexistent/aws-config",
         "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
         "AWS_EC2_METADATA_DISABLED": "true",  # no instance-metadata probe when credentials are missing
     }
 
 
-@pytest.fixture
-def aws(moto_url, monkeypatch) -> dict[str, str]:
-    """A fresh emulator account with boto3 pointed at it (in this process, and for `run_cli`)."""
-    urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST")).close()
-    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-    environment = aws_environment(moto_url)
-    for name, value in environment.items():
-        monkeypatch.setenv(name, value)
-    return environment
+@contextmanager
+def pointed_at(environment: dict[str, str]) -> Iterator[None]:
+    """boto3 in this process uses `environment` (and no profile or session token from outside)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+            patch.delenv(name, raising=False)
+        for name, value in environment.items():
+            patch.setenv(name, value)
+        yield
 
 
-def _stack(resources: dict) -> str:
-    return json.dumps({"AWSTemplateFormatVersion": "2010-09-09", "Resources": resources})
+def moto_template(template: dict[str, Any]) -> dict[str, Any]:
+    """The template without what moto cannot create (see the module docstring)."""
+    resources = {}
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"].startswith("Custom::") or resource["Type"] == "AWS::Lambda::Function":
+            continue
+        if resource["Type"] == "AWS::KMS::Key":
+            resource = {**resource, "Properties": {k: v for k, v in resource["Properties"].items() if k != "Tags"}}
+        resources[logical_id] = resource
+    return {**template, "Resources": resources}
+
+
+def deployed_definition(template: dict[str, Any], stack_name: str) -> tuple[str, str, str]:
+    """(name, role ARN, definition) of the stack's pipeline, its `Fn::Sub` resolved from the deployed stacks."""
+    cfn, iam = boto3.client("cloudformation"), boto3.client("iam")
+    exports = {export["Name"]: export["Value"] for export in cfn.list_exports()["Exports"]}
+    physical = {
+        resource["LogicalResourceId"]: resource["PhysicalResourceId"]
+        for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack_name)
+        for resource in page["StackResourceSummaries"]
+        if "LogicalResourceId" in resource  # moto lists the resources it skipped without ids
+    }
+    pseudo = {
+        "AWS::AccountId": ACCOUNT,
+        "AWS::Region": REGION,
+        "AWS::Partition": "aws",
+        "AWS::URLSuffix": "amazonaws.com",
+    }
+
+    def resolve(value: Any) -> str:
+        if isinstance(value, dict) and "Ref" in value:
+            return physical[value["Ref"]]
+        if isinstance(value, dict) and "Fn::ImportValue" in value:
+            return exports[value["Fn::ImportValue"]]
+        if isinstance(value, dict) and "Fn::GetAtt" in value:  # only role ARNs here
+            return iam.get_role(RoleName=physical[value["Fn::GetAtt"][0]])["Role"]["Arn"]
+        return resolve_intrinsics(value, pseudo)
+
+    [pipeline] = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Pipeline"]
+    text, variables = pipeline["PipelineDefinition"]["PipelineDefinitionBody"]["Fn::Sub"]
+    definition = resolve_intrinsics({"Fn::Sub": [text, {k: resolve(v) for k, v in variables.items()}]}, pseudo)
+    assert not re.search(r"\$\{[^}]+\}", definition), "unresolved deploy-time variable"
+    return pipeline["PipelineName"], resolve(pipeline["RoleArn"]), definition
 
 
 @dataclass(frozen=True)
-class StandIn:
-    """What the stand-in deployment created, by name."""
+class Deployed:
+    """The session's deployment of the dev environment in the emulator, by name."""
 
     env_name: str
+    stack_names: list[str]
     datasets_bucket: str
     artifacts_bucket: str
     pipeline_name: str
-    base_model_uri: str
+    pipeline_role_arn: str
+    pipeline_definition: str
 
-    def client(self, service: str):
+    @property
+    def base_model_uri(self) -> str:
+        defaults = {p["Name"]: p.get("DefaultValue") for p in json.loads(self.pipeline_definition)["Parameters"]}
+        return defaults["BaseModelUri"]
+
+    def client(self, service: str) -> Any:
         return boto3.client(service, region_name=REGION)
 
+    def replace_pipeline(self, definition: str | None) -> None:
+        """Delete the pipeline (when there is one), and create it again with `definition` unless None."""
+        sagemaker = self.client("sagemaker")
+        if sagemaker.list_pipelines(PipelineNamePrefix=self.pipeline_name)["PipelineSummaries"]:
+            sagemaker.delete_pipeline(PipelineName=self.pipeline_name)
+        if definition is not None:
+            sagemaker.create_pipeline(
+                PipelineName=self.pipeline_name, PipelineDefinition=definition, RoleArn=self.pipeline_role_arn
+            )
 
-def deploy_stand_in(env_name: str = "dev", *, bootstrap_version: int = 30, pipeline: bool = True) -> StandIn:
-    """Create, in the emulator, what `cdk bootstrap` and `make deploy` leave behind that the tools read."""
-    deployment = load_deployment(env_name)
-    settings = deployment.settings
-    cfn = boto3.client("cloudformation", region_name=REGION)
-    parameter = {
-        "Type": "AWS::SSM::Parameter",
-        "Properties": {
-            "Name": f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version",
-            "Type": "String",
-            "Value": str(bootstrap_version),
-        },
-    }
-    cfn.create_stack(StackName="CDKToolkit", TemplateBody=_stack({"CdkBootstrapVersion": parameter}))
-    buckets = {
-        f"{purpose.title()}Bucket": {
-            "Type": "AWS::S3::Bucket",
-            "Properties": {"BucketName": deployment.bucket(purpose)},
-        }
-        for purpose in ("datasets", "artifacts")
-    }
-    vpc = {"Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}}}
-    topic = {"Topic": {"Type": "AWS::SNS::Topic"}}
-    for stack_name, resources in zip(deployment.stack_names, (buckets, vpc, topic), strict=True):
-        cfn.create_stack(StackName=stack_name, TemplateBody=_stack(resources))
-    if pipeline:
-        create_pipeline(deployment)
-    return StandIn(
-        env_name=env_name,
-        datasets_bucket=deployment.bucket("datasets"),
-        artifacts_bucket=deployment.bucket("artifacts"),
-        pipeline_name=settings.pipeline_name,
-        base_model_uri=deployment.default_base_model_uri,
-    )
+    def empty_buckets(self) -> None:
+        """Remove every object version and delete marker the tests left in the two buckets."""
+        s3 = self.client("s3")
+        for bucket in (self.datasets_bucket, self.artifacts_bucket):
+            for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+                doomed = [
+                    {"Key": v["Key"], "VersionId": v["VersionId"]}
+                    for v in [*page.get("Versions", []), *page.get("DeleteMarkers", [])]
+                ]
+                if doomed:
+                    s3.delete_objects(Bucket=bucket, Delete={"Objects": doomed})
 
 
-def create_pipeline(deployment, extra_parameters: tuple[dict, ...] = ()) -> None:
-    """The pipeline with the real parameters and defaults (moto skips AWS::SageMaker::Pipeline resources)."""
-    from pipeline_steps.parameters import build_parameters
-
-    parameters = build_parameters(
-        deployment.settings,
-        datasets_bucket=deployment.bucket("datasets"),
-        artifacts_bucket=deployment.bucket("artifacts"),
-    )
-    definition = {
-        "Version": "2020-12-01",
-        "Parameters": [*(p.to_request() for p in parameters.all()), *extra_parameters],
-        "Steps": [],
-    }
-    deployment.client("sagemaker").create_pipeline(
-        PipelineName=deployment.settings.pipeline_name,
-        PipelineDefinition=json.dumps(definition),
-        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/pipeline",
+@pytest.fixture(scope="session")
+def deployed_session(moto_url, dev) -> Deployed:
+    """`cdk bootstrap` (the CDK's bootstrap template) and the synthesized dev stacks, deployed once."""
+    with pointed_at(aws_environment(moto_url)):
+        cfn = boto3.client("cloudformation")
+        cfn.create_stack(
+            StackName="CDKToolkit", TemplateBody=BOOTSTRAP_TEMPLATE.read_text(), Capabilities=["CAPABILITY_NAMED_IAM"]
+        )
+        stack_names = [stack.stack_name for stack in dev.stacks.all()]
+        for which, stack_name in zip(("data", "network", "pipeline"), stack_names, strict=True):
+            cfn.create_stack(
+                StackName=stack_name,
+                TemplateBody=json.dumps(moto_template(dev.templates[which])),
+                Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"],
+            )
+            status = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]["StackStatus"]
+            assert status == "CREATE_COMPLETE", (stack_name, status)
+        pipeline_name, role_arn, definition = deployed_definition(dev.templates["pipeline"], stack_names[2])
+        boto3.client("sagemaker").create_pipeline(
+            PipelineName=pipeline_name, PipelineDefinition=definition, RoleArn=role_arn
+        )
+    settings = dev.settings
+    return Deployed(
+        env_name=settings.env_name,
+        stack_names=stack_names,
+        datasets_bucket=settings.bucket_name("datasets", ACCOUNT, REGION),
+        artifacts_bucket=settings.bucket_name("artifacts", ACCOUNT, REGION),
+        pipeline_name=pipeline_name,
+        pipeline_role_arn=role_arn,
+        pipeline_definition=definition,
     )
 
 
 @pytest.fixture
-def deployed(aws) -> StandIn:
-    """A bootstrapped account with the dev stacks deployed, the base model not yet staged."""
-    return deploy_stand_in()
+def aws(moto_url) -> Iterator[dict[str, str]]:
+    """boto3 pointed at the emulator's empty region (in this process; pass the dict to `run_cli`)."""
+    environment = aws_environment(moto_url, EMPTY_REGION)
+    with pointed_at(environment):
+        yield environment
+
+
+@pytest.fixture
+def deployed(deployed_session, moto_url) -> Iterator[Deployed]:
+    """boto3 pointed at the deployed region; the buckets are emptied again after the test."""
+    with pointed_at(aws_environment(moto_url)):
+        yield deployed_session
+        deployed_session.empty_buckets()
+
+
+@pytest.fixture
+def deployed_env(deployed, moto_url) -> dict[str, str]:
+    """The environment of a command run against the deployed region."""
+    return aws_environment(moto_url)
 
 
 def small_model(folder: Path, config: dict) -> Path:
@@ -190,12 +260,10 @@ def small_model(folder: Path, config: dict) -> Path:
 BERT_LARGE_CONFIG = {"model_type": "bert", "hidden_size": 1024, "num_hidden_layers": 24, "architectures": ["BertModel"]}
 
 
-def stage_base_model(stand_in: StandIn, tmp_path: Path) -> None:
+def stage_base_model(deployed: Deployed, tmp_path: Path) -> None:
     """Put a (tiny stand-in) base model where the pipeline's BaseModelUri points."""
-    from tools.deployment import split_s3_uri
-
-    bucket, prefix = split_s3_uri(stand_in.base_model_uri)
-    s3 = stand_in.client("s3")
+    bucket, prefix = split_s3_uri(deployed.base_model_uri)
+    s3 = deployed.client("s3")
     for path in small_model(tmp_path / "base-model", BERT_LARGE_CONFIG).iterdir():
         s3.upload_file(str(path), bucket, f"{prefix}{path.name}")
 

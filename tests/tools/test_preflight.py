@@ -7,7 +7,13 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from tests.tools.conftest import REGION, assert_one_line_error, deploy_stand_in, run_cli, stage_base_model
+from tests.tools.conftest import (
+    BOOTSTRAP_VERSION_PARAMETER,
+    REGION,
+    assert_one_line_error,
+    run_cli,
+    stage_base_model,
+)
 from tools.deployment import load_deployment
 from tools.preflight import MIN_BOOTSTRAP_VERSION, check_bootstrap, preflight
 
@@ -71,21 +77,31 @@ def test_nothing_deployed_lists_every_fix(aws, capsys):
     code, table = run_preflight(stubbed_quotas(ENOUGH, {}), capsys)
     assert code == 1
     assert "not bootstrapped (qualifier hnb659fds)" in row(table, "CDK bootstrap")
-    assert "fix: cdk bootstrap aws://123456789012/us-east-1" in table
+    assert "fix: cdk bootstrap aws://123456789012/eu-west-1" in table
     for stack in ("hfqa-dev-data", "hfqa-dev-network", "hfqa-dev-pipeline"):
         assert "FAIL    not deployed" in row(table, f"stack {stack}")
     assert "does not exist" in row(table, "datasets bucket")
 
 
+def test_the_real_bootstrap_template_passes(deployed):
+    check = check_bootstrap(load_deployment("dev"))
+    assert check.status == "ok", check
+
+
 @pytest.mark.parametrize(("version", "status"), [(MIN_BOOTSTRAP_VERSION - 1, "FAIL"), (MIN_BOOTSTRAP_VERSION, "ok")])
-def test_bootstrap_version(aws, version, status):
-    deploy_stand_in(bootstrap_version=version)
-    assert check_bootstrap(load_deployment("dev")).status == status
+def test_bootstrap_version(deployed, version, status):
+    ssm = deployed.client("ssm")
+    deployed_version = ssm.get_parameter(Name=BOOTSTRAP_VERSION_PARAMETER)["Parameter"]["Value"]
+    ssm.put_parameter(Name=BOOTSTRAP_VERSION_PARAMETER, Value=str(version), Type="String", Overwrite=True)
+    try:
+        assert check_bootstrap(load_deployment("dev")).status == status
+    finally:
+        ssm.put_parameter(Name=BOOTSTRAP_VERSION_PARAMETER, Value=deployed_version, Type="String", Overwrite=True)
 
 
-def test_command_against_moto_prints_the_table(deployed, aws):
+def test_command_against_moto_prints_the_table(deployed, deployed_env):
     """As `make preflight` runs it: moto answers everything but SageMaker quotas, which fail as one row."""
-    result = run_cli("tools.preflight", "--env", "dev", env=aws)
+    result = run_cli("tools.preflight", "--env", "dev", env=deployed_env)
     assert result.returncode == 1
     assert "Traceback" not in result.stdout + result.stderr
     assert "stack hfqa-dev-pipeline" in result.stdout and "base model staged" in result.stdout

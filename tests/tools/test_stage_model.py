@@ -19,11 +19,11 @@ def test_missing_local_directory(aws):
     assert "no such directory" in line and "hub id" in line
 
 
-def test_unreachable_model_hub(deployed, aws):
+def test_unreachable_model_hub(deployed, deployed_env):
     with socket.socket() as closed:  # a port nothing listens on once this socket is closed
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
-    env = {**aws, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HOME": "/nonexistent/hf-home"}
+    env = {**deployed_env, "HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HOME": "/nonexistent/hf-home"}
     line = assert_one_line_error(run_cli("tools.stage_model", "--model", "org/some-model", env=env), "org/some-model")
     assert f"http://127.0.0.1:{port}" in line and "where the hub is reachable" in line
 
@@ -34,9 +34,9 @@ def test_missing_artifacts_bucket(aws, tmp_path):
     assert "does not exist" in line and "make deploy ENV=dev" in line
 
 
-def test_configured_model_is_staged_at_the_default_base_model_uri(deployed, aws, tmp_path):
+def test_configured_model_is_staged_at_the_default_base_model_uri(deployed, deployed_env, tmp_path):
     model = small_model(tmp_path / "m", {**BERT_LARGE_CONFIG, "_name_or_path": CONFIGURED})
-    result = run_cli("tools.stage_model", "--model", str(model), env=aws)
+    result = run_cli("tools.stage_model", "--model", str(model), env=deployed_env)
     assert result.returncode == 0, result.stderr
     assert (
         result.stdout.strip().splitlines()[-1]
@@ -50,9 +50,9 @@ def test_configured_model_is_staged_at_the_default_base_model_uri(deployed, aws,
     }
 
 
-def test_another_name_prints_the_base_model_uri_override(deployed, aws, tmp_path):
+def test_another_name_prints_the_base_model_uri_override(deployed, deployed_env, tmp_path):
     model = small_model(tmp_path / "m", {"model_type": "bert", "hidden_size": 384})
-    result = run_cli("tools.stage_model", "--model", str(model), "--name", "all-minilm", env=aws)
+    result = run_cli("tools.stage_model", "--model", str(model), "--name", "all-minilm", env=deployed_env)
     assert result.returncode == 0, result.stderr
     staged = f"s3://{deployed.artifacts_bucket}/base-models/all-minilm/"
     assert f"staged: {staged}\n" in result.stdout
@@ -60,9 +60,11 @@ def test_another_name_prints_the_base_model_uri_override(deployed, aws, tmp_path
     assert f"BaseModelUri={staged}" in result.stdout
 
 
-def test_a_different_model_staged_as_the_configured_one_is_warned_about(deployed, aws, pretrained_dir, tmp_path):
+def test_a_different_model_staged_as_the_configured_one_is_warned_about(
+    deployed, deployed_env, pretrained_dir, tmp_path
+):
     minilm = small_model(tmp_path / "m", json.loads((pretrained_dir / "config.json").read_text()))
-    result = run_cli("tools.stage_model", "--model", str(minilm), env=aws)
+    result = run_cli("tools.stage_model", "--model", str(minilm), env=deployed_env)
     assert result.returncode == 0, result.stderr
     warning = next(line for line in result.stdout.splitlines() if line.startswith("warning:"))
     assert "_name_or_path is 'nreimers/MiniLM-L6-H384-uncased'" in warning

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.conftest import ROOT
-from tests.tools.conftest import assert_one_line_error, create_pipeline, deploy_stand_in, run_cli, stage_base_model
-from tools.deployment import ToolError, load_deployment
+from tests.tools.conftest import assert_one_line_error, run_cli, stage_base_model
+from tools.deployment import ToolError
 from tools.upload_dataset import UploadPlan, expected_parameters, find_execution, upload, validate_dataset
 
 SAMPLE = ROOT / "data" / "sample-squad"
@@ -65,16 +65,18 @@ def test_stacks_not_deployed(aws):
     assert "does not exist" in line
 
 
-def test_pipeline_missing(aws):
-    stand_in = deploy_stand_in(pipeline=False)
-    assert_one_line_error(
-        run_cli(*UPLOAD, env=aws), f"pipeline {stand_in.pipeline_name} not found", "make deploy ENV=dev"
-    )
+def test_pipeline_missing(deployed, deployed_env):
+    deployed.replace_pipeline(None)
+    try:
+        result = run_cli(*UPLOAD, env=deployed_env)
+    finally:
+        deployed.replace_pipeline(deployed.pipeline_definition)
+    assert_one_line_error(result, f"pipeline {deployed.pipeline_name} not found in us-east-1", "make deploy ENV=dev")
 
 
-def test_base_model_not_staged_uploads_nothing(deployed, aws):
+def test_base_model_not_staged_uploads_nothing(deployed, deployed_env):
     assert_one_line_error(
-        run_cli(*UPLOAD, env=aws),
+        run_cli(*UPLOAD, env=deployed_env),
         f"base model not staged at {deployed.base_model_uri}",
         "make stage-model MODEL=bert-large-uncased-whole-word-masking ENV=dev",
     )
@@ -102,12 +104,12 @@ def start_when_manifest_arrives(deployed, parameters_of_executions: list[dict[st
     return thread
 
 
-def test_upload_reports_the_execution_its_manifest_started(deployed, aws, tmp_path):
+def test_upload_reports_the_execution_its_manifest_started(deployed, deployed_env, tmp_path):
     stage_base_model(deployed, tmp_path)
     other = {"DatasetBucket": deployed.datasets_bucket, "ManifestKey": "datasets/other/v1/manifest.json"}
     ours = {"DatasetBucket": deployed.datasets_bucket, "ManifestKey": MANIFEST_KEY}
     trigger = start_when_manifest_arrives(deployed, [ours, other])  # the other one starts last
-    result = run_cli(*UPLOAD, "--wait-seconds", "60", env=aws)
+    result = run_cli(*UPLOAD, "--wait-seconds", "60", env=deployed_env)
     trigger.join()
     assert result.returncode == 0, result.stderr
     sagemaker = deployed.client("sagemaker")
@@ -139,29 +141,33 @@ def test_upload_reports_the_execution_its_manifest_started(deployed, aws, tmp_pa
     ]
 
 
-def test_execution_is_matched_by_manifest_etag_when_the_pipeline_defines_it(deployed, aws):
+def test_execution_is_matched_by_manifest_etag_when_the_pipeline_defines_it(deployed):
     """A re-upload of the same key: only the execution carrying this manifest's etag is ours."""
-    sagemaker = deployed.client("sagemaker")
-    sagemaker.delete_pipeline(PipelineName=deployed.pipeline_name)
-    create_pipeline(load_deployment("dev"), ({"Name": "ManifestETag", "Type": "String", "DefaultValue": ""},))
-    plan = UploadPlan(
-        deployed.datasets_bucket, "datasets/sample-squad/v1/", validate_dataset(SAMPLE, "sample-squad", "v1")
-    )
-    since = datetime.now(UTC)
-    manifest = upload(plan, deployed.client("s3"))
-    etag = manifest["ETag"].strip('"')
-    base = {"DatasetBucket": deployed.datasets_bucket, "ManifestKey": MANIFEST_KEY}
-    for parameters in ({**base, "ManifestETag": "an-earlier-upload"}, {**base, "ManifestETag": etag}):
-        sagemaker.start_pipeline_execution(
-            PipelineName=deployed.pipeline_name,
-            PipelineParameters=[{"Name": k, "Value": v} for k, v in parameters.items()],
-        )
-    expected = expected_parameters(plan, manifest, {"DatasetBucket", "ManifestKey", "ManifestETag"})
-    arn = find_execution(sagemaker, deployed.pipeline_name, expected, since, timeout_s=0)
-    values = {
-        p["Name"]: p["Value"]
-        for p in sagemaker.list_pipeline_parameters_for_execution(PipelineExecutionArn=arn)["PipelineParameters"]
-    }
+    definition = json.loads(deployed.pipeline_definition)
+    definition["Parameters"].append({"Name": "ManifestETag", "Type": "String", "DefaultValue": ""})
+    deployed.replace_pipeline(json.dumps(definition))
+    try:
+        plan = UploadPlan(deployed.datasets_bucket, "datasets/etag/v1/", validate_dataset(SAMPLE, "etag", "v1"))
+        since = datetime.now(UTC)
+        manifest = upload(plan, deployed.client("s3"))
+        etag = manifest["ETag"].strip('"')
+        sagemaker = deployed.client("sagemaker")
+        base = {"DatasetBucket": deployed.datasets_bucket, "ManifestKey": plan.manifest_key}
+        for parameters in ({**base, "ManifestETag": "an-earlier-upload"}, {**base, "ManifestETag": etag}):
+            sagemaker.start_pipeline_execution(
+                PipelineName=deployed.pipeline_name,
+                PipelineParameters=[{"Name": k, "Value": v} for k, v in parameters.items()],
+            )
+        defined = {p["Name"] for p in definition["Parameters"]}
+        expected = expected_parameters(plan, manifest, defined)
+        arn = find_execution(sagemaker, deployed.pipeline_name, expected, since, timeout_s=0)
+        values = {
+            p["Name"]: p["Value"]
+            for p in sagemaker.list_pipeline_parameters_for_execution(PipelineExecutionArn=arn)["PipelineParameters"]
+        }
+    finally:
+        deployed.replace_pipeline(deployed.pipeline_definition)  # executions go with the pipeline
+    assert expected == {**base, "ManifestETag": etag}
     assert values["ManifestETag"] == etag
 
 
