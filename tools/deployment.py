@@ -133,7 +133,7 @@ def staged_model_problems(s3: Any, uri: str) -> list[str]:
     """What the model folder at `uri` lacks (empty when config, tokenizer and weights are there)."""
     bucket, prefix = split_s3_uri(uri)
     if not bucket_exists(s3, bucket):
-        return [f"the bucket {bucket}"]
+        fail(f"the bucket of the base model {uri} does not exist: deploy the stacks first (make deploy)")
     names = [
         item["Key"][len(prefix) :]
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)

@@ -42,6 +42,10 @@ USABLE_STACK_STATUSES = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE
 # https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_ListServiceQuotas.html).
 QUOTA_SERVICE_CODE = "sagemaker"
 QUOTAS_CONSOLE = "https://console.aws.amazon.com/servicequotas/home/services/sagemaker/quotas"
+QUOTAS_FIX = (
+    "allow servicequotas:ListServiceQuotas and servicequotas:ListAWSDefaultServiceQuotas to these credentials, "
+    f"or compare the quotas by hand ({QUOTAS_CONSOLE})"
+)
 
 Status = Literal["ok", "WARN", "FAIL"]
 
@@ -90,23 +94,23 @@ def check_stack(deployment: Deployment, stack_name: str, env_name: str) -> Check
     return Check(f"stack {stack_name}", "ok", status)
 
 
-def check_pipeline_and_model(deployment: Deployment, env_name: str) -> list[Check]:
-    """The pipeline exists, and its BaseModelUri holds config, tokenizer and weights."""
+def check_pipeline(deployment: Deployment, env_name: str) -> Check:
     pipeline_name = deployment.settings.pipeline_name
-    defaults = pipeline_parameter_defaults(deployment.client("sagemaker"), pipeline_name)
-    if defaults is None:
-        pipeline = Check(f"pipeline {pipeline_name}", "FAIL", "not found", f"make deploy ENV={env_name}")
-        uri = deployment.default_base_model_uri
-    else:
-        pipeline = Check(f"pipeline {pipeline_name}", "ok", "deployed")
-        uri = defaults.get("BaseModelUri") or deployment.default_base_model_uri
+    if pipeline_parameter_defaults(deployment.client("sagemaker"), pipeline_name) is None:
+        return Check(f"pipeline {pipeline_name}", "FAIL", "not found", f"make deploy ENV={env_name}")
+    return Check(f"pipeline {pipeline_name}", "ok", "deployed")
+
+
+def check_base_model(deployment: Deployment, env_name: str) -> Check:
+    """The pipeline's BaseModelUri (the configured default before the pipeline exists) holds config, tokenizer
+    and weights."""
+    defaults = pipeline_parameter_defaults(deployment.client("sagemaker"), deployment.settings.pipeline_name) or {}
+    uri = defaults.get("BaseModelUri") or deployment.default_base_model_uri
     missing = staged_model_problems(deployment.client("s3"), uri)
     if missing:
-        model_fix = f"make stage-model MODEL={deployment.settings.model.base_model} ENV={env_name}"
-        model = Check("base model staged", "FAIL", f"{uri} lacks {', '.join(missing)}", model_fix)
-    else:
-        model = Check("base model staged", "ok", f"{uri} (config, tokenizer, weights)")
-    return [pipeline, model]
+        fix = f"make stage-model MODEL={deployment.settings.model.base_model} ENV={env_name}"
+        return Check("base model staged", "FAIL", f"{uri} lacks {', '.join(missing)}", fix)
+    return Check("base model staged", "ok", f"{uri} (config, tokenizer, weights)")
 
 
 def sagemaker_quotas(client: Any) -> dict[str, float]:
@@ -155,17 +159,17 @@ def check_datasets_bucket(deployment: Deployment, env_name: str) -> Check:
     return Check("datasets bucket", "ok", f"s3://{bucket} reachable")
 
 
-def guarded(name: str, check: Callable[[], Check | list[Check]]) -> list[Check]:
+def guarded(name: str, check: Callable[[], Check | list[Check]], fix: str = "") -> list[Check]:
     """Run one check; a failure the user can fix becomes a FAIL row instead of ending the run."""
     try:
         result = check()
     except ToolError as err:
-        return [Check(name, "FAIL", str(err))]
+        return [Check(name, "FAIL", str(err), fix)]
     except Exception as err:
         described = describe_aws_failure(err)
         if described is None:
             raise
-        return [Check(name, "FAIL", described)]
+        return [Check(name, "FAIL", described, fix)]
     return result if isinstance(result, list) else [result]
 
 
@@ -177,8 +181,9 @@ def run_checks(deployment: Deployment, env_name: str, quotas_client: Any) -> lis
             for stack_name in deployment.stack_names
             for row in guarded(f"stack {stack_name}", lambda name=stack_name: check_stack(deployment, name, env_name))
         ),
-        *guarded("pipeline and base model", lambda: check_pipeline_and_model(deployment, env_name)),
-        *guarded("SageMaker quotas", lambda: check_quotas(deployment, quotas_client)),
+        *guarded("pipeline", lambda: check_pipeline(deployment, env_name)),
+        *guarded("base model staged", lambda: check_base_model(deployment, env_name)),
+        *guarded("SageMaker quotas", lambda: check_quotas(deployment, quotas_client), QUOTAS_FIX),
         *guarded("datasets bucket", lambda: check_datasets_bucket(deployment, env_name)),
     ]
 

@@ -81,6 +81,7 @@ def test_nothing_deployed_lists_every_fix(aws, capsys):
     for stack in ("hfqa-dev-data", "hfqa-dev-network", "hfqa-dev-pipeline"):
         assert "FAIL    not deployed" in row(table, f"stack {stack}")
     assert "does not exist" in row(table, "datasets bucket")
+    assert "the bucket of the base model s3://hfqa-dev-artifacts-" in row(table, "base model staged")
 
 
 def test_the_real_bootstrap_template_passes(deployed):
