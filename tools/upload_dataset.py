@@ -45,9 +45,9 @@ MIB = 1024 * 1024
 # https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html
 MULTIPART_BYTES = 64 * MIB
 LARGE_UPLOAD_BYTES = 8 * MIB  # from here on, progress is also reported within files
-# Execution parameters the upload determines, matched against the execution it started (when the pipeline
-# defines them; the trigger copies them from the S3 event).
-MATCHED_PARAMETERS = ("DatasetBucket", "ManifestKey", "ManifestETag")
+# Execution parameters the upload determines, matched against the execution it started when the pipeline
+# defines them (the trigger copies them from the S3 event: bucket name, object key, etag, version id).
+MATCHED_PARAMETERS = ("DatasetBucket", "ManifestKey", "ManifestETag", "ManifestVersionId")
 CLOCK_SKEW = timedelta(minutes=2)  # tolerated difference between this machine's clock and SageMaker's
 
 
@@ -156,13 +156,14 @@ def upload(plan: UploadPlan, s3: Any, multipart_bytes: int = MULTIPART_BYTES) ->
 
 def expected_parameters(plan: UploadPlan, manifest: dict[str, Any], defined: set[str]) -> dict[str, str]:
     """The parameter values the execution started by this manifest carries, for the parameters the pipeline
-    defines (the S3 event's etag has no quotes)."""
+    defines (the S3 event's etag has no quotes; only versioned buckets give a version id)."""
     values = {
         "DatasetBucket": plan.bucket,
         "ManifestKey": plan.manifest_key,
         "ManifestETag": manifest["ETag"].strip('"'),
+        "ManifestVersionId": manifest.get("VersionId"),
     }
-    return {name: values[name] for name in MATCHED_PARAMETERS if name in defined}
+    return {name: values[name] for name in MATCHED_PARAMETERS if name in defined and values[name] is not None}
 
 
 def find_execution(

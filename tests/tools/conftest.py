@@ -7,7 +7,8 @@ subprocesses with boto3 pointed at the emulator, dummy credentials, and no AWS c
 A client-side test bed, not proof that AWS accepts the templates. moto 5.2.5 ignores or skips, silently:
 bucket, queue and topic policies, security-group egress rules, IAM enforcement, `AWS::SageMaker::Pipeline`
 and `ModelPackageGroup` resources, EventBridge -> SageMaker targets, template Rules (CheckBootstrapVersion);
-its `create_pipeline` accepts any definition and `list_pipeline_executions` ignores `CreatedAfter`. It cannot
+its `create_pipeline` accepts any definition and `list_pipeline_executions` ignores `CreatedAfter`; its
+CloudFormation ignores bucket `VersioningConfiguration` (turned on here through the S3 API). It cannot
 create, so `moto_template` removes: `Tags` on `AWS::KMS::Key` (rejected with a misleading GetAtt error) and the
 auto-delete custom resources with their Lambda handler (its code is an asset `cdk deploy` publishes, and
 moto runs Lambda in Docker). The pipeline is then created through the SageMaker API with the template's own
@@ -35,7 +36,7 @@ from typing import Any
 import boto3
 import pytest
 
-from pipeline_steps.local.assembly import resolve_intrinsics
+from pipeline_steps.local.assembly import extract_event_value, resolve_intrinsics
 from tests.conftest import ROOT
 from tests.training_code.conftest import pretrained_dir  # noqa: F401  (shared model fixture)
 from tools.deployment import MODEL_CONFIG, split_s3_uri
@@ -45,6 +46,12 @@ EMPTY_REGION = "eu-west-1"  # nothing is deployed there
 ACCOUNT = "123456789012"  # moto's default account
 BOOTSTRAP_TEMPLATE = ROOT / "node_modules" / "aws-cdk" / "lib" / "api" / "bootstrap" / "bootstrap-template.yaml"
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"  # the CDK's default qualifier
+PSEUDO_PARAMETERS = {
+    "AWS::AccountId": ACCOUNT,
+    "AWS::Region": REGION,
+    "AWS::Partition": "aws",
+    "AWS::URLSuffix": "amazonaws.com",
+}
 
 
 def _free_port() -> int:
@@ -116,6 +123,18 @@ def moto_template(template: dict[str, Any]) -> dict[str, Any]:
     return {**template, "Resources": resources}
 
 
+def enable_bucket_versioning(template: dict[str, Any]) -> None:
+    """Turn on the versioning the template asks for, which moto's CloudFormation ignores."""
+    s3 = boto3.client("s3")
+    for resource in template["Resources"].values():
+        properties = resource.get("Properties", {})
+        if resource["Type"] == "AWS::S3::Bucket" and "VersioningConfiguration" in properties:
+            s3.put_bucket_versioning(
+                Bucket=resolve_intrinsics(properties["BucketName"], PSEUDO_PARAMETERS),
+                VersioningConfiguration=properties["VersioningConfiguration"],
+            )
+
+
 def deployed_definition(template: dict[str, Any], stack_name: str) -> tuple[str, str, str]:
     """(name, role ARN, definition) of the stack's pipeline, its `Fn::Sub` resolved from the deployed stacks."""
     cfn, iam = boto3.client("cloudformation"), boto3.client("iam")
@@ -126,12 +145,7 @@ def deployed_definition(template: dict[str, Any], stack_name: str) -> tuple[str,
         for resource in page["StackResourceSummaries"]
         if "LogicalResourceId" in resource  # moto lists the resources it skipped without ids
     }
-    pseudo = {
-        "AWS::AccountId": ACCOUNT,
-        "AWS::Region": REGION,
-        "AWS::Partition": "aws",
-        "AWS::URLSuffix": "amazonaws.com",
-    }
+    pseudo = PSEUDO_PARAMETERS
 
     def resolve(value: Any) -> str:
         if isinstance(value, dict) and "Ref" in value:
@@ -160,6 +174,7 @@ class Deployed:
     pipeline_name: str
     pipeline_role_arn: str
     pipeline_definition: str
+    trigger_parameters: dict[str, str]  # pipeline parameter -> JSON path into the S3 event (the rule's target)
 
     @property
     def base_model_uri(self) -> str:
@@ -178,6 +193,31 @@ class Deployed:
             sagemaker.create_pipeline(
                 PipelineName=self.pipeline_name, PipelineDefinition=definition, RoleArn=self.pipeline_role_arn
             )
+
+    def start_as_trigger(
+        self, key: str, fields: dict[str, str] | None = None, paths: dict[str, str] | None = None
+    ) -> None:
+        """Start an execution as the trigger rule would for an Object Created event of `key` in the datasets
+        bucket (moto has no SageMaker targets): the rule's parameter paths (or `paths`) applied to the event,
+        its object fields from the object's HEAD, or `fields` where given."""
+        fields = fields or {}
+        head = self.client("s3").head_object(Bucket=self.datasets_bucket, Key=key) if "etag" not in fields else {}
+        detail_object = {
+            "key": key,
+            "size": head.get("ContentLength", 0),
+            "etag": head.get("ETag", "").strip('"'),
+            "version-id": head.get("VersionId", "null"),
+            "sequencer": "0",
+            **fields,
+        }
+        event = {"detail": {"bucket": {"name": self.datasets_bucket}, "object": detail_object}}
+        self.client("sagemaker").start_pipeline_execution(
+            PipelineName=self.pipeline_name,
+            PipelineParameters=[
+                {"Name": name, "Value": str(extract_event_value(event, path))}
+                for name, path in (paths or self.trigger_parameters).items()
+            ],
+        )
 
     def empty_buckets(self) -> None:
         """Remove every object version and delete marker the tests left in the two buckets."""
@@ -209,11 +249,18 @@ def deployed_session(moto_url, dev) -> Deployed:
             )
             status = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]["StackStatus"]
             assert status == "CREATE_COMPLETE", (stack_name, status)
+        enable_bucket_versioning(dev.templates["data"])
         pipeline_name, role_arn, definition = deployed_definition(dev.templates["pipeline"], stack_names[2])
         boto3.client("sagemaker").create_pipeline(
             PipelineName=pipeline_name, PipelineDefinition=definition, RoleArn=role_arn
         )
     settings = dev.settings
+    [rule] = [
+        r["Properties"]
+        for r in dev.templates["pipeline"]["Resources"].values()
+        if r["Type"] == "AWS::Events::Rule" and "SageMakerPipelineParameters" in json.dumps(r)
+    ]
+    [target] = rule["Targets"]
     return Deployed(
         env_name=settings.env_name,
         stack_names=stack_names,
@@ -222,6 +269,9 @@ def deployed_session(moto_url, dev) -> Deployed:
         pipeline_name=pipeline_name,
         pipeline_role_arn=role_arn,
         pipeline_definition=definition,
+        trigger_parameters={
+            p["Name"]: p["Value"] for p in target["SageMakerPipelineParameters"]["PipelineParameterList"]
+        },
     )
 
 

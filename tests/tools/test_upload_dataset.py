@@ -83,21 +83,18 @@ def test_base_model_not_staged_uploads_nothing(deployed, deployed_env):
     assert deployed.client("s3").list_objects_v2(Bucket=deployed.datasets_bucket)["KeyCount"] == 0
 
 
-def start_when_manifest_arrives(deployed, parameters_of_executions: list[dict[str, str]]) -> threading.Thread:
-    """Stand in for the EventBridge trigger (moto has no SageMaker target): once the manifest is in the
-    bucket, start one execution per parameter set, in order."""
-    s3, sagemaker = deployed.client("s3"), deployed.client("sagemaker")
+def trigger_when_manifest_arrives(deployed, other_key: str) -> threading.Thread:
+    """Stand in for the EventBridge trigger: once the manifest is in the bucket, start its execution, then one
+    for another manifest."""
+    s3 = deployed.client("s3")
 
     def trigger() -> None:
         for _ in range(600):
             if s3.list_objects_v2(Bucket=deployed.datasets_bucket, Prefix=MANIFEST_KEY)["KeyCount"]:
                 break
             time.sleep(0.1)
-        for parameters in parameters_of_executions:
-            sagemaker.start_pipeline_execution(
-                PipelineName=deployed.pipeline_name,
-                PipelineParameters=[{"Name": k, "Value": v} for k, v in parameters.items()],
-            )
+        deployed.start_as_trigger(MANIFEST_KEY)
+        deployed.start_as_trigger(other_key, {"etag": "0" * 32, "version-id": "other"})
 
     thread = threading.Thread(target=trigger, daemon=True)
     thread.start()
@@ -106,9 +103,7 @@ def start_when_manifest_arrives(deployed, parameters_of_executions: list[dict[st
 
 def test_upload_reports_the_execution_its_manifest_started(deployed, deployed_env, tmp_path):
     stage_base_model(deployed, tmp_path)
-    other = {"DatasetBucket": deployed.datasets_bucket, "ManifestKey": "datasets/other/v1/manifest.json"}
-    ours = {"DatasetBucket": deployed.datasets_bucket, "ManifestKey": MANIFEST_KEY}
-    trigger = start_when_manifest_arrives(deployed, [ours, other])  # the other one starts last
+    trigger = trigger_when_manifest_arrives(deployed, "datasets/other/v1/manifest.json")  # the other one last
     result = run_cli(*UPLOAD, "--wait-seconds", "60", env=deployed_env)
     trigger.join()
     assert result.returncode == 0, result.stderr
@@ -141,25 +136,23 @@ def test_upload_reports_the_execution_its_manifest_started(deployed, deployed_en
     ]
 
 
-def test_execution_is_matched_by_manifest_etag_when_the_pipeline_defines_it(deployed):
-    """A re-upload of the same key: only the execution carrying this manifest's etag is ours."""
+@pytest.mark.parametrize(("parameter", "field"), [("ManifestETag", "etag"), ("ManifestVersionId", "version-id")])
+def test_a_reupload_is_told_apart_by_the_manifest_object(deployed, parameter, field):
+    """Two executions for the same key: the one whose etag / version id is this upload's is ours (when the
+    pipeline has that parameter; the trigger fills it from the S3 event)."""
     definition = json.loads(deployed.pipeline_definition)
-    definition["Parameters"].append({"Name": "ManifestETag", "Type": "String", "DefaultValue": ""})
+    if parameter not in {p["Name"] for p in definition["Parameters"]}:
+        definition["Parameters"].append({"Name": parameter, "Type": "String", "DefaultValue": "unset"})
     deployed.replace_pipeline(json.dumps(definition))
+    paths = {**deployed.trigger_parameters, parameter: f"$.detail.object.{field}"}
     try:
-        plan = UploadPlan(deployed.datasets_bucket, "datasets/etag/v1/", validate_dataset(SAMPLE, "etag", "v1"))
+        plan = UploadPlan(deployed.datasets_bucket, "datasets/again/v1/", validate_dataset(SAMPLE, "again", "v1"))
         since = datetime.now(UTC)
         manifest = upload(plan, deployed.client("s3"))
-        etag = manifest["ETag"].strip('"')
+        deployed.start_as_trigger(plan.manifest_key, {"etag": "0" * 32, "version-id": "an-earlier-upload"}, paths)
+        deployed.start_as_trigger(plan.manifest_key, paths=paths)
+        expected = expected_parameters(plan, manifest, {p["Name"] for p in definition["Parameters"]})
         sagemaker = deployed.client("sagemaker")
-        base = {"DatasetBucket": deployed.datasets_bucket, "ManifestKey": plan.manifest_key}
-        for parameters in ({**base, "ManifestETag": "an-earlier-upload"}, {**base, "ManifestETag": etag}):
-            sagemaker.start_pipeline_execution(
-                PipelineName=deployed.pipeline_name,
-                PipelineParameters=[{"Name": k, "Value": v} for k, v in parameters.items()],
-            )
-        defined = {p["Name"] for p in definition["Parameters"]}
-        expected = expected_parameters(plan, manifest, defined)
         arn = find_execution(sagemaker, deployed.pipeline_name, expected, since, timeout_s=0)
         values = {
             p["Name"]: p["Value"]
@@ -167,8 +160,9 @@ def test_execution_is_matched_by_manifest_etag_when_the_pipeline_defines_it(depl
         }
     finally:
         deployed.replace_pipeline(deployed.pipeline_definition)  # executions go with the pipeline
-    assert expected == {**base, "ManifestETag": etag}
-    assert values["ManifestETag"] == etag
+    ours = {"ManifestETag": manifest["ETag"].strip('"'), "ManifestVersionId": manifest["VersionId"]}[parameter]
+    assert expected[parameter] == ours
+    assert values[parameter] == ours
 
 
 def test_large_files_go_up_in_parts_with_progress(deployed, tmp_path, capsys):
