@@ -96,8 +96,9 @@ def load_deployment(env_name: str, session: Any | None = None) -> Deployment:
 
 
 def missing_model_parts(relative_names: Iterable[str]) -> list[str]:
-    """What a model folder with these files lacks: config, tokenizer or weights (empty when complete)."""
-    names = [name.rsplit("/", 1)[-1] for name in relative_names]
+    """What a model folder with these files lacks at its top level (where `from_pretrained` looks): config,
+    tokenizer or weights (empty when complete)."""
+    names = [name for name in relative_names if "/" not in name]
     missing = []
     if MODEL_CONFIG not in names:
         missing.append(MODEL_CONFIG)
@@ -149,6 +150,7 @@ def pipeline_parameter_defaults(sagemaker: Any, pipeline_name: str) -> dict[str,
     try:
         definition = sagemaker.describe_pipeline(PipelineName=pipeline_name)["PipelineDefinition"]
     except ClientError as err:
+        # AWS answers ResourceNotFound; moto, ValidationException ("Could not find pipeline").
         if err.response["Error"]["Code"] in ("ResourceNotFound", "ValidationException"):
             return None
         raise

@@ -77,19 +77,20 @@ def stage(model_dir: Path, bucket: str, prefix: str, s3: Any) -> list[str]:
 
 def download(model_id: str) -> Path:
     """The hub snapshot of `model_id` (config, tokenizer, safetensors weights)."""
+    import httpx
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
 
     try:
         return Path(snapshot_download(model_id, allow_patterns=["*.json", "*.txt", "*.safetensors", "*.model"]))
-    except (LocalEntryNotFoundError, OfflineModeIsEnabled, OSError) as err:
+    except HfHubHTTPError as err:  # before OSError: the hub answered, with an error status
+        status = err.response.status_code if err.response is not None else "?"
+        fail(f"the model hub answered {status} for {model_id!r}: check the model id (and HF_TOKEN for gated models)")
+    except (LocalEntryNotFoundError, OfflineModeIsEnabled, OSError, httpx.HTTPError) as err:
         fail(
             f"cannot download {model_id!r} from the model hub {constants.ENDPOINT} ({type(err).__name__}) and "
             "there is no local folder of that name: run this where the hub is reachable, or pass a model folder"
         )
-    except HfHubHTTPError as err:
-        status = err.response.status_code if err.response is not None else "?"
-        fail(f"the model hub answered {status} for {model_id!r}: check the model id (and HF_TOKEN for gated models)")
 
 
 def local_model_dir(model: str) -> Path | None:

@@ -90,3 +90,10 @@ def test_a_folder_without_weights_is_refused(tmp_path):
     (tmp_path / "vocab.txt").write_text("[PAD]\n")
     with pytest.raises(ToolError, match=r"lacks weights \(\*.safetensors or \*.bin\)"):
         model_files(tmp_path)
+
+
+def test_files_in_subfolders_do_not_make_a_model(tmp_path):
+    """`from_pretrained` reads config, tokenizer and weights from the folder itself, not from subfolders."""
+    small_model(tmp_path / "nested" / "1_Pooling", BERT_LARGE_CONFIG)
+    with pytest.raises(ToolError, match=r"lacks config\.json, tokenizer"):
+        model_files(tmp_path / "nested")
