@@ -53,9 +53,9 @@ lint: bootstrap ## ruff
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-upload-dataset: bootstrap ## Validate and upload DATASET=<dir> as NAME=<name> [VERSION=v1]; the manifest last
-	@test -n "$(DATASET)" -a -n "$(NAME)" || { echo "usage: make upload-dataset DATASET=<dir> NAME=<name> [VERSION=v1] [ENV=dev]"; exit 2; }
-	$(PY) -m tools.upload_dataset --dataset "$(DATASET)" --name "$(NAME)" --env $(ENV) $(if $(VERSION),--version "$(VERSION)")
+upload-dataset: bootstrap ## Validate and upload DATASET=<dir> as NAME=<name> [VERSION=v1]; the manifest last (VALIDATE_ONLY=1: no AWS)
+	@test -n "$(DATASET)" -a -n "$(NAME)" || { echo "usage: make upload-dataset DATASET=<dir> NAME=<name> [VERSION=v1] [VALIDATE_ONLY=1] [ENV=dev]"; exit 2; }
+	$(PY) -m tools.upload_dataset --dataset "$(DATASET)" --name "$(NAME)" --env $(ENV) $(if $(VERSION),--version "$(VERSION)") $(if $(VALIDATE_ONLY),--validate-only)
 
 stage-model: bootstrap ## Copy MODEL=<hub id or dir> weights + tokenizer to the artifacts bucket [NAME=<folder>]
 	@test -n "$(MODEL)" || { echo "usage: make stage-model MODEL=<hub id or local dir> [NAME=<folder under base-models/>] [ENV=dev]"; exit 2; }
