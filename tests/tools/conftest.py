@@ -4,12 +4,13 @@ The session deploys, through moto's CloudFormation, the CDK's own bootstrap temp
 creates) and the synthesized dev stacks (what `make deploy` creates), then runs the tools as users run them:
 subprocesses with boto3 pointed at the emulator, dummy credentials, and no AWS config or credentials file.
 
-A client-side test bed, not proof that AWS accepts the templates. moto 5.2.5 ignores or skips, silently:
-bucket, queue and topic policies, security-group egress rules, IAM enforcement, `AWS::SageMaker::Pipeline`
-and `ModelPackageGroup` resources, EventBridge -> SageMaker targets, template Rules (CheckBootstrapVersion);
-its `create_pipeline` accepts any definition and `list_pipeline_executions` ignores `CreatedAfter`; its
-CloudFormation ignores bucket `VersioningConfiguration` (turned on here through the S3 API). It cannot
-create, so `moto_template` removes: `Tags` on `AWS::KMS::Key` (rejected with a misleading GetAtt error) and the
+A client-side test bed, not proof that AWS accepts the templates. moto 5.2.5 ignores, silently: template
+Rules (a bootstrap version of 3 passes CheckBootstrapVersion), bucket `VersioningConfiguration` (turned on
+here through the S3 API), `AWS::SageMaker::Pipeline` resources, `CreatedAfter` of `list_pipeline_executions`
+(all seen here); bucket, queue and topic policies, security-group egress, `ModelPackageGroup` resources and
+IAM enforcement (per the project's notes and moto's documentation); it has no EventBridge -> SageMaker
+target and no SageMaker quotas, and `create_pipeline` accepts any definition. It cannot create, so
+`moto_template` removes: `Tags` on `AWS::KMS::Key` (rejected with a misleading GetAtt error) and the
 auto-delete custom resources with their Lambda handler (its code is an asset `cdk deploy` publishes, and
 moto runs Lambda in Docker). The pipeline is then created through the SageMaker API with the template's own
 definition, resolved the way CloudFormation would. The templates themselves are checked by tests/stacks
