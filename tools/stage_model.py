@@ -79,10 +79,20 @@ def download(model_id: str) -> Path:
     """The hub snapshot of `model_id` (config, tokenizer, safetensors weights)."""
     import httpx
     from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+    )
 
     try:
         return Path(snapshot_download(model_id, allow_patterns=["*.json", "*.txt", "*.safetensors", "*.model"]))
+    except RepositoryNotFoundError:
+        fail(
+            f"the model hub {constants.ENDPOINT} has no model {model_id!r} you may read: check the model id "
+            "(for a private or gated model, set HF_TOKEN)"
+        )
     except HfHubHTTPError as err:  # before OSError: the hub answered, with an error status
         status = err.response.status_code if err.response is not None else "?"
         fail(f"the model hub answered {status} for {model_id!r}: check the model id (and HF_TOKEN for gated models)")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import socket
+import threading
 
 import pytest
 
@@ -97,3 +99,29 @@ def test_files_in_subfolders_do_not_make_a_model(tmp_path):
     small_model(tmp_path / "nested" / "1_Pooling", BERT_LARGE_CONFIG)
     with pytest.raises(ToolError, match=r"lacks config\.json, tokenizer"):
         model_files(tmp_path / "nested")
+
+
+def test_unknown_model_id(deployed, deployed_env):
+    """A local stand-in hub that answers as huggingface.co does for a model id it does not know (or may not
+    show): 401 with X-Error-Code RepoNotFound. The message says to check the model id."""
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(401)
+            self.send_header("X-Error-Code", "RepoNotFound")
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"error": "Repository not found"}')
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound) as hub:
+        threading.Thread(target=hub.serve_forever, daemon=True).start()
+        env = {**deployed_env, "HF_ENDPOINT": f"http://127.0.0.1:{hub.server_address[1]}", "HF_HOME": "/nonexistent/hf"}
+        result = run_cli("tools.stage_model", "--model", "org/no-such-model", env=env)
+        hub.shutdown()
+    line = assert_one_line_error(result, "has no model 'org/no-such-model' you may read")
+    assert "check the model id" in line and "HF_TOKEN" in line
