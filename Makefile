@@ -15,7 +15,7 @@ export SAGEMAKER_SUPPRESS_V2_WARNING := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model
+.PHONY: help bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -53,13 +53,16 @@ lint: bootstrap ## ruff
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-upload-dataset: bootstrap ## Validate and upload DATASET=<dir> as NAME=<name> [VERSION=v1]; the manifest last
-	@test -n "$(DATASET)" -a -n "$(NAME)" || { echo "usage: make upload-dataset DATASET=<dir> NAME=<name> [VERSION=v1] [ENV=dev]"; exit 2; }
-	$(PY) -m tools.upload_dataset --dataset "$(DATASET)" --name "$(NAME)" --env $(ENV) $(if $(VERSION),--version "$(VERSION)")
+upload-dataset: bootstrap ## Validate and upload DATASET=<dir> as NAME=<name> [VERSION=v1]; the manifest last (VALIDATE_ONLY=1: no AWS)
+	@test -n "$(DATASET)" -a -n "$(NAME)" || { echo "usage: make upload-dataset DATASET=<dir> NAME=<name> [VERSION=v1] [VALIDATE_ONLY=1] [ENV=dev]"; exit 2; }
+	$(PY) -m tools.upload_dataset --dataset "$(DATASET)" --name "$(NAME)" --env $(ENV) $(if $(VERSION),--version "$(VERSION)") $(if $(VALIDATE_ONLY),--validate-only)
 
-stage-model: bootstrap ## Copy MODEL=<hub id or dir> weights + tokenizer to the artifacts bucket
-	@test -n "$(MODEL)" || { echo "usage: make stage-model MODEL=<hub id or local dir> [ENV=dev]"; exit 2; }
-	$(PY) -m tools.stage_model --model "$(MODEL)" --env $(ENV)
+stage-model: bootstrap ## Copy MODEL=<hub id or dir> weights + tokenizer to the artifacts bucket [NAME=<folder>]
+	@test -n "$(MODEL)" || { echo "usage: make stage-model MODEL=<hub id or local dir> [NAME=<folder under base-models/>] [ENV=dev]"; exit 2; }
+	$(PY) -m tools.stage_model --model "$(MODEL)" --env $(ENV) $(if $(NAME),--name "$(NAME)")
+
+preflight: bootstrap ## Check bootstrap, stacks, staged model, quotas and buckets with your AWS credentials (ENV=dev|prod)
+	$(PY) -m tools.preflight --env $(ENV)
 
 deploy: bootstrap ## cdk deploy --all with your own AWS credentials (ENV=dev|prod)
 	$(CDK) deploy --all -c env=$(ENV)

@@ -328,6 +328,14 @@ class Settings(StrictModel):
         synth time and real values elsewhere."""
         return f"{self.name_prefix}-{purpose}-{account}-{region}"
 
+    def base_model_uri(self, artifacts_bucket: str) -> str:
+        """The pipeline's default BaseModelUri: the configured S3 folder, else where `make stage-model` copies
+        the configured base model."""
+        return (
+            self.model.base_model_s3_uri
+            or f"s3://{artifacts_bucket}/{self.layout.base_models}/{self.model.base_model}/"
+        )
+
     @property
     def model_package_group_name(self) -> str:
         return f"{self.name_prefix}-qa-models"

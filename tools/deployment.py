@@ -1,31 +1,200 @@
-"""What the command-line tools need to know about a deployed environment (names only, from settings)."""
+"""What the command-line tools share: the deployed environment's names, AWS look-ups, one-line errors.
+
+Every tool runs its `main` through `run_tool`, which turns the failures a user can fix (no credentials, no
+region, unknown environment, a missing bucket or pipeline, ...) into one line naming the fix, never a
+traceback.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from config import Settings, load_settings, read_cdk_json_context
+from config import ConfigError, Settings, load_settings, read_cdk_json_context
 
 ROOT = Path(__file__).resolve().parents[1]
+
+STACK_PURPOSES = ("data", "network", "pipeline")  # stacks/app_builder.py names them <name_prefix>-<purpose>
+
+# What a staged model folder needs (the training job loads it with `from_pretrained`).
+MODEL_CONFIG = "config.json"
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+CREDENTIALS_FIX = (
+    "run `aws configure` or `aws sso login`, or set AWS_PROFILE (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
+)
+# Error codes of expired or rejected credentials, per service (STS, S3, most JSON services).
+BAD_CREDENTIAL_CODES = frozenset(
+    {
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+    }
+)
+
+
+class ToolError(Exception):
+    """A failure the user can fix; the message is one line naming the bad thing and the fix."""
+
+
+def fail(message: str) -> NoReturn:
+    raise ToolError(message)
+
+
+def settings_for(env_name: str) -> Settings:
+    """The settings of `env_name` from cdk.json (no AWS call)."""
+    try:
+        return load_settings({**read_cdk_json_context(ROOT / "cdk.json"), "env": env_name})
+    except ConfigError as err:
+        fail(f"{err}".replace("(-c env=...)", "(--env / ENV=...)"))
 
 
 @dataclass(frozen=True)
 class Deployment:
+    """One environment as deployed in the caller's account and region."""
+
     settings: Settings
     account: str
     region: str
+    session: Any  # boto3.Session
 
     def bucket(self, purpose: str) -> str:
         return self.settings.bucket_name(purpose, self.account, self.region)
 
+    def client(self, service: str) -> Any:
+        return self.session.client(service, region_name=self.region)
 
-def load_deployment(env_name: str, session: Any) -> Deployment:
+    @property
+    def stack_names(self) -> list[str]:
+        return [f"{self.settings.name_prefix}-{purpose}" for purpose in STACK_PURPOSES]
+
+    @property
+    def default_base_model_uri(self) -> str:
+        return self.settings.base_model_uri(self.bucket("artifacts"))
+
+
+def load_deployment(env_name: str, session: Any | None = None) -> Deployment:
     """Settings of `env_name` plus the account and region of the caller's AWS session (boto3)."""
-    settings = load_settings({**read_cdk_json_context(ROOT / "cdk.json"), "env": env_name})
-    account = session.client("sts").get_caller_identity()["Account"]
+    settings = settings_for(env_name)
+    if session is None:
+        import boto3
+
+        session = boto3.Session()
     region = settings.region or session.region_name
     if not region:
-        raise SystemExit("error: no AWS region: set AWS_REGION or `region` in cdk.json")
-    return Deployment(settings=settings, account=settings.account or account, region=region)
+        fail(f"no AWS region: set AWS_REGION (or `region` in cdk.json's '{env_name}' environment)")
+    account = session.client("sts", region_name=region).get_caller_identity()["Account"]
+    return Deployment(settings=settings, account=settings.account or account, region=region, session=session)
+
+
+def missing_model_parts(relative_names: Iterable[str]) -> list[str]:
+    """What a model folder with these files lacks at its top level (where `from_pretrained` looks): config,
+    tokenizer or weights (empty when complete)."""
+    names = [name for name in relative_names if "/" not in name]
+    missing = []
+    if MODEL_CONFIG not in names:
+        missing.append(MODEL_CONFIG)
+    if not any(name in TOKENIZER_FILES for name in names):
+        missing.append(f"tokenizer ({' or '.join(TOKENIZER_FILES[:2])})")
+    if not any(name.endswith(WEIGHT_SUFFIXES) for name in names):
+        missing.append("weights (*.safetensors or *.bin)")
+    return missing
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+def bucket_exists(s3: Any, bucket: str) -> bool:
+    """Whether `bucket` exists; a bucket the caller may not read is a failure of its own."""
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except ClientError as err:
+        code = err.response["Error"]["Code"]
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            return False
+        if code in ("403", "AccessDenied"):
+            fail(f"access denied to s3://{bucket}: use credentials of the account that deployed the stacks")
+        raise
+    return True
+
+
+def staged_model_problems(s3: Any, uri: str) -> list[str]:
+    """What the model folder at `uri` lacks (empty when config, tokenizer and weights are there)."""
+    bucket, prefix = split_s3_uri(uri)
+    if not bucket_exists(s3, bucket):
+        fail(f"the bucket of the base model {uri} does not exist: deploy the stacks first (make deploy)")
+    names = [
+        item["Key"][len(prefix) :]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for item in page.get("Contents", [])
+    ]
+    return missing_model_parts(names)
+
+
+def pipeline_parameter_defaults(sagemaker: Any, pipeline_name: str) -> dict[str, Any] | None:
+    """Name -> default value of the deployed pipeline's parameters; None when the pipeline does not exist."""
+    from botocore.exceptions import ClientError
+
+    try:
+        definition = sagemaker.describe_pipeline(PipelineName=pipeline_name)["PipelineDefinition"]
+    except ClientError as err:
+        # AWS answers ResourceNotFound; moto, ValidationException ("Could not find pipeline").
+        if err.response["Error"]["Code"] in ("ResourceNotFound", "ValidationException"):
+            return None
+        raise
+    return {p["Name"]: p.get("DefaultValue") for p in json.loads(definition).get("Parameters", [])}
+
+
+def describe_aws_failure(err: Exception) -> str | None:
+    """One line with the fix for the AWS SDK errors a user meets; None for anything else."""
+    from botocore import exceptions as bex
+
+    if isinstance(err, bex.NoCredentialsError | bex.PartialCredentialsError):
+        return f"no AWS credentials found: {CREDENTIALS_FIX}"
+    if isinstance(err, bex.TokenRetrievalError | bex.SSOError | bex.UnauthorizedSSOTokenError):
+        return f"AWS SSO session expired or missing: run `aws sso login` ({err})"
+    if isinstance(err, bex.ProfileNotFound):
+        return f"{err}: check AWS_PROFILE against ~/.aws/config"
+    if isinstance(err, bex.NoRegionError):
+        return "no AWS region: set AWS_REGION (or `region` in cdk.json's environment)"
+    if isinstance(err, bex.EndpointConnectionError | bex.ConnectTimeoutError):
+        return f"cannot reach {getattr(err, 'kwargs', {}).get('endpoint_url', 'AWS')}: check the network and AWS_REGION"
+    if isinstance(err, bex.ClientError):
+        code = err.response.get("Error", {}).get("Code", "")
+        message = err.response.get("Error", {}).get("Message", "")
+        operation = err.operation_name
+        if code in BAD_CREDENTIAL_CODES:
+            return f"AWS rejected the credentials ({code}): {CREDENTIALS_FIX}"
+        if code in ("AccessDenied", "AccessDeniedException", "403"):
+            return f"access denied to {operation}: use credentials allowed to deploy and run this project ({message})"
+        return f"AWS {operation} failed: {code} {message}".rstrip()
+    return None
+
+
+def run_tool(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
+    """Run a tool's `main`; user-fixable failures end in one `error: ...` line on stderr and exit code 1."""
+    try:
+        return main(argv)
+    except ToolError as err:
+        message = str(err)
+    except KeyboardInterrupt:
+        message = "interrupted"
+    except Exception as err:  # AWS SDK failures only; anything else is a bug and keeps its traceback
+        described = describe_aws_failure(err)
+        if described is None:
+            raise
+        message = described
+    print(f"error: {message}", file=sys.stderr)
+    return 1

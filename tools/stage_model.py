@@ -4,26 +4,30 @@
     python -m tools.stage_model --model ./my-local-model --name my-model
 
 Run it where the model hub is reachable (the training VPC has no internet). A local directory is uploaded
-as it is.
+as it is. The folder is staged under base-models/<--name, default: the configured model.base_model>/.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
-REQUIRED = ("config.json",)
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
-WEIGHT_SUFFIXES = (".safetensors", ".bin")
+from tools.deployment import Deployment, bucket_exists, fail, load_deployment, missing_model_parts, run_tool
+
 SKIPPED_PARTS = {".git", ".cache", "onnx", "openvino", "coreml", "tf_model.h5", "flax_model.msgpack", "rust_model.ot"}
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+# Size words in BERT-family model names and the hidden size they stand for (bert-base: 768, bert-large: 1024).
+SIZE_HIDDEN = {"base": 768, "large": 1024}
+# Model families whose name says the architecture; longer names first ("distilbert" also contains "bert").
+FAMILIES = ("xlm-roberta", "distilbert", "roberta", "deberta", "albert", "electra", "bert")
 
 
 def model_files(model_dir: Path) -> list[Path]:
-    """The files to stage; raises SystemExit when the folder is not a usable model."""
-    if not (model_dir / "config.json").is_file():
-        raise SystemExit(f"error: {model_dir} has no config.json: not a Hugging Face model folder")
+    """The files to stage; fails when the folder is not a usable model."""
     files = sorted(
         p
         for p in model_dir.rglob("*")
@@ -31,11 +35,33 @@ def model_files(model_dir: Path) -> list[Path]:
         and not SKIPPED_PARTS.intersection(p.relative_to(model_dir).parts)
         and p.name not in SKIPPED_PARTS
     )
-    if not any(p.suffix in WEIGHT_SUFFIXES for p in files):
-        raise SystemExit(f"error: {model_dir} has no weights (*.safetensors or *.bin)")
-    if not any(p.name in TOKENIZER_FILES for p in files):
-        raise SystemExit(f"error: {model_dir} has no tokenizer (tokenizer.json or vocab.txt)")
+    missing = missing_model_parts(p.relative_to(model_dir).as_posix() for p in files)
+    if missing:
+        fail(f"{model_dir} lacks {', '.join(missing)}: pass a Hugging Face model folder (save_pretrained output)")
     return files
+
+
+def config_mismatches(config: dict[str, Any], model_name: str) -> list[str]:
+    """Where config.json contradicts the model name it is staged as.
+
+    The rule: compare what the name states and the config records, and nothing else. `_name_or_path` (when
+    recorded) must end with the name's last component; a family named in the name (bert, roberta, ...) must be
+    the config's `model_type`; a size word ('base'/'large') must match `hidden_size` (768/1024).
+    """
+    short = model_name.rsplit("/", 1)[-1].lower()
+    tokens = set(re.split(r"[-_./]", short))
+    problems = []
+    recorded = str(config.get("_name_or_path") or "").rstrip("/")
+    if recorded and recorded.rsplit("/", 1)[-1].lower() != short:
+        problems.append(f"_name_or_path is {recorded!r}")
+    family = next((f for f in FAMILIES if f in short), None)
+    model_type = str(config.get("model_type", ""))
+    if family and model_type and not model_type.startswith(family):
+        problems.append(f"model_type is {model_type!r}, not {family!r}")
+    for word, hidden in SIZE_HIDDEN.items():
+        if word in tokens and config.get("hidden_size") not in (None, hidden):
+            problems.append(f"hidden_size is {config['hidden_size']}, not {hidden} ('{word}')")
+    return problems
 
 
 def stage(model_dir: Path, bucket: str, prefix: str, s3: Any) -> list[str]:
@@ -49,13 +75,56 @@ def stage(model_dir: Path, bucket: str, prefix: str, s3: Any) -> list[str]:
     return keys
 
 
-def resolve_model_dir(model: str) -> Path:
-    local = Path(model)
+def download(model_id: str) -> Path:
+    """The hub snapshot of `model_id` (config, tokenizer, safetensors weights)."""
+    import httpx
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+    )
+
+    try:
+        return Path(snapshot_download(model_id, allow_patterns=["*.json", "*.txt", "*.safetensors", "*.model"]))
+    except RepositoryNotFoundError:
+        fail(
+            f"the model hub {constants.ENDPOINT} has no model {model_id!r} you may read: check the model id "
+            "(for a private or gated model, set HF_TOKEN)"
+        )
+    except HfHubHTTPError as err:  # before OSError: the hub answered, with an error status
+        status = err.response.status_code if err.response is not None else "?"
+        fail(f"the model hub answered {status} for {model_id!r}: check the model id (and HF_TOKEN for gated models)")
+    except (LocalEntryNotFoundError, OfflineModeIsEnabled, OSError, httpx.HTTPError) as err:
+        fail(
+            f"cannot download {model_id!r} from the model hub {constants.ENDPOINT} ({type(err).__name__}) and "
+            "there is no local folder of that name: run this where the hub is reachable, or pass a model folder"
+        )
+
+
+def local_model_dir(model: str) -> Path | None:
+    """`model` as a local folder; None when it is a hub id; fails when it names a folder that is not there."""
+    local = Path(model).expanduser()
     if local.is_dir():
         return local
-    from huggingface_hub import snapshot_download  # needs hub access; never used in tests
+    if local.exists():
+        fail(f"--model {model}: is a file; pass the model folder (with config.json) or a hub id")
+    if not HUB_ID.match(model) or model.startswith((".", "~")) or Path(model).is_absolute():
+        fail(f"--model {model}: no such directory; pass an existing model folder or a hub id like org/name")
+    return None
 
-    return Path(snapshot_download(model, allow_patterns=["*.json", "*.txt", "*.safetensors", "*.model"]))
+
+def report_base_model_uri(deployment: Deployment, staged_uri: str) -> None:
+    default = deployment.default_base_model_uri
+    if staged_uri == default:
+        print(f"staged: {staged_uri} (the pipeline's default BaseModelUri)")
+        return
+    print(f"staged: {staged_uri}")
+    print(
+        f"note: the pipeline's default BaseModelUri is {default}; to train on this model, start executions with "
+        f"BaseModelUri={staged_uri} or set model.base_model_s3_uri={staged_uri} in cdk.json and redeploy"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,19 +134,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", default="dev")
     args = parser.parse_args(argv)
 
-    import boto3
-
-    from tools.deployment import load_deployment
-
-    session = boto3.Session()
-    deployment = load_deployment(args.env, session)
+    model_dir = local_model_dir(args.model)
+    if model_dir is not None:
+        model_files(model_dir)  # refuse an incomplete folder before any AWS call
+    deployment = load_deployment(args.env)
     settings = deployment.settings
-    prefix = f"{settings.layout.base_models}/{args.name or settings.model.base_model}/"
+    name = args.name or settings.model.base_model
     bucket = deployment.bucket("artifacts")
-    stage(resolve_model_dir(args.model), bucket, prefix, session.client("s3"))
-    print(f"staged: s3://{bucket}/{prefix} (the pipeline's default BaseModelUri)")
+    s3 = deployment.client("s3")
+    if not bucket_exists(s3, bucket):
+        fail(f"artifacts bucket s3://{bucket} does not exist: deploy the stacks first (make deploy ENV={args.env})")
+    model_dir = model_dir or download(args.model)
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    # Only a folder staged as the configured base model must be that model; another --name is any model.
+    mismatches = config_mismatches(config, name) if name == settings.model.base_model else []
+    if mismatches:
+        print(
+            f"warning: {model_dir}/config.json does not look like the configured base model {name}: "
+            f"{'; '.join(mismatches)}; stage it with --name <its name> or set model.base_model in cdk.json"
+        )
+    prefix = f"{settings.layout.base_models}/{name}/"
+    stage(model_dir, bucket, prefix, s3)
+    report_base_model_uri(deployment, f"s3://{bucket}/{prefix}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_tool(main))
