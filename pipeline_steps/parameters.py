@@ -33,13 +33,10 @@ class PipelineParameters:
 
 def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket: str) -> PipelineParameters:
     """Parameters with the environment's defaults (the trigger fills DatasetBucket and ManifestKey)."""
-    base_model_uri = settings.model.base_model_s3_uri or (
-        f"s3://{artifacts_bucket}/{settings.layout.base_models}/{settings.model.base_model}/"
-    )
     return PipelineParameters(
         dataset_bucket=ParameterString("DatasetBucket", default_value=datasets_bucket),
         manifest_key=ParameterString("ManifestKey", default_value="datasets/sample-squad/v1/manifest.json"),
-        base_model_uri=ParameterString("BaseModelUri", default_value=base_model_uri),
+        base_model_uri=ParameterString("BaseModelUri", default_value=settings.base_model_uri(artifacts_bucket)),
         manifest_version_id=ParameterString("ManifestVersionId", default_value=MANIFEST_VERSION_UNSET),
         # EnumValues: an execution can only pick a type on which settings validation ran every rule.
         training_instance_type=ParameterString(

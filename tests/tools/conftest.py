@@ -22,14 +22,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,11 +33,10 @@ import boto3
 import pytest
 
 from pipeline_steps.local.assembly import extract_event_value, resolve_intrinsics
-from tests.conftest import ROOT
+from tests.conftest import REGION, ROOT, aws_environment, pointed_at
 from tests.training_code.conftest import pretrained_dir  # noqa: F401  (shared model fixture)
 from tools.deployment import MODEL_CONFIG, split_s3_uri
 
-REGION = "us-east-1"
 EMPTY_REGION = "eu-west-1"  # nothing is deployed there
 ACCOUNT = "123456789012"  # moto's default account
 BOOTSTRAP_TEMPLATE = ROOT / "node_modules" / "aws-cdk" / "lib" / "api" / "bootstrap" / "bootstrap-template.yaml"
@@ -53,63 +47,6 @@ PSEUDO_PARAMETERS = {
     "AWS::Partition": "aws",
     "AWS::URLSuffix": "amazonaws.com",
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def moto_url(tmp_path_factory) -> Iterator[str]:
-    """Start `moto_server` on a free local port for the session; stopped by its process id."""
-    port = _free_port()
-    log = (tmp_path_factory.mktemp("moto") / "moto_server.log").open("w")
-    server = Path(sys.executable).with_name("moto_server")
-    process = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):  # up to ~30 s on a busy machine
-            if process.poll() is not None:
-                raise RuntimeError(f"moto_server exited with {process.returncode}; see {log.name}")
-            try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError(f"moto_server did not answer on {url}; see {log.name}")
-        yield url
-    finally:
-        os.kill(process.pid, signal.SIGTERM)
-        process.wait(timeout=30)
-        log.close()
-
-
-def aws_environment(moto_url: str, region: str = REGION) -> dict[str, str]:
-    """Dummy credentials and a region for the emulator; no profile, config or credentials file is read."""
-    return {
-        "AWS_ENDPOINT_URL": moto_url,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": region,
-        "AWS_DEFAULT_REGION": region,
-        "AWS_CONFIG_FILE": "/nonexistent/aws-config",
-        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
-        "AWS_EC2_METADATA_DISABLED": "true",  # no instance-metadata probe when credentials are missing
-    }
-
-
-@contextmanager
-def pointed_at(environment: dict[str, str]) -> Iterator[None]:
-    """boto3 in this process uses `environment` (and no profile or session token from outside)."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
-            patch.delenv(name, raising=False)
-        for name, value in environment.items():
-            patch.setenv(name, value)
-        yield
 
 
 def moto_template(template: dict[str, Any]) -> dict[str, Any]:

@@ -1,12 +1,15 @@
-"""claim.py: one execution per uploaded manifest version (the local S3 stand-in; S3 itself is not emulated)."""
+"""claim.py: one execution per uploaded manifest version, on the local runner's S3 folder and on moto server."""
 
 from __future__ import annotations
 
 import json
 
+import boto3
 import claim
 import pytest
 from qa.cli import UNSET_VERSION
+
+from tests.conftest import aws_environment, pointed_at
 
 
 @pytest.fixture
@@ -57,3 +60,19 @@ def test_a_run_started_without_the_manifest_version_stops_with_the_fix(tmp_path,
     code, _ = run_claim(tmp_path, "exec-a", version=UNSET_VERSION)
     assert code == 1
     assert "ManifestVersionId is not set" in capsys.readouterr().err
+
+
+def test_the_s3_conditional_write_against_the_emulator(tmp_path, moto_url, monkeypatch):
+    """The real S3 path: put_object(IfNoneMatch="*") in moto server, which models the 412 of a second write.
+    Not modelled by moto: the 409 ConditionalRequestConflict of two concurrent writes (handled the same way)."""
+    monkeypatch.delenv(claim.LOCAL_S3_ROOT, raising=False)
+    with pointed_at(aws_environment(moto_url)):
+        boto3.client("s3").create_bucket(Bucket="artifacts")
+        assert run_claim(tmp_path, "exec-a")[1]["duplicate"] == 0
+        code, second = run_claim(tmp_path, "exec-b")
+        assert code == 0 and second == {**second, "duplicate": 1, "claimed_by": "exec-a"}
+        [stored] = boto3.client("s3").list_objects_v2(Bucket="artifacts", Prefix="claims/")["Contents"]
+        assert json.loads(boto3.client("s3").get_object(Bucket="artifacts", Key=stored["Key"])["Body"].read()) == {
+            "execution_id": "exec-a",
+            "manifest": "s3://datasets/datasets/squad/v1/manifest.json (version v-1)",
+        }
