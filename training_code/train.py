@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     prepare_environment()
 
+    import inference
     import torch
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, set_seed
@@ -255,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if accelerator.is_main_process:
         tokenizer.save_pretrained(args.output_dir)
+        inference.copy_into(args.output_dir)  # the endpoint's entry point travels inside model.tar.gz
         summary = {"global_step": global_step, "samples_seen": samples_seen, "processes": world}
         (args.output_dir / "training_summary.json").write_text(json.dumps(summary, indent=2))
         log.info("model saved to %s", args.output_dir)
