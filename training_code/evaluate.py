@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     import pyarrow.parquet as pq
     from qa.answering import QuestionAnswerer
     from qa.metrics import squad_scores
-    from qa.postprocess import postprocess_predictions
+    from qa.postprocess import best_spans
 
     features = pq.read_table(str(args.validation_dir / "features.parquet")).to_pylist()
     with (args.validation_dir / "examples.jsonl").open(encoding="utf-8") as handle:
@@ -92,9 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             "predicting %d features of %d examples with %s on %s", len(features), len(examples), model_path, device
         )
         start_logits, end_logits = QuestionAnswerer(model_path, device).logits(features, args.batch_size)
-    predictions = postprocess_predictions(
-        examples, features, start_logits, end_logits, args.n_best_size, args.max_answer_length
-    )
+    spans = best_spans(examples, features, start_logits, end_logits, args.n_best_size, args.max_answer_length)
+    predictions = {example_id: span.text for example_id, span in spans.items()}
     scores = squad_scores(predictions, {e["id"]: e["answers"]["text"] for e in examples})
     args.output_dir.mkdir(parents=True, exist_ok=True)
     evaluation = {

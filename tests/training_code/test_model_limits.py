@@ -9,25 +9,12 @@ import pytest
 import torch
 
 from pipeline_steps.local.models import build_tiny_model
-from tests.training_code.conftest import SAMPLE_DATASET
+from tests.training_code.conftest import preprocess_sample_args
 from tests.training_code.runner import run_training
 
 
-def test_preprocessing_rejects_windows_longer_than_the_position_embeddings(tmp_path, pretrained_dir, capsys):
-    code = preprocess.main(
-        [
-            "--manifest",
-            str(SAMPLE_DATASET / "manifest.json"),
-            "--data-dir",
-            str(SAMPLE_DATASET),
-            "--tokenizer-dir",
-            str(pretrained_dir),
-            "--output-dir",
-            str(tmp_path),
-            "--max-seq-length",
-            "640",
-        ]
-    )
+def test_preprocessing_rejects_windows_longer_than_the_position_embeddings(tmp_path, capsys):
+    code = preprocess.main(preprocess_sample_args(tmp_path, "--max-seq-length", "640"))
     assert code == 1
     [error] = capsys.readouterr().err.strip().splitlines()
     assert error.startswith("error: --max-seq-length is 640 tokens, but ")

@@ -77,16 +77,3 @@ def best_spans(
         first, last = offsets[start][0], offsets[end][1]
         spans[example["id"]] = Span(context[first:last], first, last, float(probability))
     return spans
-
-
-def postprocess_predictions(
-    examples: Sequence[dict[str, Any]],
-    features: Sequence[dict[str, Any]],
-    start_logits: np.ndarray,
-    end_logits: np.ndarray,
-    n_best_size: int = 20,
-    max_answer_length: int = 30,
-) -> dict[str, str]:
-    """Example id -> best answer text across all of its windows (see `best_spans`)."""
-    spans = best_spans(examples, features, start_logits, end_logits, n_best_size, max_answer_length)
-    return {example_id: span.text for example_id, span in spans.items()}
