@@ -56,3 +56,12 @@ def test_evaluation_without_gpus_runs_on_cpu_and_cuda_can_be_required(tmp_path, 
     assert evaluate.choose_device("cpu") == "cpu"
     with pytest.raises(RuntimeError, match="--device cuda was requested but CUDA is unusable"):
         evaluate.choose_device("cuda")
+
+
+def test_serving_caps_windows_at_the_position_embeddings(tmp_path):
+    import inference
+
+    model = inference.model_fn(str(build_tiny_model(tmp_path / "short-model", max_position_embeddings=64)))
+    context = " ".join(f"Item {i} is stored in hall {i % 7}." for i in range(60))  # ~500 tokens
+    answer = inference.predict_fn({"inputs": {"question": "Where is item 42?", "context": context}}, model)
+    assert answer["answer"] and context[answer["start"] : answer["end"]] == answer["answer"]

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from qa.features import MODEL_INPUTS, prepare_validation_features
+from qa.features import MODEL_INPUTS, model_max_length, prepare_validation_features
 from qa.postprocess import Span, best_spans
 from qa.training import DynamicPaddingCollator
 
@@ -52,7 +52,10 @@ class QuestionAnswerer:
         max_answer_length: int = 30,
         batch_size: int = 32,
     ) -> list[Span]:
-        """The best span of each {"question", "context"} pair, windows and all, as evaluation scores them."""
+        """The best span of each {"question", "context"} pair, windows and all, as evaluation scores them.
+        Windows are capped at what the model's position embeddings hold, their overlap at a third of that."""
+        max_seq_length = min(max_seq_length, model_max_length(self.tokenizer, self.model.config) or max_seq_length)
+        doc_stride = min(doc_stride, max_seq_length // 3)
         records = [{"id": str(i), **question} for i, question in enumerate(questions)]
         columns = {name: [record[name] for record in records] for name in ("id", "question", "context")}
         encoded = prepare_validation_features(columns, self.tokenizer, max_seq_length, doc_stride)
