@@ -30,7 +30,17 @@ DEFAULT_TRAINING_IMAGES = {
 }
 # (transformers, PyTorch, Python) of those images, which the SageMaker SDK wants alongside an image URI.
 TRAINING_FRAMEWORK_VERSIONS = {"torchrun": ("5.3.0", "2.9.0", "py312"), "smddp": ("4.49.0", "2.5.1", "py311")}
-DEFAULT_INFERENCE_IMAGE = "huggingface-pytorch-inference:2.6.0-transformers4.49.0-gpu-py312-cu124-ubuntu22.04"
+# Hugging Face inference images, per backend: the serving transformers must be at least the version that
+# saved the model (a 4.49 image cannot read configs written by 5.x). No inference image carries exactly
+# 5.3.0; 2.6.0-transformers5.5.3 is the newest GPU one and sits beside the 5.3.0 training image in the
+# Hugging Face DLC list (huggingface/hub-docs docs/sagemaker/source/dlcs/available.md, "PyTorch
+# Inference"; source of truth: https://aws.github.io/deep-learning-containers/reference/available_images/).
+# SMDDP trains with 4.49.0, so its models are served by the 4.49.0 image (aws/deep-learning-containers
+# docs/reference/available_images.md, "HuggingFace Containers > Inference").
+DEFAULT_INFERENCE_IMAGES = {
+    "torchrun": "huggingface-pytorch-inference:2.6.0-transformers5.5.3-gpu-py312-cu124-ubuntu22.04",
+    "smddp": "huggingface-pytorch-inference:2.6.0-transformers4.49.0-gpu-py312-cu124-ubuntu22.04",
+}
 
 INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[0-9]*x?large$"
 
@@ -348,6 +358,11 @@ class Settings(StrictModel):
     def training_image_repository(self) -> str:
         """`repository:tag` of the training image in the deep-learning-containers registry."""
         return DEFAULT_TRAINING_IMAGES[self.training.distribution]
+
+    @property
+    def inference_image_repository(self) -> str:
+        """`repository:tag` of the image that serves what the training image saves."""
+        return DEFAULT_INFERENCE_IMAGES[self.training.distribution]
 
 
 def _volume_too_large(key: str, size_gb: int, facts: InstanceType) -> str:

@@ -10,6 +10,7 @@ Container layout (SageMaker Processing), each overridable by a flag:
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import sys
 import tarfile
@@ -19,6 +20,7 @@ from pathlib import Path
 from qa.cli import setup_logging
 
 PROCESSING = "/opt/ml/processing"
+GPU_DEVICE_FILES = "/dev/nvidia[0-9]*"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -29,6 +31,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--n-best-size", type=int, default=20)
     parser.add_argument("--max-answer-length", type=int, default=30)
+    parser.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="auto: cuda on GPU instances")
     return parser.parse_args(argv)
 
 
@@ -47,49 +50,50 @@ def locate_model(model_dir: Path, scratch: Path) -> Path:
     return scratch
 
 
-def predict(model_path: Path, features: list[dict], batch_size: int):
-    """Start and end logits for every feature, padded to the longest feature."""
-    import numpy as np
+def choose_device(requested: str) -> str:
+    """cuda or cpu. `auto` means cuda where the instance has NVIDIA GPUs (their device files are visible in
+    the container, as on ml.g5/ml.p* instances) and cpu elsewhere. GPUs that CUDA cannot use (driver older
+    than the image's CUDA, no GPU passed through) raise instead of falling back to a CPU run that would take
+    hours and look like success."""
     import torch
-    from qa.features import MODEL_INPUTS
-    from qa.training import DynamicPaddingCollator
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
-    model = AutoModelForQuestionAnswering.from_pretrained(str(model_path)).to(device).eval()
-    collator = DynamicPaddingCollator.for_tokenizer(tokenizer)
-    longest = max(len(f["input_ids"]) for f in features)
-    starts = np.full((len(features), longest), -1e4, dtype=np.float32)
-    ends = np.full_like(starts, -1e4)
-    with torch.inference_mode():
-        for offset in range(0, len(features), batch_size):
-            chunk = features[offset : offset + batch_size]
-            batch = collator([{k: f[k] for k in MODEL_INPUTS if k in f} for f in chunk])
-            out = model(**{k: v.to(device) for k, v in batch.items()})
-            width = out.start_logits.shape[1]
-            starts[offset : offset + len(chunk), :width] = out.start_logits.float().cpu().numpy()
-            ends[offset : offset + len(chunk), :width] = out.end_logits.float().cpu().numpy()
-    return starts, ends
+    gpus = sorted(glob.glob(GPU_DEVICE_FILES))
+    if requested == "cpu" or (requested == "auto" and not gpus):
+        return "cpu"
+    if not torch.cuda.is_available():
+        seen = f"this instance has NVIDIA GPUs ({', '.join(gpus)})" if gpus else "--device cuda was requested"
+        raise RuntimeError(
+            f"{seen} but CUDA is unusable here (torch {torch.__version__}, built for CUDA {torch.version.cuda}); "
+            "refusing to evaluate on CPU. Run the evaluation on an image whose CUDA the instance's driver "
+            "supports, or pass --device cpu"
+        )
+    return "cuda"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     log = setup_logging()
+    try:
+        device = choose_device(args.device)
+    except RuntimeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     import pyarrow.parquet as pq
+    from qa.answering import QuestionAnswerer
     from qa.metrics import squad_scores
-    from qa.postprocess import postprocess_predictions
+    from qa.postprocess import best_spans
 
     features = pq.read_table(str(args.validation_dir / "features.parquet")).to_pylist()
     with (args.validation_dir / "examples.jsonl").open(encoding="utf-8") as handle:
         examples = [json.loads(line) for line in handle if line.strip()]
     with tempfile.TemporaryDirectory() as scratch:
         model_path = locate_model(args.model_dir, Path(scratch))
-        log.info("predicting %d features of %d examples with %s", len(features), len(examples), model_path)
-        start_logits, end_logits = predict(model_path, features, args.batch_size)
-    predictions = postprocess_predictions(
-        examples, features, start_logits, end_logits, args.n_best_size, args.max_answer_length
-    )
+        log.info(
+            "predicting %d features of %d examples with %s on %s", len(features), len(examples), model_path, device
+        )
+        start_logits, end_logits = QuestionAnswerer(model_path, device).logits(features, args.batch_size)
+    spans = best_spans(examples, features, start_logits, end_logits, args.n_best_size, args.max_answer_length)
+    predictions = {example_id: span.text for example_id, span in spans.items()}
     scores = squad_scores(predictions, {e["id"]: e["answers"]["text"] for e in examples})
     args.output_dir.mkdir(parents=True, exist_ok=True)
     evaluation = {

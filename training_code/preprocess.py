@@ -20,7 +20,7 @@ from pathlib import Path
 
 from qa.cli import setup_logging, str2bool
 from qa.data import SPLITS, load_dataset_files, read_manifest, summarize_problems
-from qa.features import prepare_train_features, prepare_validation_features
+from qa.features import length_limit_error, prepare_train_features, prepare_validation_features
 
 PROCESSING = "/opt/ml/processing"
 HISTOGRAM_BUCKET = 32
@@ -96,11 +96,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no valid {' or '.join(empty)} records left", file=sys.stderr)
         return 1
 
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(args.tokenizer_dir))
     if not tokenizer.is_fast:
         print("error: question answering needs a fast tokenizer (offset mappings)", file=sys.stderr)
+        return 1
+    config = (
+        AutoConfig.from_pretrained(str(args.tokenizer_dir)) if (args.tokenizer_dir / "config.json").is_file() else None
+    )
+    too_long = length_limit_error(args.max_seq_length, tokenizer, config, "--max-seq-length")
+    if too_long:
+        print(f"error: {too_long}", file=sys.stderr)
         return 1
     stats: dict = {
         "manifest_version": args.manifest_version,

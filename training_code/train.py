@@ -59,10 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     prepare_environment()
 
+    import inference
     import torch
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, set_seed
     from qa import checkpoints
+    from qa.features import length_limit_error
     from qa.training import (
         DynamicPaddingCollator,
         FeatureDataset,
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         steps_per_epoch,
     )
     from tqdm.auto import tqdm
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer, get_linear_schedule_with_warmup
+    from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoTokenizer, get_linear_schedule_with_warmup
 
     stop = StopRequest()
     accelerator = Accelerator(
@@ -99,8 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cuda.matmul.allow_tf32 = True
 
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
-    model = AutoModelForQuestionAnswering.from_pretrained(args.model_name_or_path)
     dataset = FeatureDataset.from_parquet(args.train_dir)
+    config = AutoConfig.from_pretrained(args.model_name_or_path)
+    too_long = length_limit_error(max(dataset.lengths), tokenizer, config, "the longest training feature")
+    if too_long:
+        print(f"error: {too_long}", file=sys.stderr, flush=True)
+        return 1
+    model = AutoModelForQuestionAnswering.from_pretrained(args.model_name_or_path)
     global_batch = args.per_device_train_batch_size * world * args.gradient_accumulation_steps
     sampler = LengthGroupedSampler(dataset.lengths, group_size=global_batch, seed=args.seed, shuffle=True)
     # Multiples of 8 keep tensor-core shapes on GPUs.
@@ -249,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if accelerator.is_main_process:
         tokenizer.save_pretrained(args.output_dir)
+        inference.copy_into(args.output_dir)  # the endpoint's entry point travels inside model.tar.gz
         summary = {"global_step": global_step, "samples_seen": samples_seen, "processes": world}
         (args.output_dir / "training_summary.json").write_text(json.dumps(summary, indent=2))
         log.info("model saved to %s", args.output_dir)

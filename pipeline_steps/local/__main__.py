@@ -2,21 +2,24 @@
 
 Reads the pipeline definition and the trigger rule from a cloud assembly (cdk.out), uploads a dataset
 into a local stand-in for S3, turns the manifest upload into an S3 'Object Created' event, applies the
-rule, and runs the execution it starts. Exit code 0 only when the execution succeeded.
+rule, and runs the execution it starts. When it registers a model, asks that model the first validation
+question the way its SageMaker endpoint would answer. Exit code 0 only when all of this succeeded.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 
 from pipeline_steps.local.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
-from pipeline_steps.local.errors import UnsupportedDefinition
+from pipeline_steps.local.errors import InvocationFailed, UnsupportedDefinition
 from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
 from pipeline_steps.local.registry import LocalModelRegistry
 from pipeline_steps.local.runner import ExecutionResult, LocalPipelineRunner
+from pipeline_steps.local.serving import invoke
 from pipeline_steps.local.store import LocalObjectStore
 from pipeline_steps.local.trigger import object_created_event, parameters_from_event, upload_dataset
 
@@ -63,6 +66,27 @@ def print_summary(result: ExecutionResult, store_root: Path, registry_path: Path
     if result.failure:
         print(f"failure: {result.failure}")
     print(f"artefacts: {store_root} (local S3), registry: {registry_path}")
+
+
+def ask_registered_model(result: ExecutionResult, store: LocalObjectStore, work_dir: Path) -> int:
+    """Put the first validation question to the registered model, as its SageMaker endpoint would answer."""
+    assert result.model_package is not None and result.inference_container is not None
+    examples = store.path(f"{result.outputs['validation'].rstrip('/')}/examples.jsonl")
+    with examples.open(encoding="utf-8") as handle:
+        example = json.loads(handle.readline())
+    request = {"inputs": {"question": example["question"], "context": example["context"]}}
+    archive = store.path(result.model_package.model_data)
+    try:
+        response = invoke(result.inference_container, archive, work_dir, request)
+    except InvocationFailed as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(f"\nquestion ({example['id']}, validation set): {example['question']}")
+    print(
+        f'answer of the registered model: "{response["answer"]}" (score {response["score"]:.2f}; '
+        f'reference: "{example["answers"]["text"][0]}")'
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,15 +142,19 @@ def main(argv: list[str] | None = None) -> int:
         )
         result = runner.run(overrides)
         print_summary(result, store.root, registry_path)
+        duplicate = None
         if args.deliver_event_twice:
             print("\nthe same Object Created event is delivered again (EventBridge delivers at least once)")
             duplicate = runner.run(overrides)
             print_summary(duplicate, store.root, registry_path)
-            result = result if duplicate.status == "Succeeded" else duplicate
     except (UnsupportedDefinition, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    return 0 if result.status == "Succeeded" else 1
+    if result.status != "Succeeded" or (duplicate is not None and duplicate.status != "Succeeded"):
+        return 1
+    if result.model_package is None:
+        return 0
+    return ask_registered_model(result, store, args.work_dir / "executions" / result.execution_id / "endpoint")
 
 
 if __name__ == "__main__":

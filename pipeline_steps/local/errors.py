@@ -7,3 +7,7 @@ class UnsupportedDefinition(ValueError):
 
 class StepFailed(RuntimeError):
     """A step ended unsuccessfully; the message says why."""
+
+
+class InvocationFailed(RuntimeError):
+    """The registered model could not answer a request; the message says why."""

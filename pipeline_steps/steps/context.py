@@ -12,7 +12,7 @@ from sagemaker.workflow.pipeline_context import PipelineSession
 
 from config import Settings
 from config.instance_types import instance_type
-from config.settings import DEFAULT_INFERENCE_IMAGE, DLC_REGISTRY_ACCOUNT
+from config.settings import DLC_REGISTRY_ACCOUNT
 from pipeline_steps.parameters import PipelineParameters
 from pipeline_steps.placeholders import DeployTimeValues
 
@@ -39,7 +39,7 @@ class BuildContext:
 
     @property
     def inference_image(self) -> str:
-        return self.settings.registry.inference_image_uri or self._dlc(DEFAULT_INFERENCE_IMAGE)
+        return self.settings.registry.inference_image_uri or self._dlc(self.settings.inference_image_repository)
 
     def _dlc(self, repository: str) -> str:
         return f"{DLC_REGISTRY_ACCOUNT}.{self.values.ecr_domain}/{repository}"

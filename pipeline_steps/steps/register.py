@@ -19,6 +19,7 @@ CONDITION_STEP = "CheckF1"
 REGISTER_STEP = "RegisterModel"
 FAIL_STEP = "F1BelowThreshold"
 F1_PATH = "metrics.f1.value"
+INFERENCE_PROGRAM = "inference.py"  # sagemaker-inference's SAGEMAKER_PROGRAM: a module in <model dir>/code
 
 
 def build(ctx: BuildContext, train: TrainingStep, evaluate: ProcessingStep, report: PropertyFile) -> ConditionStep:
@@ -31,7 +32,9 @@ def build(ctx: BuildContext, train: TrainingStep, evaluate: ProcessingStep, repo
         model_data=train.properties.ModelArtifacts.S3ModelArtifacts,
         image_uri=ctx.inference_image,
         role=ctx.values.job_role_arn,
-        env={"HF_TASK": "question-answering"},
+        # The toolkit's HF_TASK=question-answering needs transformers' question-answering pipeline, which
+        # 5.3 removed; it serves training_code/inference.py (shipped in model.tar.gz under code/) instead.
+        env={"SAGEMAKER_PROGRAM": INFERENCE_PROGRAM},
         # Explicit, or the SDK probes S3 for its default bucket.
         code_location=f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.pipeline_code}",
         sagemaker_session=ctx.session,

@@ -147,6 +147,28 @@ def test_smddp_backend_sets_its_flag_and_image(cdk_context):
     assert "2.5.1-transformers4.49.0-gpu-py311" in args["AlgorithmSpecification"]["TrainingImage"]
 
 
+def transformers_version(image_uri: str) -> tuple[int, ...]:
+    """(5, 3, 0) from '...huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-...'."""
+    match = re.search(r"-transformers(\d+(?:\.\d+)*)-", image_uri)
+    assert match, image_uri
+    return tuple(int(part) for part in match.group(1).split("."))
+
+
+@pytest.mark.parametrize("distribution", ["torchrun", "smddp"])
+def test_registered_image_reads_what_the_training_image_saves(cdk_context, distribution):
+    settings = load_settings({**cdk_context, "training.distribution": distribution})
+    definition = build_definition(settings)
+    training_image = step(definition, "FineTune")["Arguments"]["AlgorithmSpecification"]["TrainingImage"]
+    [register] = step(definition, "CheckF1")["Arguments"]["IfSteps"]
+    [container] = register["Arguments"]["InferenceSpecification"]["Containers"]
+    assert "/huggingface-pytorch-inference:" in container["Image"]
+    assert transformers_version(container["Image"]) >= transformers_version(training_image)
+    # transformers >= 5.3 has no question-answering pipeline for HF_TASK: the toolkit runs our module instead.
+    assert "HF_TASK" not in container["Environment"]
+    program = container["Environment"]["SAGEMAKER_PROGRAM"]
+    assert (ROOT / "training_code" / program).is_file()
+
+
 def test_no_vpc_and_no_spot_variants(cdk_context):
     settings = load_settings(
         {**cdk_context, "network.mode": "none", "training.use_spot": "false", "training.checkpoint_prefix": ""}

@@ -6,13 +6,15 @@ import copy
 import json
 import re
 import shutil
+import tarfile
 
 import pytest
 
 from pipeline_steps.local.__main__ import main as run_local
-from pipeline_steps.local.errors import UnsupportedDefinition
+from pipeline_steps.local.errors import InvocationFailed, UnsupportedDefinition
 from pipeline_steps.local.registry import LocalModelRegistry
 from pipeline_steps.local.runner import LocalPipelineRunner, execution_order
+from pipeline_steps.local.serving import invoke
 from pipeline_steps.local.store import LocalObjectStore
 from pipeline_steps.walk import find_step
 from tests.conftest import ROOT
@@ -62,6 +64,38 @@ def test_tiny_run_passes_every_step_registers_with_metrics_and_ignores_a_duplica
     assert package.model_data.endswith("/output/model.tar.gz")
     assert (tmp_path / "s3" / package.model_data.removeprefix("s3://")).is_file()
     assert "execution local-" in out and ": Succeeded" in out
+    # The demo ends by asking the registered model the first validation question.
+    question, answer = out.rstrip().splitlines()[-2:]
+    assert question.startswith("question (val-000-0, validation set): What ")
+    assert answer.startswith('answer of the registered model: "') and "(score " in answer
+    assert_the_package_serves(dev, tmp_path, package)
+
+
+def assert_the_package_serves(dev, tmp_path, package):
+    """model.tar.gz answers under the inference toolkit's contract for the registered container."""
+    body = dev.templates["pipeline"]["Resources"]["Pipeline"]["Properties"]["PipelineDefinition"]
+    definition = json.loads(body["PipelineDefinitionBody"]["Fn::Sub"][0])
+    [check] = [s for s in definition["Steps"] if s["Type"] == "Condition"]
+    [container] = check["Arguments"]["IfSteps"][0]["Arguments"]["InferenceSpecification"]["Containers"]
+    container = {**container, "ModelDataUrl": package.model_data}
+    archive = tmp_path / "s3" / package.model_data.removeprefix("s3://")
+    with tarfile.open(archive) as tar:
+        assert {"config.json", "model.safetensors", "code/inference.py", "code/qa/answering.py"} <= set(tar.getnames())
+    context = "The lighthouse of Port Avel was built in 1887 by Ines Marrow. It is painted red and white."
+    questions = [
+        {"question": "Who built the lighthouse?", "context": context},
+        {"question": "When?", "context": context},
+    ]
+    single = invoke(container, archive, tmp_path / "endpoint", {"inputs": questions[0]})
+    assert set(single) == {"answer", "score", "start", "end"}
+    assert single["answer"] and context[single["start"] : single["end"]] == single["answer"]
+    assert 0.0 <= single["score"] <= 1.0
+    batch = invoke(container, archive, tmp_path / "endpoint", {"inputs": questions, "parameters": {"doc_stride": 16}})
+    assert len(batch) == 2 and batch[0]["answer"] == single["answer"]
+    with pytest.raises(InvocationFailed, match="expected"):
+        invoke(container, archive, tmp_path / "endpoint", {"inputs": "no context"})
+    with pytest.raises(InvocationFailed, match="sets no SAGEMAKER_PROGRAM"):
+        invoke({**container, "Environment": {"HF_TASK": "question-answering"}}, archive, tmp_path / "endpoint", {})
 
 
 def test_threshold_above_achievable_f1_ends_in_the_fail_step(dev, tmp_path, capsys):

@@ -45,17 +45,20 @@ def sample_features(tmp_path_factory, tokenizer) -> Path:
     import preprocess
 
     out = tmp_path_factory.mktemp("features")
-    code = preprocess.main(
-        [
-            "--manifest",
-            str(SAMPLE_DATASET / "manifest.json"),
-            "--data-dir",
-            str(SAMPLE_DATASET),
-            "--tokenizer-dir",
-            str(bundled_model_dir()),
-            "--output-dir",
-            str(out),
-        ]
-    )
-    assert code == 0
+    assert preprocess.main(preprocess_sample_args(out)) == 0
     return out
+
+
+def preprocess_sample_args(output_dir: Path, *extra: str) -> list[str]:
+    """preprocess.py's arguments for the bundled sample dataset and tokenizer."""
+    return [
+        "--manifest",
+        str(SAMPLE_DATASET / "manifest.json"),
+        "--data-dir",
+        str(SAMPLE_DATASET),
+        "--tokenizer-dir",
+        str(bundled_model_dir()),
+        "--output-dir",
+        str(output_dir),
+        *extra,
+    ]

@@ -8,6 +8,7 @@ import tarfile
 import evaluate
 import pytest
 
+from pipeline_steps.local.serving import invoke
 from tests.training_code.runner import run_training
 
 pytestmark = pytest.mark.slow
@@ -57,3 +58,9 @@ def test_fine_tuning_beats_the_untrained_model(tmp_path, pretrained_dir, sample_
     assert 0 <= trained["metrics"]["exact_match"]["value"] <= f1_after
     predictions = json.loads((tmp_path / "trained" / "predictions.json").read_text())
     assert len(predictions) == trained["examples"] == 84
+    # The endpoint (inference toolkit contract, code/inference.py inside model.tar.gz) answers as Evaluate scored.
+    examples = [json.loads(line) for line in (sample_features / "validation" / "examples.jsonl").open()][:3]
+    container = {"Environment": {"SAGEMAKER_PROGRAM": "inference.py"}, "ModelDataUrl": "model.tar.gz"}
+    request = {"inputs": [{"question": e["question"], "context": e["context"]} for e in examples]}
+    answers = invoke(container, archive_dir / "model.tar.gz", tmp_path / "endpoint", request)
+    assert [a["answer"] for a in answers] == [predictions[e["id"]] for e in examples]

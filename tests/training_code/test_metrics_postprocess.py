@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from qa.metrics import exact_match, f1, normalize_answer, squad_scores
-from qa.postprocess import postprocess_predictions
+from qa.postprocess import Span, best_spans
 
 
 @pytest.mark.parametrize(
@@ -38,6 +38,10 @@ def test_best_of_multiple_gold_answers_and_missing_predictions():
     scores = squad_scores(predictions, gold)
     # a: EM 1 via "The Broncos" -> "broncos"; b: EM 1; c: 0  -> EM 2/3, F1 2/3
     assert scores == {"exact_match": pytest.approx(200 / 3), "f1": pytest.approx(200 / 3)}
+
+
+def postprocess_predictions(*args, **kwargs) -> dict[str, str]:
+    return {example_id: span.text for example_id, span in best_spans(*args, **kwargs).items()}
 
 
 def test_postprocessing_picks_the_best_valid_span_across_windows():
@@ -74,3 +78,15 @@ def test_postprocessing_respects_max_answer_length():
         {"q": context}
     )
     assert postprocess_predictions([{"id": "q", "context": context}], features, start, end) == {"q": context}
+
+
+def test_best_span_carries_its_offsets_and_probability_over_context_tokens():
+    context = "a b"
+    features = [{"example_id": "q", "offset_mapping": [None, [0, 1], [2, 3], None]}]
+    start = np.array([[50.0, np.log(3.0), 0.0, 50.0]])  # question/[SEP] logits never count
+    end = np.array([[50.0, 0.0, np.log(3.0), 50.0]])
+    [(example_id, span)] = best_spans([{"id": "q", "context": context}], features, start, end).items()
+    assert example_id == "q"
+    assert (span.text, span.start, span.end) == ("a b", 0, 3)
+    assert span.score == pytest.approx(0.75 * 0.75)  # softmax over the two context tokens, start x end
+    assert best_spans([{"id": "none", "context": context}], features, start, end)["none"] == Span("", 0, 0, 0.0)

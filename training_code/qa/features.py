@@ -12,6 +12,26 @@ from typing import Any
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 LABELS = ("start_positions", "end_positions")
+# transformers' stand-in for "no limit" in model_max_length is int(1e30); real limits are far below this.
+NO_LIMIT = 1_000_000
+
+
+def model_max_length(tokenizer: Any, config: Any) -> int | None:
+    """The most tokens the model can embed: its config's `max_position_embeddings`, or the tokenizer's
+    `model_max_length` where that is smaller (RoBERTa reserves 2 of its 514 positions); None if neither says."""
+    limits = (getattr(config, "max_position_embeddings", None), getattr(tokenizer, "model_max_length", None))
+    return min((n for n in limits if isinstance(n, int) and 0 < n < NO_LIMIT), default=None)
+
+
+def length_limit_error(length: int, tokenizer: Any, config: Any, what: str) -> str | None:
+    """One line naming the problem and the fix when `length` tokens do not fit the model, else None."""
+    limit = model_max_length(tokenizer, config)
+    if limit is None or length <= limit:
+        return None
+    return (
+        f"{what} is {length} tokens, but {tokenizer.name_or_path} accepts at most {limit} "
+        f"(max_position_embeddings); set hyperparameters.max_seq_length to {limit} or less"
+    )
 
 
 def _tokenize(tokenizer: Any, batch: dict[str, list[Any]], max_seq_length: int, doc_stride: int) -> Any:
