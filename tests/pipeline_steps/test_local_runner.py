@@ -16,7 +16,7 @@ from pipeline_steps.local.registry import LocalModelRegistry
 from pipeline_steps.local.runner import LocalPipelineRunner, execution_order
 from pipeline_steps.local.serving import invoke
 from pipeline_steps.local.store import LocalObjectStore
-from pipeline_steps.walk import find_step
+from pipeline_steps.walk import all_steps, find_step
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -75,8 +75,8 @@ def assert_the_package_serves(dev, tmp_path, package):
     """model.tar.gz answers under the inference toolkit's contract for the registered container."""
     body = dev.templates["pipeline"]["Resources"]["Pipeline"]["Properties"]["PipelineDefinition"]
     definition = json.loads(body["PipelineDefinitionBody"]["Fn::Sub"][0])
-    [check] = [s for s in definition["Steps"] if s["Type"] == "Condition"]
-    [container] = check["Arguments"]["IfSteps"][0]["Arguments"]["InferenceSpecification"]["Containers"]
+    [register] = [s for s in all_steps(definition["Steps"]) if s["Type"] == "RegisterModel"]
+    [container] = register["Arguments"]["InferenceSpecification"]["Containers"]
     container = {**container, "ModelDataUrl": package.model_data}
     archive = tmp_path / "s3" / package.model_data.removeprefix("s3://")
     with tarfile.open(archive) as tar:
