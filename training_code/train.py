@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     hps.add_argument("--seed", type=int, default=42)
     hps.add_argument("--logging_steps", type=int, default=50)
     hps.add_argument(
-        "--checkpoint_minutes", type=float, default=5.0, help="checkpoint every N minutes of training (0: off)"
+        "--checkpoint_minutes", type=float, default=15.0, help="checkpoint every N minutes of training (0: off)"
     )
     hps.add_argument("--checkpoint_steps", type=int, default=0, help="checkpoint every N optimizer steps (0: off)")
     hps.add_argument("--keep_checkpoints", type=int, default=2)
@@ -105,13 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     stop = StopRequest() if args.control_steps > 0 else None
     PartialState(cpu=not cuda)  # initialises the process group: its backend decides the DDP settings
     backend = torch.distributed.get_backend() if torch.distributed.is_initialized() else None
+    precision = resolve_precision(args.precision)
     accelerator = Accelerator(
         cpu=not cuda,
-        mixed_precision=resolve_precision(args.precision),
+        mixed_precision=precision,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         # non_blocking: host-to-device copies from pinned memory overlap the running step.
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, non_blocking=cuda),
-        kwargs_handlers=[ddp_kwargs(backend)],
+        kwargs_handlers=[ddp_kwargs(backend, precision)],
     )
     log = setup_logging(accelerator.is_main_process)
     world, rank = accelerator.num_processes, accelerator.process_index

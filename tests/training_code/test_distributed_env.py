@@ -34,15 +34,18 @@ def test_torchrun_and_single_process_jobs_are_left_alone():
 
 
 @pytest.mark.parametrize(
-    ("backend", "hook"),
+    ("backend", "precision", "hook"),
     [
-        ("nccl", DDPCommunicationHookType.BF16),
-        ("gloo", DDPCommunicationHookType.NO),
-        ("smddp", DDPCommunicationHookType.NO),
+        ("nccl", "bf16", DDPCommunicationHookType.BF16),
+        ("nccl", "fp16", DDPCommunicationHookType.FP16),
+        ("nccl", "no", DDPCommunicationHookType.NO),
+        ("gloo", "no", DDPCommunicationHookType.NO),
+        ("gloo", "bf16", DDPCommunicationHookType.NO),
+        ("smddp", "bf16", DDPCommunicationHookType.NO),
     ],
 )
-def test_ddp_kwargs_compress_gradients_to_bf16_on_nccl_only(backend, hook):
-    kwargs = ddp_kwargs(backend)
+def test_ddp_kwargs_compress_gradients_in_half_precision_on_nccl_only(backend, precision, hook):
+    kwargs = ddp_kwargs(backend, precision)
     assert kwargs.comm_hook == hook
     assert kwargs.to_kwargs() == {"bucket_cap_mb": 100, "gradient_as_bucket_view": True, "broadcast_buffers": False}
 
