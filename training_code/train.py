@@ -117,10 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     log = setup_logging(accelerator.is_main_process)
     world, rank = accelerator.num_processes, accelerator.process_index
     log.info(
-        "distributed=%s backend=%s world_size=%d processes=%d device=%s precision=%s",
+        "distributed=%s backend=%s world_size=%d device=%s precision=%s",
         accelerator.distributed_type,
         backend or "none",
-        torch.distributed.get_world_size() if backend else 1,
         world,
         accelerator.device,
         accelerator.mixed_precision,
