@@ -127,6 +127,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--loop", action="store_true", help="time training_code/train.py instead of the bare model")
+    parser.add_argument("--tokenizer-dir", type=Path, help="a BERT uncased tokenizer for --loop (default: bundled)")
     args = parser.parse_args()
 
     import torch
@@ -137,10 +138,9 @@ def main() -> None:
     if args.loop:
         from pipeline_steps.local.models import bundled_model_dir
 
+        tokenizer_dir = args.tokenizer_dir or bundled_model_dir()
         with tempfile.TemporaryDirectory() as work:
-            result = measure_loop(
-                bert_large_config(), bundled_model_dir(), args.batch, args.seq_len, args.steps, Path(work)
-            )
+            result = measure_loop(bert_large_config(), tokenizer_dir, args.batch, args.seq_len, args.steps, Path(work))
     else:
         result = measure(bert_large_config(), args.batch, args.seq_len, args.steps, args.warmup, "cuda", args.compile)
         result["max_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30

@@ -116,6 +116,8 @@ class HyperParameters(StrictModel):
     # (bench/RESULTS.md section 6); a step interval (0: off) can be added.
     checkpoint_minutes: float = Field(15.0, ge=0)
     checkpoint_steps: int = Field(0, ge=0)
+    # NCCL_DEBUG=INFO in the job: the log then names NCCL's network plugin (EFA or sockets). For a first run.
+    nccl_debug: bool = False
     keep_checkpoints: int = Field(2, gt=0)
 
     @model_validator(mode="after")

@@ -49,6 +49,7 @@ def hyperparameters(ctx: BuildContext) -> dict[str, Any]:
         "checkpoint_minutes": hps.checkpoint_minutes,
         "checkpoint_steps": hps.checkpoint_steps,
         "keep_checkpoints": hps.keep_checkpoints,
+        "nccl_debug": "true" if hps.nccl_debug else "false",  # train.py takes explicit booleans
     }
 
 
