@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -31,8 +32,11 @@ def squad_like_lengths(count: int, seed: int = 0, max_len: int = 384) -> list[in
     return [int(x) for x in np.clip(lengths, 48, max_len)]
 
 
-def write_features(directory: Path, tokenizer_dir: Path, count: int, seed: int = 0) -> Path:
-    """A features.parquet of random token ids with SQuAD-like lengths and valid answer positions."""
+def write_features(
+    directory: Path, tokenizer_dir: Path, count: int, seed: int = 0, fixed_length: int | None = None
+) -> Path:
+    """A features.parquet of random token ids with SQuAD-like lengths (or all `fixed_length` long) and valid
+    answer positions."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -42,7 +46,8 @@ def write_features(directory: Path, tokenizer_dir: Path, count: int, seed: int =
     rng = np.random.default_rng(seed)
     rows: dict[str, list] = {k: [] for k in ("input_ids", "token_type_ids", "attention_mask")}
     rows.update(start_positions=[], end_positions=[], example_id=[])
-    for i, length in enumerate(squad_like_lengths(count, seed)):
+    lengths = [fixed_length] * count if fixed_length else squad_like_lengths(count, seed)
+    for i, length in enumerate(lengths):
         question = int(rng.integers(8, 20))
         body = rng.integers(1000, tokenizer.vocab_size, size=length - 3).tolist()
         ids = [
@@ -128,11 +133,20 @@ def run_train_py(
     env: dict[str, str] | None = None,
 ) -> dict[str, float]:
     """training_code/train.py the SageMaker way for two epochs of `epoch_steps` optimizer steps; samples/s
-    and mean loss of the second epoch (one logging interval)."""
+    and mean loss of the second epoch (one logging interval), and the seconds of each checkpoint it saved."""
     schedule = ["--max_steps", str(2 * epoch_steps), "--logging_steps", str(epoch_steps)]
     with tempfile.TemporaryDirectory() as scratch:
         out, _ = run_python(
-            [*launcher, "train.py", "--checkpoint_steps", "100000", *schedule, *hyperparameters],
+            [
+                *launcher,
+                "train.py",
+                "--checkpoint_steps",
+                "0",
+                "--checkpoint_minutes",
+                "0",
+                *schedule,
+                *hyperparameters,
+            ],
             env={
                 "SM_CHANNEL_MODEL": str(model),
                 "SM_CHANNEL_TRAIN": str(features),
@@ -146,9 +160,11 @@ def run_train_py(
     if len(lines) != 2:
         raise RuntimeError(f"expected one metrics line per epoch, got:\n{out[-2000:]}")
     second_epoch = lines[1]
+    saves = [float(seconds) for seconds in re.findall(r"checkpoint saved: step \d+ in ([0-9.]+) s", out)]
     return {
         "samples_per_second": float(second_epoch["samples_per_second"]),
         "final_loss": float(second_epoch["loss"]),
+        **({"checkpoint_seconds": max(saves)} if saves else {}),
     }
 
 

@@ -3,7 +3,9 @@
 
 Runs unchanged as 1 CPU process, N CPU processes (torchrun, gloo), 1 GPU, or many GPUs on many nodes
 (torchrun + NCCL over EFA, or SageMaker's SMDDP launcher). Resumes from the newest complete checkpoint in
---checkpoint_dir, which SageMaker syncs with the job's checkpoint_s3_uri.
+--checkpoint_dir, which SageMaker syncs with the job's checkpoint_s3_uri. Checkpoints are taken every
+--checkpoint_minutes of training (and/or every --checkpoint_steps): on SageMaker a spot reclaim ends the job
+without a signal the script sees, so the job resumes from the last periodic checkpoint.
 
 SageMaker contract: hyperparameters arrive as `--name value`; SM_CHANNEL_TRAIN holds the tokenized features
 (preprocess.py), SM_CHANNEL_MODEL the base model weights + tokenizer, SM_MODEL_DIR receives the final model.
@@ -16,12 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
 
 from qa.cli import env_path, setup_logging, str2bool
-from qa.distributed import prepare_environment
+from qa.distributed import prepare_environment, request_nccl_debug
 
 EXIT_INTERRUPTED = 143  # 128 + SIGTERM: stopped after saving a checkpoint; a retry resumes from it
 
@@ -48,28 +51,48 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     hps.add_argument("--max_grad_norm", type=float, default=1.0)
     hps.add_argument("--seed", type=int, default=42)
     hps.add_argument("--logging_steps", type=int, default=50)
-    hps.add_argument("--checkpoint_steps", type=int, default=500)
+    hps.add_argument(
+        "--checkpoint_minutes", type=float, default=15.0, help="checkpoint every N minutes of training (0: off)"
+    )
+    hps.add_argument("--checkpoint_steps", type=int, default=0, help="checkpoint every N optimizer steps (0: off)")
     hps.add_argument("--keep_checkpoints", type=int, default=2)
+    hps.add_argument(
+        "--control_steps",
+        type=int,
+        default=10,
+        help="every N optimizer steps the ranks agree (one small all-reduce) on a pending SIGTERM and a due timed "
+        "checkpoint; 0: never (SIGTERM is then not caught and --checkpoint_minutes is ignored)",
+    )
     hps.add_argument("--group_by_length", type=str2bool, default=True)
-    hps.add_argument("--dataloader_num_workers", type=int, default=0)
+    hps.add_argument(
+        "--dataloader_num_workers", type=int, default=-1, help="collating processes (-1: 2 on GPUs, 0 on CPU)"
+    )
+    hps.add_argument(
+        "--nccl_debug", type=str2bool, default=False, help="NCCL_DEBUG=INFO: logs name NCCL's network plugin (EFA)"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     prepare_environment()
+    if args.nccl_debug:
+        request_nccl_debug(os.environ)
 
     import inference
     import torch
-    from accelerate import Accelerator
+    from accelerate import Accelerator, PartialState
     from accelerate.utils import DataLoaderConfiguration, set_seed
     from qa import checkpoints
+    from qa.distributed import ddp_kwargs, describe_ddp
     from qa.features import length_limit_error
     from qa.training import (
+        CheckpointTimer,
         DynamicPaddingCollator,
         FeatureDataset,
         LengthGroupedSampler,
         StopRequest,
+        any_rank,
         build_optimizer,
         capture_rng,
         parameter_digest,
@@ -80,18 +103,25 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm.auto import tqdm
     from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoTokenizer, get_linear_schedule_with_warmup
 
-    stop = StopRequest()
+    cuda = torch.cuda.is_available()
+    stop = StopRequest() if args.control_steps > 0 else None
+    PartialState(cpu=not cuda)  # initialises the process group: its backend decides the DDP settings
+    backend = torch.distributed.get_backend() if torch.distributed.is_initialized() else None
+    precision = resolve_precision(args.precision)
     accelerator = Accelerator(
-        cpu=not torch.cuda.is_available(),
-        mixed_precision=resolve_precision(args.precision),
+        cpu=not cuda,
+        mixed_precision=precision,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
-        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
+        # non_blocking: host-to-device copies from pinned memory overlap the running step.
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, non_blocking=cuda),
+        kwargs_handlers=[ddp_kwargs(backend, precision)],
     )
     log = setup_logging(accelerator.is_main_process)
     world, rank = accelerator.num_processes, accelerator.process_index
     log.info(
-        "distributed=%s processes=%d device=%s precision=%s",
+        "distributed=%s backend=%s world_size=%d device=%s precision=%s",
         accelerator.distributed_type,
+        backend or "none",
         world,
         accelerator.device,
         accelerator.mixed_precision,
@@ -111,15 +141,18 @@ def main(argv: list[str] | None = None) -> int:
     global_batch = args.per_device_train_batch_size * world * args.gradient_accumulation_steps
     sampler = LengthGroupedSampler(dataset.lengths, group_size=global_batch, seed=args.seed, shuffle=True)
     # Multiples of 8 keep tensor-core shapes on GPUs.
-    collator = DynamicPaddingCollator.for_tokenizer(tokenizer, 8 if torch.cuda.is_available() else None)
+    collator = DynamicPaddingCollator.for_tokenizer(tokenizer, 8 if cuda else None)
+    # On GPUs, collation runs in worker processes into pinned memory, off the training thread.
+    workers = args.dataloader_num_workers if args.dataloader_num_workers >= 0 else (2 if cuda else 0)
     loader = torch.utils.data.DataLoader(
         dataset,
         batch_size=args.per_device_train_batch_size,
         sampler=sampler if args.group_by_length else None,
         shuffle=not args.group_by_length,
         collate_fn=collator,
-        num_workers=args.dataloader_num_workers,
-        pin_memory=torch.cuda.is_available(),
+        num_workers=workers,
+        persistent_workers=workers > 0,
+        pin_memory=cuda,
     )
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
     # Sizes per process: Accelerate shards the batches across processes.
@@ -129,9 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     # Accelerate steps a prepared scheduler once per process per optimizer step: scale both counts by it.
     scheduler = get_linear_schedule_with_warmup(optimizer, warmup_steps * world, total_steps * world)
     model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        log.info("ddp: %s", describe_ddp(model))
 
     global_step, start_epoch, skip_batches, samples_seen = 0, 0, 0, 0
     resume_rng = None
+    complete_steps: list[int] = []  # checkpoints known complete: the resumed one and those saved by this run
     latest = checkpoints.find_latest_complete(args.checkpoint_dir, world)
     if latest is not None:
         accelerator.load_state(str(latest))
@@ -140,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         state = checkpoints.read_loop_state(latest, rank)
         global_step, start_epoch, skip_batches = state.global_step, state.epoch, state.batches_in_epoch
         samples_seen = state.samples_seen
+        complete_steps.append(global_step)
         # Creating the resumed iterator draws from the RNG; re-apply the saved state after its first batch.
         resume_rng = capture_rng() if skip_batches else None
         log.info(
@@ -159,19 +196,20 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def save_checkpoint(epoch: int, batches_in_epoch: int) -> None:
-        partial = checkpoints.partial_dir(args.checkpoint_dir, global_step)
-        partial.mkdir(parents=True, exist_ok=True)
-        before = {p.name for p in partial.iterdir()}
+        started = time.perf_counter()
+        target = checkpoints.step_dir(args.checkpoint_dir, global_step)
+        log.info("writing checkpoint %s", target.name)
+        checkpoints.begin(target, rank)
         accelerator.wait_for_everyone()
-        accelerator.save_state(str(partial), safe_serialization=True)
+        accelerator.save_state(str(target), safe_serialization=True)
         state = checkpoints.LoopState(global_step, epoch, batches_in_epoch, samples_seen)
-        checkpoints.write_rank_manifest(partial, rank, state, before)
+        checkpoints.write_rank_manifest(target, rank, state)
         accelerator.wait_for_everyone()
+        complete_steps.append(global_step)
         if accelerator.is_local_main_process:
-            checkpoints.publish(args.checkpoint_dir, global_step)
-            checkpoints.prune(args.checkpoint_dir, args.keep_checkpoints)
+            checkpoints.prune(args.checkpoint_dir, complete_steps, args.keep_checkpoints)
         accelerator.wait_for_everyone()
-        log.info("checkpoint saved: step %d", global_step)
+        log.info("checkpoint saved: step %d in %.1f s", global_step, time.perf_counter() - started)
 
     def log_metrics(interval_loss: torch.Tensor, batches: int, elapsed: float) -> None:
         mean_loss = accelerator.reduce(interval_loss, reduction="mean").item() / max(1, batches)
@@ -191,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     interval_loss = torch.zeros((), device=accelerator.device)
     interval_batches, interval_start = 0, time.perf_counter()
     epoch, interrupted = start_epoch, False
+    timer = CheckpointTimer(args.checkpoint_minutes)
     while global_step < total_steps and not interrupted:
         epoch_loader = accelerator.skip_first_batches(loader, skip_batches) if skip_batches else loader
         # Accelerate re-seeds the sampler with the loader's own iteration count: keep both at `epoch`.
@@ -221,13 +260,16 @@ def main(argv: list[str] | None = None) -> int:
                 log_metrics(interval_loss, interval_batches, time.perf_counter() - interval_start)
                 interval_loss.zero_()
                 interval_batches, interval_start = 0, time.perf_counter()
-            stop_now = accelerator.reduce(
-                torch.tensor(float(stop.requested), device=accelerator.device), reduction="sum"
-            ).item()
-            if stop_now or global_step % args.checkpoint_steps == 0:
+            # Ordinary steps never wait for the device: the ranks compare notes every --control_steps only.
+            stop_now = timed_due = False
+            if args.control_steps > 0 and global_step % args.control_steps == 0:
+                stop_now, timed_due = any_rank(accelerator, [stop.requested, timer.due()])
+            step_due = args.checkpoint_steps > 0 and global_step % args.checkpoint_steps == 0
+            if stop_now or timed_due or step_due:
                 # A checkpoint at the end of an epoch resumes at the start of the next one.
                 at_end = batches_in_epoch >= batches_per_epoch
                 save_checkpoint(epoch + 1 if at_end else epoch, 0 if at_end else batches_in_epoch)
+                timer.restart()
             if stop_now:
                 log.warning("stop requested (SIGTERM): checkpoint at step %d saved, exiting", global_step)
                 interrupted = True

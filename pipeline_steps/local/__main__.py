@@ -20,6 +20,7 @@ from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
 from pipeline_steps.local.registry import LocalModelRegistry
 from pipeline_steps.local.runner import ExecutionResult, LocalPipelineRunner
 from pipeline_steps.local.serving import invoke
+from pipeline_steps.local.spot import SpotInterruption
 from pipeline_steps.local.store import LocalObjectStore
 from pipeline_steps.local.trigger import object_created_event, parameters_from_event, upload_dataset
 
@@ -32,6 +33,13 @@ LOCAL_VALUES = {
 }
 
 
+def name_value(item: str) -> tuple[str, str]:
+    name, sep, value = item.partition("=")
+    if not (name and sep):
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {item!r}")
+    return name, value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--assembly", type=Path, default=ROOT / "cdk.out")
@@ -40,7 +48,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dataset-name", default="sample-squad")
     parser.add_argument("--work-dir", type=Path, default=ROOT / ".local-runs")
     parser.add_argument("--tiny", action="store_true", help="a tiny random model and 1 epoch: wiring only")
-    parser.add_argument("--interrupt-training-after-steps", type=int, help="SIGTERM training at this step")
+    spot = parser.add_argument_group("spot reclaim (what managed spot training does to a job)")
+    spot.add_argument(
+        "--interrupt-training-after-steps", type=int, metavar="N", help="SIGKILL every training process after step N"
+    )
+    spot.add_argument(
+        "--interrupt-mid-checkpoint",
+        action="store_true",
+        help="instead, SIGKILL them as the first checkpoint at or after step N starts being written",
+    )
+    parser.add_argument(
+        "--hyperparameter",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=name_value,
+        help="override one of the training step's hyperparameters (e.g. checkpoint_steps=10)",
+    )
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="pipeline parameter")
     parser.add_argument(
         "--deliver-event-twice",
@@ -131,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"uploaded dataset, manifest last: s3://{bucket}/{manifest_key}")
     print(f"trigger rule matched the Object Created event -> parameters {from_event}")
     overrides.update(from_event)
+    interruption = None
+    if args.interrupt_training_after_steps is not None or args.interrupt_mid_checkpoint:
+        interruption = SpotInterruption(args.interrupt_training_after_steps or 0, args.interrupt_mid_checkpoint)
     try:
         runner = LocalPipelineRunner(
             pipeline.definition,
@@ -138,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             store,
             registry,
             args.work_dir / "executions",
-            interrupt_training_after_steps=args.interrupt_training_after_steps,
+            interruption=interruption,
+            hyperparameter_overrides=dict(args.hyperparameter),
         )
         result = runner.run(overrides)
         print_summary(result, store.root, registry_path)

@@ -5,10 +5,10 @@ Container paths under /opt/ml/ are mapped into a per-job folder; S3 URIs into th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +21,7 @@ from typing import Any
 
 from config.instance_types import INSTANCE_TYPES
 from pipeline_steps.local.errors import StepFailed, UnsupportedDefinition
+from pipeline_steps.local.spot import SpotInterruption, reclaim
 from pipeline_steps.local.store import LocalObjectStore
 
 PROCESSING_FIELDS = {
@@ -91,8 +92,8 @@ def _stream(
     out: Printer,
     on_line: Callable[[str, subprocess.Popen], None] | None = None,
 ) -> int:
-    """Run a command, echoing stdout line by line (stderr, with progress bars, goes to the terminal)."""
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
+    """Run a command in a session of its own, echoing stdout line by line (stderr goes to the terminal)."""
+    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert proc.stdout is not None
     for line in proc.stdout:
         out(f"    | {line.rstrip()}")
@@ -152,12 +153,13 @@ def _download_manifest_files(name: str, input_name: str, uri: str, store: LocalO
 
 @dataclass(frozen=True)
 class TrainingOutcome:
-    interrupted_at_step: int | None
+    interrupted_after: str | None  # the job's last log line before a spot reclaim killed it
     properties: dict[str, Any]
 
 
 class CheckpointSync:
-    """What SageMaker does with checkpoint_s3_uri: restore on start, upload new files while running."""
+    """What SageMaker does with checkpoint_s3_uri: restore on start; while running, upload new files and
+    delete the objects of files deleted locally."""
 
     def __init__(self, store: LocalObjectStore, local_dir: Path, uri: str | None) -> None:
         self.store, self.local_dir, self.uri = store, local_dir, uri
@@ -174,7 +176,9 @@ class CheckpointSync:
 
     def sync(self) -> None:
         if self.uri and self.local_dir.is_dir():
-            self.store.upload_dir(self.local_dir, self.uri)
+            # A file pruned while being copied: the next round catches up.
+            with contextlib.suppress(FileNotFoundError):
+                self.store.mirror_dir(self.local_dir, self.uri)
 
     def __enter__(self) -> CheckpointSync:
         self._thread.start()
@@ -204,7 +208,8 @@ def run_training(
     job_dir: Path,
     job_name: str,
     out: Printer,
-    interrupt_after_step: int | None = None,
+    interruption: SpotInterruption | None = None,
+    hyperparameter_overrides: dict[str, str] | None = None,
 ) -> TrainingOutcome:
     """A TrainingStep's job as the HF training toolkit would run it (torchrun for data parallel)."""
     check_fields(name, args, TRAINING_FIELDS)
@@ -232,6 +237,10 @@ def run_training(
     if restored:
         out(f"    restored {restored} checkpoint file(s) from {checkpoint_config['S3Uri']}")
     user_hps = {k: _decode_hyperparameter(v) for k, v in hps.items() if not k.startswith("sagemaker_")}
+    unknown = sorted(set(hyperparameter_overrides or {}) - set(user_hps))
+    if unknown:
+        raise UnsupportedDefinition(f"step {name!r}: no hyperparameters {unknown} to override; has {sorted(user_hps)}")
+    user_hps.update(hyperparameter_overrides or {})
     resources = args["ResourceConfig"]
     distributed = hps.get("sagemaker_torch_distributed_enabled") == "true" or (
         hps.get("sagemaker_distributed_dataparallel_enabled") == "true"
@@ -268,20 +277,18 @@ def run_training(
     if processes > 1:
         launcher += ["-m", "torch.distributed.run", f"--nproc_per_node={processes}", "--master_addr=127.0.0.1"]
         launcher += [f"--master_port={_free_port()}"]
-    interrupted: list[int] = []
+    interrupted: list[str] = []
 
     def watch(line: str, proc: subprocess.Popen) -> None:
-        if interrupt_after_step is not None and not interrupted and line.startswith("step="):
-            step = int(line.split()[0].split("=")[1])
-            if step >= interrupt_after_step:
-                interrupted.append(step)
-                out(f"    >> simulating a spot interruption: SIGTERM at step {step}")
-                proc.send_signal(signal.SIGTERM)
+        if interruption is not None and not interrupted and interruption.due(line):
+            interrupted.append(line.strip())
+            killed = reclaim(proc.pid)
+            out(f"    >> spot reclaim: SIGKILL to all {killed} processes of the job, just after: {line.strip()}")
 
     with sync:
         code = _stream([*launcher, program, *argv], env, code_dir, out, watch)
     if interrupted:
-        return TrainingOutcome(interrupted_at_step=interrupted[0], properties={})
+        return TrainingOutcome(interrupted_after=interrupted[0], properties={})
     if code != 0:
         raise StepFailed(f"{name}: the training job exited with code {code} (its messages are above)")
     artifact_uri = f"{args['OutputDataConfig']['S3OutputPath'].rstrip('/')}/{job_name}/output/model.tar.gz"
@@ -291,6 +298,6 @@ def run_training(
             tar.add(path, arcname=path.name)
     store.put_file(archive, artifact_uri)
     return TrainingOutcome(
-        interrupted_at_step=None,
+        interrupted_after=None,
         properties={"ModelArtifacts": {"S3ModelArtifacts": artifact_uri}, "TrainingJobName": job_name},
     )

@@ -14,6 +14,7 @@ from pipeline_steps.local.errors import StepFailed, UnsupportedDefinition
 from pipeline_steps.local.expressions import ExpressionResolver
 from pipeline_steps.local.jobs import Printer, run_processing, run_training
 from pipeline_steps.local.registry import LocalModelRegistry, ModelPackage
+from pipeline_steps.local.spot import SpotInterruption
 from pipeline_steps.local.store import LocalObjectStore
 from pipeline_steps.walk import all_steps
 
@@ -122,13 +123,15 @@ class LocalPipelineRunner:
         registry: LocalModelRegistry,
         work_dir: Path,
         out: Printer = print,
-        interrupt_training_after_steps: int | None = None,
+        interruption: SpotInterruption | None = None,
+        hyperparameter_overrides: dict[str, str] | None = None,
     ) -> None:
         validate_definition(definition)
         self.definition = definition
         self.pipeline_name = pipeline_name
         self.store, self.registry, self.work_dir, self.out = store, registry, work_dir, out
-        self.interrupt_after = interrupt_training_after_steps
+        self.interruption = interruption
+        self.hyperparameter_overrides = hyperparameter_overrides or {}
 
     def parameters(self, overrides: dict[str, Any]) -> dict[str, Any]:
         declared = {p["Name"]: p for p in self.definition.get("Parameters", [])}
@@ -222,23 +225,25 @@ class LocalPipelineRunner:
         args = self.resolver.resolve(step["Arguments"])
         spot = bool(args.get("EnableManagedSpotTraining"))
         attempts = max([p.get("MaxAttempts", 1) for p in step.get("RetryPolicies", [])] + [1]) + 1
-        interrupt = self.interrupt_after
+        interruption = self.interruption
         for attempt in range(1, attempts + 1):
             job_name = f"{self.result.execution_id}-{step['Name']}"
+            job_dir = self._job_dir(step["Name"])
             outcome = run_training(
-                step["Name"], args, self.store, self._job_dir(step["Name"]), job_name, self.out, interrupt
+                step["Name"], args, self.store, job_dir, job_name, self.out, interruption, self.hyperparameter_overrides
             )
-            if outcome.interrupted_at_step is None:
+            if outcome.interrupted_after is None:
                 self.step_properties[step["Name"]] = outcome.properties
                 suffix = f" (resumed after a spot interruption, attempt {attempt})" if attempt > 1 else ""
                 return f"model {outcome.properties['ModelArtifacts']['S3ModelArtifacts']}{suffix}"
             if not spot:
-                raise StepFailed(f"{step['Name']}: interrupted at step {outcome.interrupted_at_step} (no spot retry)")
+                raise StepFailed(f"{step['Name']}: killed by a spot reclaim (no spot retry)")
             self.out(
-                f"    spot interruption (SIGTERM after step {outcome.interrupted_at_step}): checkpoints are in "
-                f"{args['CheckpointConfig']['S3Uri']}; retrying on a fresh instance (attempt {attempt + 1})"
+                f"    spot reclaim: the job was killed without writing a checkpoint on the way out; the sync had "
+                f"uploaded what it had to {args['CheckpointConfig']['S3Uri']}; retrying on a fresh instance "
+                f"(attempt {attempt + 1})"
             )
-            interrupt = None
+            interruption = None
         raise StepFailed(f"{step['Name']}: still interrupted after {attempts} attempts")
 
     def _run_condition(self, step: dict[str, Any]) -> str:

@@ -39,6 +39,14 @@ class LocalObjectStore:
         files = sorted(p for p in source.rglob("*") if p.is_file())
         return _copy_files(files, source, self.path(uri.rstrip("/")))
 
+    def mirror_dir(self, source: Path, uri: str) -> None:
+        """upload_dir, then delete the objects under the URI whose files the folder no longer has: what
+        SageMaker's checkpoint sync does with files deleted in the container."""
+        self.upload_dir(source, uri)
+        base = self.path(uri.rstrip("/"))
+        for stale in [p for p in base.rglob("*") if p.is_file() and not (source / p.relative_to(base)).exists()]:
+            stale.unlink()
+
     def put_file(self, source: Path, uri: str) -> None:
         target = self.path(uri)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -46,8 +46,10 @@ def hyperparameters(ctx: BuildContext) -> dict[str, Any]:
         "max_grad_norm": hps.max_grad_norm,
         "seed": hps.seed,
         "logging_steps": hps.logging_steps,
+        "checkpoint_minutes": hps.checkpoint_minutes,
         "checkpoint_steps": hps.checkpoint_steps,
         "keep_checkpoints": hps.keep_checkpoints,
+        "nccl_debug": "true" if hps.nccl_debug else "false",  # train.py takes explicit booleans
     }
 
 

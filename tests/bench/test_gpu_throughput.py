@@ -8,7 +8,14 @@ import pytest
 import torch
 from transformers import BertForQuestionAnswering
 
-from bench.gpu_throughput import bert_large_config, matmul_parameters, measure, training_flops_per_token
+from bench.gpu_throughput import (
+    bert_large_config,
+    matmul_parameters,
+    measure,
+    measure_loop,
+    training_flops_per_token,
+)
+from pipeline_steps.local.models import bundled_model_dir
 
 
 def test_matmul_parameters_leave_out_the_embedding_tables():
@@ -28,4 +35,15 @@ def test_measure_runs_the_training_step_and_reports_consistent_rates():
     assert result["tokens_per_second"] == pytest.approx(32 * result["samples_per_second"])
     flops_per_token = training_flops_per_token(config, 32, result["matmul_parameters"])
     assert result["achieved_tflops"] * 1e12 == pytest.approx(result["tokens_per_second"] * flops_per_token)
+    assert math.isfinite(result["final_loss"]) and result["final_loss"] > 0
+
+
+def test_loop_mode_runs_train_py_and_reports_its_rates_and_checkpoint_time(tmp_path):
+    config = bert_large_config(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
+    result = measure_loop(config, bundled_model_dir(), batch=2, seq_len=32, steps=2, work=tmp_path)
+    assert result["samples_per_second"] > 0
+    assert result["tokens_per_second"] == pytest.approx(32 * result["samples_per_second"])
+    flops_per_token = training_flops_per_token(config, 32, result["matmul_parameters"])
+    assert result["achieved_tflops"] * 1e12 == pytest.approx(result["tokens_per_second"] * flops_per_token)
+    assert result["checkpoint_seconds"] >= 0
     assert math.isfinite(result["final_loss"]) and result["final_loss"] > 0

@@ -7,10 +7,14 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline_steps.local.spot import reclaim
 from tests.training_code.conftest import TRAINING_CODE
+
+INSTRUMENTED = Path(__file__).with_name("instrumented_train.py")
 
 
 @dataclass
@@ -31,10 +35,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def train_command(processes: int, hyperparameters: dict[str, object]) -> list[str]:
+def train_command(processes: int, hyperparameters: dict[str, object], script: str = "train.py") -> list[str]:
     args = [item for key, value in hyperparameters.items() for item in (f"--{key}", str(value))]
     if processes == 1:
-        return [sys.executable, "train.py", *args]
+        return [sys.executable, script, *args]
     return [
         sys.executable,
         "-m",
@@ -42,7 +46,7 @@ def train_command(processes: int, hyperparameters: dict[str, object]) -> list[st
         f"--nproc_per_node={processes}",
         "--master_addr=127.0.0.1",
         f"--master_port={free_port()}",
-        "train.py",
+        script,
         *args,
     ]
 
@@ -68,16 +72,22 @@ def run_training(
     hyperparameters: dict[str, object],
     processes: int = 1,
     sigterm_at_step: int | None = None,
+    kill_when: Callable[[str], bool] | None = None,
+    instrument: dict[str, str] | None = None,
 ) -> TrainRun:
-    """Run train.py to the end, or send SIGTERM once it logs `step=<sigterm_at_step>`."""
+    """Run train.py to the end; or send SIGTERM once it logs `step=<sigterm_at_step>`; or SIGKILL all its
+    processes (a spot reclaim) at the first line for which `kill_when` is true. `instrument`: run it under
+    instrumented_train.py with these variables."""
     env = train_env(model_dir, features_dir, work / "model", work / "checkpoints")
+    env.update(instrument or {})
     proc = subprocess.Popen(
-        train_command(processes, hyperparameters),
+        train_command(processes, hyperparameters, str(INSTRUMENTED) if instrument is not None else "train.py"),
         cwd=TRAINING_CODE,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,
     )
     output = []
     assert proc.stdout is not None
@@ -86,6 +96,9 @@ def run_training(
         if sigterm_at_step is not None and line.startswith(f"step={sigterm_at_step} "):
             proc.send_signal(signal.SIGTERM)  # torchrun forwards it to every worker
             sigterm_at_step = None
+        if kill_when is not None and kill_when(line):
+            output.append(f"-- SIGKILL to {reclaim(proc.pid)} processes\n")
+            kill_when = None
     return TrainRun(proc.wait(timeout=600), "".join(output))
 
 

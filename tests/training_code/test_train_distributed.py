@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+from collections import Counter
 
 import pytest
 import torch
@@ -20,6 +22,7 @@ BASE = {
     "seed": 11,
     "precision": "bf16",  # resolved to full precision on CPU
     "group_by_length": "true",
+    "checkpoint_minutes": 0,  # checkpoints at fixed steps only: the tests know where they are
 }
 
 
@@ -60,7 +63,7 @@ def test_two_processes_agree_with_each_other_and_with_one_process(tmp_path, tiny
     )
     assert one.returncode == 0, one.output[-3000:]
     assert two.returncode == 0, two.output[-3000:]
-    assert "processes=2" in two.output
+    assert "backend=gloo world_size=2" in two.output
     digests = dict(re.findall(r"rank=(\d+) parameter_sha256=([0-9a-f]{64})", two.output))
     assert set(digests) == {"0", "1"}
     assert digests["0"] == digests["1"]
@@ -82,6 +85,7 @@ def test_two_processes_agree_with_each_other_and_with_one_process(tmp_path, tiny
 @pytest.mark.parametrize("processes", [1, 2])
 def test_sigterm_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_dropout_model_dir, sample_features, processes):
     hps = {**BASE, "epochs": 2, "per_device_train_batch_size": 16 // processes, "checkpoint_steps": 7}
+    hps["control_steps"] = 2  # the stop flag is looked at every 2 steps
     reference = run_training(tiny_dropout_model_dir, sample_features, tmp_path / "ref", hps, processes)
     assert reference.returncode == 0, reference.output[-3000:]
     total = len(reference.lines("step="))
@@ -95,8 +99,7 @@ def test_sigterm_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_dropout
     assert 10 <= interrupted_at < total
     assert not (work / "model" / "model.safetensors").exists()
 
-    # What a SIGKILL during a checkpoint write leaves behind: a partial dir and a newer step without markers.
-    shutil.copytree(work / "checkpoints" / saved[-1], work / "checkpoints" / f".partial-step-{interrupted_at + 1:08d}")
+    # What a SIGKILL during a checkpoint write leaves behind: a newer step without (all) markers.
     torn = work / "checkpoints" / f"step-{interrupted_at + 2:08d}"
     shutil.copytree(work / "checkpoints" / saved[-1], torn)
     (torn / "COMPLETE.rank0.json").unlink()
@@ -107,3 +110,87 @@ def test_sigterm_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_dropout
     assert f"skipping incomplete checkpoint step-{interrupted_at + 2:08d}" in resumed.output
     assert resumed.lines("step=")[0].startswith(f"step={interrupted_at + 1} ")
     assert_same_weights(load_weights(tmp_path / "ref" / "model"), load_weights(work / "model"))
+
+
+def resumed_step(run) -> int | None:
+    match = re.search(r"resumed from step-\d{8}: step (\d+)", run.output)
+    return int(match.group(1)) if match else None
+
+
+def after_step(step: int):
+    return lambda line: line.startswith(f"step={step} ")
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_sigkill_at_any_moment_then_resume_matches_an_uninterrupted_run(
+    tmp_path, tiny_dropout_model_dir, sample_features, processes
+):
+    """A spot reclaim: every process SIGKILLed, no handler runs. Before the first checkpoint, in the middle
+    of one (files written, the last rank's marker not), and between two; each retry resumes from the newest
+    complete checkpoint and the final weights are those of a run that was never interrupted."""
+    hps = {**BASE, "max_steps": 20, "per_device_train_batch_size": 16 // processes, "checkpoint_steps": 5}
+    reference = run_training(tiny_dropout_model_dir, sample_features, tmp_path / "ref", hps, processes)
+    assert reference.returncode == 0, reference.output[-3000:]
+
+    work = tmp_path / "spot"
+    before_first = run_training(tiny_dropout_model_dir, sample_features, work, hps, processes, kill_when=after_step(3))
+    assert before_first.returncode != 0 and "-- SIGKILL to" in before_first.output
+
+    mid_write = run_training(
+        tiny_dropout_model_dir,
+        sample_features,
+        work,
+        hps,
+        processes,
+        kill_when=lambda line: line.startswith("PAUSED in checkpoint 10"),
+        instrument={"QA_TEST_PAUSE_IN_CHECKPOINT": "10"},
+    )
+    assert mid_write.returncode != 0 and "-- SIGKILL to" in mid_write.output, mid_write.output[-3000:]
+    torn = work / "checkpoints" / "step-00000010"
+    assert any(torn.glob("random_states_*.pkl"))  # begun; rank 0 may still have been writing the model
+    assert not (torn / f"COMPLETE.rank{processes - 1}.json").exists()
+
+    between = run_training(tiny_dropout_model_dir, sample_features, work, hps, processes, kill_when=after_step(17))
+    assert resumed_step(between) == 5, between.output[-3000:]
+    assert "skipping incomplete checkpoint step-00000010" in between.output
+    assert between.returncode != 0 and "-- SIGKILL to" in between.output
+
+    final = run_training(tiny_dropout_model_dir, sample_features, work, hps, processes)
+    assert final.returncode == 0, final.output[-3000:]
+    assert resumed_step(final) >= 15
+    assert_same_weights(load_weights(tmp_path / "ref" / "model"), load_weights(work / "model"))
+    # Pruned to the newest two, the torn step-10 included (the sync mirrors the deletions to S3).
+    assert sorted(p.name for p in (work / "checkpoints").iterdir()) == ["step-00000015", "step-00000020"]
+
+
+def test_ordinary_steps_make_no_host_sync_and_no_collective(tmp_path, tiny_model_dir, sample_features):
+    """Counted on 2 processes (gloo): logging steps (every 4) reduce the loss once, control steps (every 6)
+    agree on the stop flag and the timer once; every other step asks the host for nothing."""
+    log_dir = tmp_path / "syncs"
+    hps = {
+        **BASE,
+        "max_steps": 13,
+        "per_device_train_batch_size": 2,
+        "logging_steps": 4,
+        "control_steps": 6,
+        "checkpoint_minutes": 60,
+    }
+    run = run_training(
+        tiny_model_dir, sample_features, tmp_path, hps, processes=2, instrument={"QA_TEST_SYNC_LOG": str(log_dir)}
+    )
+    assert run.returncode == 0, run.output[-3000:]
+    assert "backend=gloo world_size=2" in run.output
+    # DDP as configured for gloo: buckets as gradient views, no buffer broadcast per forward, no bf16 hook.
+    assert "ddp: bucket_cap_mb=100 gradient_as_bucket_view=True sync_buffers_every_forward=False comm_hook=none" in (
+        run.output
+    )
+    for rank in (0, 1):
+        events = json.loads((log_dir / f"rank{rank}.json").read_text())
+        assert any(batch == 0 for batch, _ in events), "start-up syncs are counted (the instrument works)"
+        per_batch = {b: Counter(name for batch, name in events if batch == b) for b in range(1, 13)}
+        expected = {b: Counter() for b in range(1, 13)}
+        for b in (4, 8, 12):
+            expected[b].update({"all_reduce": 1, "item": 1})
+        for b in (6, 12):
+            expected[b].update({"all_reduce": 1, "tolist": 1})
+        assert per_batch == expected, f"rank {rank}"

@@ -1,15 +1,17 @@
-"""Spot-safe checkpoints: atomic per-node writes, a completion manifest per rank, newest complete wins.
+"""Spot-safe checkpoints: written in place, a completion manifest per rank written last, newest complete wins.
 
-Layout under the checkpoint dir (synced to `checkpoint_s3_uri` by SageMaker, shared by all nodes):
+Layout under the checkpoint dir (synced to `checkpoint_s3_uri` by SageMaker; every node writes its own copy):
 
-    step-00000500/                      a complete checkpoint (renamed into place when every rank is done)
-        model.safetensors, optimizer.bin, scheduler.bin, ...   written by Accelerate's save_state
+    step-00000500/                      one checkpoint, written straight into its final folder
+        model.safetensors, optimizer.bin, scheduler.bin, ...   written by Accelerate's save_state (rank 0)
         random_states_<rank>.pkl        one per rank (unique names: nodes never overwrite each other)
-        loop_state.rank<rank>.json      epoch, position in the epoch, global step, RNG restore point
+        loop_state.rank<rank>.json      epoch, position in the epoch, global step
         COMPLETE.rank<rank>.json        written last: every file this rank wrote, with its size
-    .partial-step-00000750/             being written (or left behind by a kill): never loaded
 
-A checkpoint is loaded only if the COMPLETE files of all ranks exist and every listed file has its size.
+No temporary folder and no rename: SageMaker uploads each file once, as it appears. A checkpoint is loaded only
+if the COMPLETE files of all ranks exist and every listed file has its size, so a folder left half-written by
+a kill (SIGKILL on a spot reclaim) is skipped. When a later attempt reaches the same step again, each rank
+first removes its own old marker, so a folder being rewritten never looks complete.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 log = logging.getLogger("qa.checkpoints")
 STEP_DIR = re.compile(r"^step-(\d{8})$")
-PARTIAL_PREFIX = ".partial-"
+# Per-rank files: Accelerate's random_states_<rank>.pkl and our <name>.rank<rank>.json; the rest is rank 0's.
+RANK_FILE = re.compile(r"_(\d+)\.pkl$|\.rank(\d+)\.json$")
 
 
 @dataclass(frozen=True)
@@ -37,57 +41,46 @@ class LoopState:
     samples_seen: int
 
 
-def step_dir_name(step: int) -> str:
-    return f"step-{step:08d}"
+def step_dir(checkpoint_dir: Path, step: int) -> Path:
+    return checkpoint_dir / f"step-{step:08d}"
 
 
-def _fsync_tree(directory: Path, files: list[Path]) -> None:
-    for path in files:
-        with path.open("rb") as handle:
-            os.fsync(handle.fileno())
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _step_of(path: Path) -> int | None:
+    match = STEP_DIR.match(path.name)
+    return int(match.group(1)) if match and path.is_dir() else None
 
 
-def partial_dir(checkpoint_dir: Path, step: int) -> Path:
-    return checkpoint_dir / f"{PARTIAL_PREFIX}{step_dir_name(step)}"
+def _fsync(paths: Iterable[Path]) -> None:
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
-def write_rank_manifest(directory: Path, rank: int, state: LoopState, files_before: set[str]) -> None:
+def _owner(name: str) -> int:
+    match = RANK_FILE.search(name)
+    return int(match.group(1) or match.group(2)) if match else 0
+
+
+def begin(directory: Path, rank: int) -> None:
+    """Before writing: create the folder and drop this rank's marker left by an earlier attempt."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"COMPLETE.rank{rank}.json").unlink(missing_ok=True)
+
+
+def write_rank_manifest(directory: Path, rank: int, state: LoopState) -> None:
     """Record this rank's loop state, fsync its files and write its COMPLETE marker last."""
     (directory / f"loop_state.rank{rank}.json").write_text(json.dumps(asdict(state)))
     mine = sorted(
-        p
-        for p in directory.iterdir()
-        if p.is_file() and p.name not in files_before and not p.name.startswith("COMPLETE")
+        p for p in directory.iterdir() if p.is_file() and not p.name.startswith("COMPLETE") and _owner(p.name) == rank
     )
-    # Accelerate writes shared files (model, optimizer) from rank 0 and random_states_<rank> from each rank.
-    mine = [p for p in mine if rank == 0 or re.search(rf"_{rank}\.pkl$|\.rank{rank}\.json$", p.name)]
-    _fsync_tree(directory, mine)
+    _fsync([*mine, directory])
     manifest = {"rank": rank, "step": state.global_step, "files": {p.name: p.stat().st_size for p in mine}}
     marker = directory / f"COMPLETE.rank{rank}.json"
-    tmp = directory / f".COMPLETE.rank{rank}.json.tmp"
-    tmp.write_text(json.dumps(manifest))
-    os.replace(tmp, marker)
-    _fsync_tree(directory, [marker])
-
-
-def publish(checkpoint_dir: Path, step: int) -> Path:
-    """Atomically move a partial checkpoint into place (call once per node, after all its ranks wrote)."""
-    final = checkpoint_dir / step_dir_name(step)
-    if final.exists():  # a previous attempt of the same step published it already
-        shutil.rmtree(partial_dir(checkpoint_dir, step), ignore_errors=True)
-        return final
-    os.replace(partial_dir(checkpoint_dir, step), final)
-    fd = os.open(checkpoint_dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return final
+    marker.write_text(json.dumps(manifest))  # a marker torn by a kill is unreadable JSON: incomplete
+    _fsync([marker, directory])
 
 
 def is_complete(directory: Path, world_size: int) -> tuple[bool, str]:
@@ -95,7 +88,7 @@ def is_complete(directory: Path, world_size: int) -> tuple[bool, str]:
     for rank in range(world_size):
         marker = directory / f"COMPLETE.rank{rank}.json"
         if not marker.is_file():
-            return False, f"no {marker.name} (written by a run of another size, or interrupted)"
+            return False, f"no {marker.name} (interrupted while writing, or written by a run of another size)"
         try:
             manifest = json.loads(marker.read_text())
         except (OSError, json.JSONDecodeError) as err:
@@ -113,18 +106,12 @@ def find_latest_complete(checkpoint_dir: Path, world_size: int) -> Path | None:
     """The newest complete checkpoint; incomplete ones are reported and skipped, never loaded."""
     if not checkpoint_dir.is_dir():
         return None
-    candidates = sorted(
-        (p for p in checkpoint_dir.iterdir() if p.is_dir() and STEP_DIR.match(p.name)),
-        key=lambda p: int(STEP_DIR.match(p.name).group(1)),
-        reverse=True,
-    )
+    candidates = sorted((p for p in checkpoint_dir.iterdir() if _step_of(p) is not None), key=_step_of, reverse=True)
     for candidate in candidates:
         complete, reason = is_complete(candidate, world_size)
         if complete:
             return candidate
         log.warning("skipping incomplete checkpoint %s: %s", candidate.name, reason)
-    for partial in checkpoint_dir.glob(f"{PARTIAL_PREFIX}*"):
-        log.warning("ignoring partial checkpoint %s (interrupted while writing)", partial.name)
     return None
 
 
@@ -132,12 +119,14 @@ def read_loop_state(directory: Path, rank: int) -> LoopState:
     return LoopState(**json.loads((directory / f"loop_state.rank{rank}.json").read_text()))
 
 
-def prune(checkpoint_dir: Path, keep: int) -> None:
-    """Keep the newest `keep` published checkpoints; remove older ones and stale partial ones."""
-    published = sorted(p for p in checkpoint_dir.iterdir() if p.is_dir() and STEP_DIR.match(p.name))
-    for old in published[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-    newest = int(STEP_DIR.match(published[-1].name).group(1)) if published else -1
-    for partial in checkpoint_dir.glob(f"{PARTIAL_PREFIX}step-*"):
-        if int(partial.name.rsplit("-", 1)[1]) <= newest:
-            shutil.rmtree(partial, ignore_errors=True)
+def prune(checkpoint_dir: Path, complete_steps: list[int], keep: int) -> None:
+    """Keep the newest `keep` of `complete_steps` (known complete by this run); remove every other checkpoint
+    older than the newest of them, complete or torn. Decided from the run's own record, not from the folder:
+    on multi-node jobs a node's folder holds only its own ranks' files. SageMaker mirrors the deletions to S3.
+    """
+    kept = set(sorted(complete_steps)[-keep:])
+    newest = max(complete_steps)
+    for path in checkpoint_dir.iterdir():
+        step = _step_of(path)
+        if step is not None and step < newest and step not in kept:
+            shutil.rmtree(path, ignore_errors=True)

@@ -6,6 +6,7 @@ import hashlib
 import math
 import random
 import signal
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,8 @@ def steps_per_epoch(batches_per_process: int, gradient_accumulation_steps: int) 
 
 
 class StopRequest:
-    """Set by SIGTERM (spot interruption / job stop); the loop checks it once per optimizer step."""
+    """Set by SIGTERM (a job stop, or torchrun forwarding one). Best effort: on SageMaker a spot reclaim does
+    not reach the script as a signal (the container's entrypoint does not forward it), see README."""
 
     def __init__(self) -> None:
         self.requested = False
@@ -168,6 +170,28 @@ class StopRequest:
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.requested = True
+
+
+class CheckpointTimer:
+    """Wall-clock checkpoint interval, counted from the end of the previous save (0 minutes: never due)."""
+
+    def __init__(self, minutes: float) -> None:
+        self.seconds = minutes * 60
+        self.restart()
+
+    def restart(self) -> None:
+        self.since = time.monotonic()
+
+    def due(self) -> bool:
+        return self.seconds > 0 and time.monotonic() - self.since >= self.seconds
+
+
+def any_rank(accelerator: Any, flags: list[bool]) -> list[bool]:
+    """Per flag: is it set on any rank? One small all-reduce and one host sync; none on a single process."""
+    if accelerator.num_processes == 1:
+        return flags
+    tensor = torch.tensor(flags, dtype=torch.float32, device=accelerator.device)
+    return [value > 0 for value in accelerator.reduce(tensor, reduction="sum").tolist()]
 
 
 def parameter_digest(model: torch.nn.Module) -> str:
