@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, set_seed
     from qa import checkpoints
+    from qa.base_model import load_question_answering_model
     from qa.training import (
         DynamicPaddingCollator,
         FeatureDataset,
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         steps_per_epoch,
     )
     from tqdm.auto import tqdm
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer, get_linear_schedule_with_warmup
+    from transformers import AutoTokenizer, get_linear_schedule_with_warmup
 
     stop = StopRequest()
     accelerator = Accelerator(
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cuda.matmul.allow_tf32 = True
 
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
-    model = AutoModelForQuestionAnswering.from_pretrained(args.model_name_or_path)
+    model = load_question_answering_model(args.model_name_or_path, log)
     dataset = FeatureDataset.from_parquet(args.train_dir)
     global_batch = args.per_device_train_batch_size * world * args.gradient_accumulation_steps
     sampler = LengthGroupedSampler(dataset.lengths, group_size=global_batch, seed=args.seed, shuffle=True)

@@ -31,7 +31,7 @@ LOCAL_VALUES = {
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--assembly", type=Path, default=ROOT / "cdk.out")
+    parser.add_argument("--assembly", type=Path, default=ROOT / "cdk.out" / "dev", help="`make synth ENV=<env>` output")
     parser.add_argument("--stack", help="the pipeline stack (default: the one stack holding a pipeline)")
     parser.add_argument("--dataset", type=Path, default=ROOT / "data" / "sample-squad")
     parser.add_argument("--dataset-name", default="sample-squad")
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         stack = args.stack or find_pipeline_stack(args.assembly)
         pipeline = load_synthesized_pipeline(args.assembly, stack, account, LOCAL_VALUES)
     except (FileNotFoundError, UnsupportedDefinition) as err:
-        print(f"error: {err} (run `make synth` first)", file=sys.stderr)
+        print(f"error: {err}", file=sys.stderr)
         return 2
     store = LocalObjectStore(args.work_dir / "s3")
     registry_path = args.work_dir / "model-registry.sqlite"
