@@ -11,7 +11,7 @@ CDK := node_modules/.bin/cdk
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 # Hide pip's notices about index folders that some machines' global pip config names but lacks.
 QUIET_PIP := 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
-# The venv first on PATH, so that the CDK CLI's `python3 app.py` runs inside it.
+# The venv first on PATH for every command the targets run (cdk.json runs the app with .venv/bin/python).
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export SAGEMAKER_SUPPRESS_V2_WARNING := 1
@@ -67,8 +67,8 @@ stage-model: bootstrap ## Copy MODEL=<hub id or dir> weights + tokenizer to the 
 deploy: bootstrap ## cdk deploy --all with your own AWS credentials (ENV=dev|prod)
 	$(CDK) deploy --all -c env=$(ENV) --output $(ASSEMBLY)
 
-diff: bootstrap ## cdk diff against the deployed stacks
-	$(CDK) diff --all -c env=$(ENV) --output $(ASSEMBLY)
+diff: bootstrap ## cdk diff of every stack against the deployed ones (ENV=dev|prod)
+	$(CDK) diff -c env=$(ENV) --output $(ASSEMBLY)
 
 destroy: bootstrap ## cdk destroy --all (prod buckets and key are retained)
 	$(CDK) destroy --all -c env=$(ENV) --output $(ASSEMBLY)

@@ -1,6 +1,6 @@
 """Run the synthesized pipeline locally: `python -m pipeline_steps.local --help`.
 
-Reads the pipeline definition and the trigger rule from a cloud assembly (cdk.out), uploads a dataset
+Reads the pipeline definition and the trigger rule from a cloud assembly (cdk.out/<env>), uploads a dataset
 into a local stand-in for S3, turns the manifest upload into an S3 'Object Created' event, applies the
 rule, and runs the execution it starts. Exit code 0 only when the execution succeeded.
 """
@@ -29,16 +29,42 @@ LOCAL_VALUES = {
 }
 
 
+def name_value(text: str) -> tuple[str, str]:
+    """A `--param NAME=VALUE` argument."""
+    name, separator, value = text.partition("=")
+    if not separator or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name, value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--assembly", type=Path, default=ROOT / "cdk.out" / "dev", help="`make synth ENV=<env>` output")
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline_steps.local",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--assembly",
+        type=Path,
+        default=ROOT / "cdk.out" / "dev",
+        help="cdk.out/<env>, as `make synth ENV=<env>` writes it (default: cdk.out/dev)",
+    )
     parser.add_argument("--stack", help="the pipeline stack (default: the one stack holding a pipeline)")
-    parser.add_argument("--dataset", type=Path, default=ROOT / "data" / "sample-squad")
+    parser.add_argument(
+        "--dataset", type=Path, default=ROOT / "data" / "sample-squad", help="default: data/sample-squad"
+    )
     parser.add_argument("--dataset-name", default="sample-squad")
-    parser.add_argument("--work-dir", type=Path, default=ROOT / ".local-runs")
-    parser.add_argument("--tiny", action="store_true", help="a tiny random model and 1 epoch: wiring only")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=ROOT / ".local-runs",
+        help="local S3, model registry, job folders and logs (default: .local-runs)",
+    )
+    parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of MiniLM: wiring only")
     parser.add_argument("--interrupt-training-after-steps", type=int, help="SIGTERM training at this step")
-    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="pipeline parameter")
+    parser.add_argument(
+        "--param", action="append", default=[], type=name_value, metavar="NAME=VALUE", help="pipeline parameter"
+    )
     return parser.parse_args(argv)
 
 
@@ -73,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     registry = LocalModelRegistry(registry_path)
     store.put_file(pipeline.code_archive, pipeline.code_uri)
 
-    overrides: dict[str, str] = dict(item.split("=", 1) for item in args.param)
+    overrides: dict[str, str] = dict(args.param)
     defaults = {p["Name"]: p.get("DefaultValue") for p in pipeline.definition["Parameters"]}
     artifacts_bucket = defaults["BaseModelUri"].removeprefix("s3://").split("/", 1)[0]
     model_uri = f"s3://{artifacts_bucket}/base-models/{'tiny-bert' if args.tiny else 'all-MiniLM-L6-v2'}/"

@@ -1,9 +1,11 @@
-"""The local runner finds the pipeline stack of the latest synth, and says which command fixes what it lacks."""
+"""The local runner's command line: the pipeline stack of the latest synth, errors that name their fix."""
 
 from __future__ import annotations
 
 import json
 import shutil
+
+import pytest
 
 from pipeline_steps.local.__main__ import main as run_local
 from pipeline_steps.local.assembly import find_pipeline_stack
@@ -31,3 +33,10 @@ def test_templates_left_by_an_earlier_synth_into_the_same_folder_are_ignored(dev
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     assert (tmp_path / f"{prod.stacks.pipeline.stack_name}.template.json").is_file()
     assert find_pipeline_stack(tmp_path) == dev.stacks.pipeline.stack_name
+
+
+def test_a_param_without_a_value_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run_local(["--param", "Epochs"])
+    assert exit_info.value.code == 2
+    assert "argument --param: expected NAME=VALUE, got 'Epochs'" in capsys.readouterr().err
