@@ -29,10 +29,11 @@ class LibraryNoiseFilter:
 
     def is_noise(self, line: str) -> bool:
         plain = ANSI_ESCAPE.sub("", line).rstrip()
-        if PROGRESS_BAR.search(plain):
-            return True
+        # First: another process's unfinished progress bar may share the report's first line.
         if " LOAD REPORT from: " in plain:
             self._in_report, self._in_notes = True, False
+            return True
+        if PROGRESS_BAR.search(plain):
             return True
         if self._in_report:
             # The report: a table, a blank line, "Notes:", then one "- STATUS ..." line per kind of key.

@@ -33,12 +33,14 @@ def test_console_leaves_out_progress_bars_and_load_reports_and_the_log_keeps_the
     report = transformers_load_report(tmp_path)
     assert "LOAD REPORT" in report and "MISSING" in report and "UNEXPECTED" in report
     bar = "\rLoading weights:   0%|          | 0/39 [00:00<?, ?it/s]\rLoading weights: 100%|###| 39/39 [00:00<00:00]\n"
+    # As seen with two ranks: one rank's unfinished progress bar, then the other rank's report on that line.
+    unfinished_bar = "\rLoading weights:   0%|          | 0/101 [00:00<?, ?it/s]"
     job = tmp_path / "job.py"
     job.write_text(
         "import sys\n"
         "print('step=1 loss=1.0', flush=True)\n"
         f"sys.stderr.write({bar!r})\n"
-        f"sys.stderr.write({report!r})\n"
+        f"sys.stderr.write({unfinished_bar + report!r})\n"
         "sys.stderr.write('error: train/train.jsonl:line 6 field=answers\\n')\n"
     )
     capfd.readouterr()  # the in-process load above drew its own progress bar
