@@ -77,4 +77,5 @@ class JobLog:
     def close(self) -> None:
         self._file.close()
         if self.hidden:
-            self.out(f"    full job log ({self.hidden} library lines not shown above): {self.path}")
+            lines = "1 library line" if self.hidden == 1 else f"{self.hidden} library lines"
+            self.out(f"    full job log ({lines} not shown above): {self.path}")
