@@ -2,13 +2,16 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV ?= dev
+# Each environment synthesizes into its own folder, so environments never mix and any order of targets works.
+CDK_OUT ?= cdk.out
+ASSEMBLY = $(CDK_OUT)/$(ENV)
 VENV := .venv
 PY := $(VENV)/bin/python
 CDK := node_modules/.bin/cdk
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 # Hide pip's notices about index folders that some machines' global pip config names but lacks.
 QUIET_PIP := 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
-# The venv first on PATH, so that the CDK CLI's `python3 app.py` runs inside it.
+# The venv first on PATH for every command the targets run (cdk.json runs the app with .venv/bin/python).
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export SAGEMAKER_SUPPRESS_V2_WARNING := 1
@@ -35,16 +38,16 @@ node_modules/.installed: package.json package-lock.json
 
 bootstrap: $(VENV)/.installed node_modules/.installed ## Create .venv and node_modules when missing
 
-synth: bootstrap ## Synthesize every stack offline into cdk.out (ENV=dev|prod)
-	$(CDK) synth --quiet -c env=$(ENV) --output cdk.out
+synth: bootstrap ## Synthesize every stack of ENV=dev|prod offline into cdk.out/<env>
+	$(CDK) synth --quiet -c env=$(ENV) --output $(ASSEMBLY)
 
 # The demo's parameter overrides: a small pretrained encoder learns the bundled dataset in 3 epochs.
 DEMO_PARAMS := --param Epochs=3 --param LearningRate=3e-4 --param F1Threshold=40
 TINY_PARAMS := --tiny --param Epochs=1 --param F1Threshold=0
 
 demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally (TINY=1: wiring-only run)
-	$(PY) -m tools.summarize cdk.out
-	$(PY) -m pipeline_steps.local --assembly cdk.out $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $(DEMO_ARGS)
+	$(PY) -m tools.summarize $(ASSEMBLY)
+	$(PY) -m pipeline_steps.local --assembly $(ASSEMBLY) $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $(DEMO_ARGS)
 
 test: bootstrap ## Run the whole test suite (offline)
 	$(PY) -m pytest
@@ -65,13 +68,13 @@ preflight: bootstrap ## Check bootstrap, stacks, staged model, quotas and bucket
 	$(PY) -m tools.preflight --env $(ENV)
 
 deploy: bootstrap ## cdk deploy --all with your own AWS credentials (ENV=dev|prod)
-	$(CDK) deploy --all -c env=$(ENV)
+	$(CDK) deploy --all -c env=$(ENV) --output $(ASSEMBLY)
 
-diff: bootstrap ## cdk diff against the deployed stacks
-	$(CDK) diff --all -c env=$(ENV)
+diff: bootstrap ## cdk diff of every stack against the deployed ones (ENV=dev|prod)
+	$(CDK) diff -c env=$(ENV) --output $(ASSEMBLY)
 
 destroy: bootstrap ## cdk destroy --all (prod buckets and key are retained)
-	$(CDK) destroy --all -c env=$(ENV)
+	$(CDK) destroy --all -c env=$(ENV) --output $(ASSEMBLY)
 
 clean: ## Remove generated output (keeps .venv and node_modules)
-	rm -rf cdk.out .cache .pytest_cache .ruff_cache
+	rm -rf $(CDK_OUT) .cache .pytest_cache .ruff_cache

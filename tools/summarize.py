@@ -1,6 +1,6 @@
 """Print a readable summary of a synthesized cloud assembly: stacks, key resources, pipeline steps.
 
-python -m tools.summarize cdk.out
+python -m tools.summarize cdk.out/dev
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from pipeline_steps.local.assembly import synthesized_templates
+from pipeline_steps.local.errors import AssemblyNotFound
 from tools.idle_cost import idle_cost
 
 KEY_TYPES = {
@@ -27,17 +29,6 @@ KEY_TYPES = {
     "AWS::SQS::Queue": "SQS queue",
     "AWS::SNS::Topic": "SNS topic",
 }
-
-
-def load_templates(assembly: Path) -> dict[str, dict[str, Any]]:
-    """Stack name -> template, in the order of the assembly manifest."""
-    manifest = json.loads((assembly / "manifest.json").read_text())
-    templates = {}
-    for name, artifact in manifest["artifacts"].items():
-        if artifact.get("type") == "aws:cloudformation:stack":
-            template_file = artifact["properties"]["templateFile"]
-            templates[name] = json.loads((assembly / template_file).read_text())
-    return templates
 
 
 def pipeline_definition(resource: dict[str, Any]) -> dict[str, Any] | None:
@@ -99,7 +90,7 @@ def _describe(logical_id: str, resource: dict[str, Any]) -> str:
 def summarize(assembly: Path) -> str:
     """Human-readable summary of every stack in the assembly."""
     lines = [f"Synthesized {assembly}/ (offline, no AWS account used)"]
-    templates = load_templates(assembly)
+    templates = synthesized_templates(assembly)
     for stack_name, template in templates.items():
         resources = template.get("Resources", {})
         counts = Counter(r["Type"] for r in resources.values())
@@ -115,11 +106,12 @@ def summarize(assembly: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
-    assembly = Path(argv[0] if argv else "cdk.out")
-    if not (assembly / "manifest.json").exists():
-        print(f"error: no cloud assembly at {assembly}/ (run `make synth` first)", file=sys.stderr)
+    assembly = Path(argv[0] if argv else "cdk.out/dev")
+    try:
+        print(summarize(assembly))
+    except AssemblyNotFound as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
-    print(summarize(assembly))
     return 0
 
 

@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     from accelerate import Accelerator, PartialState
     from accelerate.utils import DataLoaderConfiguration, set_seed
     from qa import checkpoints
+    from qa.base_model import load_question_answering_model
     from qa.distributed import ddp_kwargs, describe_ddp
     from qa.features import length_limit_error
     from qa.training import (
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         steps_per_epoch,
     )
     from tqdm.auto import tqdm
-    from transformers import AutoConfig, AutoModelForQuestionAnswering, AutoTokenizer, get_linear_schedule_with_warmup
+    from transformers import AutoConfig, AutoTokenizer, get_linear_schedule_with_warmup
 
     cuda = torch.cuda.is_available()
     stop = StopRequest() if args.control_steps > 0 else None
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if too_long:
         print(f"error: {too_long}", file=sys.stderr, flush=True)
         return 1
-    model = AutoModelForQuestionAnswering.from_pretrained(args.model_name_or_path)
+    model = load_question_answering_model(args.model_name_or_path, log)
     global_batch = args.per_device_train_batch_size * world * args.gradient_accumulation_steps
     sampler = LengthGroupedSampler(dataset.lengths, group_size=global_batch, seed=args.seed, shuffle=True)
     # Multiples of 8 keep tensor-core shapes on GPUs.

@@ -1,6 +1,6 @@
 """Run the synthesized pipeline locally: `python -m pipeline_steps.local --help`.
 
-Reads the pipeline definition and the trigger rule from a cloud assembly (cdk.out), uploads a dataset
+Reads the pipeline definition and the trigger rule from a cloud assembly (cdk.out/<env>), uploads a dataset
 into a local stand-in for S3, turns the manifest upload into an S3 'Object Created' event, applies the
 rule, and runs the execution it starts. When it registers a model, asks that model the first validation
 question the way its SageMaker endpoint would answer. Exit code 0 only when all of this succeeded.
@@ -33,21 +33,38 @@ LOCAL_VALUES = {
 }
 
 
-def name_value(item: str) -> tuple[str, str]:
-    name, sep, value = item.partition("=")
-    if not (name and sep):
-        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {item!r}")
+def name_value(text: str) -> tuple[str, str]:
+    """A `--param` / `--hyperparameter NAME=VALUE` argument."""
+    name, separator, value = text.partition("=")
+    if not separator or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
     return name, value
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--assembly", type=Path, default=ROOT / "cdk.out")
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline_steps.local",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--assembly",
+        type=Path,
+        default=ROOT / "cdk.out" / "dev",
+        help="cdk.out/<env>, as `make synth ENV=<env>` writes it (default: cdk.out/dev)",
+    )
     parser.add_argument("--stack", help="the pipeline stack (default: the one stack holding a pipeline)")
-    parser.add_argument("--dataset", type=Path, default=ROOT / "data" / "sample-squad")
+    parser.add_argument(
+        "--dataset", type=Path, default=ROOT / "data" / "sample-squad", help="default: data/sample-squad"
+    )
     parser.add_argument("--dataset-name", default="sample-squad")
-    parser.add_argument("--work-dir", type=Path, default=ROOT / ".local-runs")
-    parser.add_argument("--tiny", action="store_true", help="a tiny random model and 1 epoch: wiring only")
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=ROOT / ".local-runs",
+        help="local S3, model registry, job folders and logs (default: .local-runs)",
+    )
+    parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of MiniLM: wiring only")
     spot = parser.add_argument_group("spot reclaim (what managed spot training does to a job)")
     spot.add_argument(
         "--interrupt-training-after-steps", type=int, metavar="N", help="SIGKILL every training process after step N"
@@ -65,7 +82,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=name_value,
         help="override one of the training step's hyperparameters (e.g. checkpoint_steps=10)",
     )
-    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="pipeline parameter")
+    parser.add_argument(
+        "--param", action="append", default=[], type=name_value, metavar="NAME=VALUE", help="pipeline parameter"
+    )
     parser.add_argument(
         "--deliver-event-twice",
         action="store_true",
@@ -120,14 +139,14 @@ def main(argv: list[str] | None = None) -> int:
         stack = args.stack or find_pipeline_stack(args.assembly)
         pipeline = load_synthesized_pipeline(args.assembly, stack, account, LOCAL_VALUES)
     except (FileNotFoundError, UnsupportedDefinition) as err:
-        print(f"error: {err} (run `make synth` first)", file=sys.stderr)
+        print(f"error: {err}", file=sys.stderr)
         return 2
     store = LocalObjectStore(args.work_dir / "s3")
     registry_path = args.work_dir / "model-registry.sqlite"
     registry = LocalModelRegistry(registry_path)
     store.put_file(pipeline.code_archive, pipeline.code_uri)
 
-    overrides: dict[str, str] = dict(item.split("=", 1) for item in args.param)
+    overrides: dict[str, str] = dict(args.param)
     defaults = {p["Name"]: p.get("DefaultValue") for p in pipeline.definition["Parameters"]}
     artifacts_bucket = defaults["BaseModelUri"].removeprefix("s3://").split("/", 1)[0]
     model_uri = f"s3://{artifacts_bucket}/base-models/{'tiny-bert' if args.tiny else 'all-MiniLM-L6-v2'}/"

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline_steps.local.errors import UnsupportedDefinition
+from pipeline_steps.local.errors import AssemblyNotFound, UnsupportedDefinition
 
+PIPELINE_TYPE = "AWS::SageMaker::Pipeline"
 PSEUDO = re.compile(r"\$\{(AWS::[A-Za-z]+|[A-Za-z0-9]+)\}")
 
 
@@ -75,9 +76,11 @@ def load_synthesized_pipeline(
     assembly: Path, stack_name: str, account: LocalAccount, local_values: dict[str, str]
 ) -> SynthesizedPipeline:
     """Resolve the stack's AWS::SageMaker::Pipeline definition and trigger rule with local values."""
-    template = json.loads((assembly / f"{stack_name}.template.json").read_text())
-    resources = template["Resources"]
-    [pipeline] = [r for r in resources.values() if r["Type"] == "AWS::SageMaker::Pipeline"]
+    templates = synthesized_templates(assembly)
+    if stack_name not in templates:
+        raise UnsupportedDefinition(f"no stack {stack_name!r} in {assembly}/ (it holds {sorted(templates)})")
+    resources = templates[stack_name]["Resources"]
+    [pipeline] = [r for r in resources.values() if r["Type"] == PIPELINE_TYPE]
     body = pipeline["Properties"]["PipelineDefinition"]["PipelineDefinitionBody"]
     text, variables = body["Fn::Sub"]
     code_bucket, code_key = _code_asset_location(assembly, stack_name)
@@ -104,15 +107,40 @@ def load_synthesized_pipeline(
     )
 
 
+def synthesized_templates(assembly: Path) -> dict[str, dict[str, Any]]:
+    """Stack name -> template for the stacks of the latest synth into `assembly`, in manifest order.
+
+    The manifest lists only what the latest synth wrote: templates left behind by an earlier synth into the
+    same folder are not included.
+    """
+    manifest = assembly / "manifest.json"
+    if not manifest.is_file():
+        raise AssemblyNotFound(f"no cloud assembly in {assembly}/: run `{synth_command(assembly)}` first")
+    templates = {}
+    for name, artifact in json.loads(manifest.read_text())["artifacts"].items():
+        if artifact.get("type") == "aws:cloudformation:stack":
+            templates[name] = json.loads((assembly / artifact["properties"]["templateFile"]).read_text())
+    return templates
+
+
+def synth_command(assembly: Path) -> str:
+    """The command that writes this assembly folder: `make synth ENV=<env>` for the Makefile's cdk.out/<env>."""
+    if assembly.parent.name == "cdk.out":
+        return f"make synth ENV={assembly.name}"
+    return f"npx cdk synth --output {assembly}"
+
+
 def find_pipeline_stack(assembly: Path) -> str:
     """The name of the one stack in the assembly that holds an AWS::SageMaker::Pipeline."""
     found = [
-        path.name.removesuffix(".template.json")
-        for path in sorted(assembly.glob("*.template.json"))
-        if '"AWS::SageMaker::Pipeline"' in path.read_text()
+        name
+        for name, template in synthesized_templates(assembly).items()
+        if any(r["Type"] == PIPELINE_TYPE for r in template.get("Resources", {}).values())
     ]
-    if len(found) != 1:
-        raise UnsupportedDefinition(f"expected one pipeline stack in {assembly}, found {found or 'none'}: use --stack")
+    if not found:
+        raise AssemblyNotFound(f"no pipeline stack in {assembly}/: run `{synth_command(assembly)}` first")
+    if len(found) > 1:
+        raise UnsupportedDefinition(f"{assembly}/ holds {len(found)} pipeline stacks {found}: pick one with --stack")
     return found[0]
 
 

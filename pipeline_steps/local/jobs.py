@@ -6,6 +6,7 @@ Container paths under /opt/ml/ are mapped into a per-job folder; S3 URIs into th
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from typing import Any
 
 from config.instance_types import INSTANCE_TYPES
 from pipeline_steps.local.errors import StepFailed, UnsupportedDefinition
+from pipeline_steps.local.job_log import JobLog, Printer
 from pipeline_steps.local.spot import SpotInterruption, reclaim
 from pipeline_steps.local.store import LocalObjectStore
 
@@ -50,7 +52,7 @@ TRAINING_FIELDS = {
     "Environment",
     "DebugHookConfig",
 }
-Printer = Callable[[str], None]
+JOB_LOG = "job.log"  # the job's whole output, as its CloudWatch log stream would hold it
 
 
 def check_fields(step_name: str, arguments: dict[str, Any], known: set[str]) -> None:
@@ -89,17 +91,29 @@ def _stream(
     command: list[str],
     env: dict[str, str],
     cwd: Path,
+    log_path: Path,
     out: Printer,
     on_line: Callable[[str, subprocess.Popen], None] | None = None,
 ) -> int:
-    """Run a command in a session of its own, echoing stdout line by line (stderr goes to the terminal)."""
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
-    assert proc.stdout is not None
+    """Run a command in a session of its own: all output into the job's log file, stdout echoed, stderr echoed
+    without library noise."""
+    proc = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    # Lines end at "\n" only, so that a progress bar's "\r" redraws stay one line.
+    stderr = io.TextIOWrapper(proc.stderr.detach(), encoding="utf-8", errors="replace", newline="\n")
+    log = JobLog(log_path, out, lambda line: print(line, file=sys.stderr, flush=True))
+    stderr_reader = threading.Thread(target=log.follow_stderr, args=(stderr,), daemon=True)
+    stderr_reader.start()
     for line in proc.stdout:
-        out(f"    | {line.rstrip()}")
+        log.stdout_line(line)
         if on_line:
             on_line(line, proc)
-    return proc.wait()
+    code = proc.wait()
+    stderr_reader.join()
+    log.close()
+    return code
 
 
 def run_processing(name: str, args: dict[str, Any], store: LocalObjectStore, job_dir: Path, out: Printer) -> dict:
@@ -126,7 +140,7 @@ def run_processing(name: str, args: dict[str, Any], store: LocalObjectStore, job
     env = _python_env({k: str(v) for k, v in args.get("Environment", {}).items()})
     # Scripts that call S3 themselves (claim.py) use the local object store's folder instead.
     env["LOCAL_S3_ROOT"] = str(store.root)
-    code = _stream(command, env, job_dir, out)
+    code = _stream(command, env, job_dir, job_dir / JOB_LOG, out)
     if code != 0:
         raise StepFailed(f"{name}: the processing job exited with code {code} (its messages are above)")
     outputs = args.get("ProcessingOutputConfig", {}).get("Outputs", [])
@@ -286,7 +300,7 @@ def run_training(
             out(f"    >> spot reclaim: SIGKILL to all {killed} processes of the job, just after: {line.strip()}")
 
     with sync:
-        code = _stream([*launcher, program, *argv], env, code_dir, out, watch)
+        code = _stream([*launcher, program, *argv], env, code_dir, job_dir / JOB_LOG, out, watch)
     if interrupted:
         return TrainingOutcome(interrupted_after=interrupted[0], properties={})
     if code != 0:

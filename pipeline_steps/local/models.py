@@ -15,9 +15,12 @@ def bundled_model_dir() -> Path:
 def build_tiny_model(
     target: Path, hidden_size: int = 32, dropout: float = 0.1, max_position_embeddings: int = 512
 ) -> Path:
-    """A 2-layer BERT for question answering with random weights and the bundled tokenizer."""
+    """A 2-layer BERT encoder with random weights and the bundled tokenizer.
+
+    Like a base model on a hub, it has no question-answering head: training adds one, as it does to a real one.
+    """
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertForQuestionAnswering
+    from transformers import AutoTokenizer, BertConfig, BertModel
 
     tokenizer = AutoTokenizer.from_pretrained(str(bundled_model_dir()))
     torch.manual_seed(0)
@@ -31,6 +34,6 @@ def build_tiny_model(
         attention_probs_dropout_prob=dropout,
         max_position_embeddings=max_position_embeddings,
     )
-    BertForQuestionAnswering(config).save_pretrained(target)
+    BertModel(config).save_pretrained(target)
     tokenizer.save_pretrained(target)
     return target

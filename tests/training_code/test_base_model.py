@@ -1,0 +1,45 @@
+"""Loading the base model for QA says in plain words that the head is new, and warns about anything else."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+from qa.base_model import load_question_answering_model
+
+log = logging.getLogger("qa")
+
+
+def qa_messages(caplog) -> list[tuple[int, str]]:
+    return [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "qa"]
+
+
+def test_a_base_encoder_gets_a_new_head_said_once(tiny_model_dir, caplog):
+    with caplog.at_level(logging.INFO, logger="qa"):
+        model = load_question_answering_model(str(tiny_model_dir), log)
+    assert type(model).__name__ == "BertForQuestionAnswering"
+    [(level, message)] = qa_messages(caplog)
+    assert level == logging.INFO
+    assert message.startswith("the question-answering head is new")
+
+
+def test_a_model_that_has_its_head_loads_without_a_word(tiny_model_dir, tmp_path, caplog):
+    load_question_answering_model(str(tiny_model_dir), log).save_pretrained(tmp_path)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="qa"):
+        load_question_answering_model(str(tmp_path), log)
+    assert qa_messages(caplog) == []
+
+
+def test_encoder_weights_missing_from_the_base_model_are_a_warning(tiny_model_dir, tmp_path, caplog):
+    shutil.copytree(tiny_model_dir, tmp_path, dirs_exist_ok=True)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["num_hidden_layers"] += 1  # a layer the checkpoint does not have
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with caplog.at_level(logging.INFO, logger="qa"):
+        load_question_answering_model(str(tmp_path), log)
+    warnings = [message for level, message in qa_messages(caplog) if level == logging.WARNING]
+    assert len(warnings) == 1
+    assert f"encoder.layer.{config['num_hidden_layers'] - 1}." in warnings[0]
+    assert "is it the intended base model?" in warnings[0]
