@@ -15,7 +15,7 @@ export SAGEMAKER_SUPPRESS_V2_WARNING := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model
+.PHONY: help bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model estimate
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -72,3 +72,6 @@ destroy: bootstrap ## cdk destroy --all (prod buckets and key are retained)
 
 clean: ## Remove generated output (keeps .venv and node_modules)
 	rm -rf cdk.out .cache .pytest_cache .ruff_cache
+
+estimate: ## Time and cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>])
+	$(PY) -m tools.estimate --env $(ENV) $(if $(DATASET),--dataset "$(DATASET)")
