@@ -154,6 +154,12 @@ class TrainingSettings(StrictModel):
     image_uri: str | None = Field(None, min_length=1, description="Overrides the backend's default image.")
     encrypt_inter_container_traffic: bool = True
     retry_attempts: int = Field(3, ge=0, le=20)
+    max_cost_usd: float = Field(
+        1000.0,
+        gt=0,
+        description="Default of the MaxTrainingCostUSD pipeline parameter: executions whose estimated on-demand "
+        "training cost (list prices, config/costs.py) exceeds it stop before FineTune.",
+    )
 
 
 class ProcessingSettings(StrictModel):

@@ -18,7 +18,7 @@ from pipeline_steps.aws_rules import check_definition
 from pipeline_steps.parameters import build_parameters
 from pipeline_steps.placeholders import DeployTimeValues, deploy_time_values
 from pipeline_steps.sdk import BUILD_REGION, offline_session
-from pipeline_steps.steps import evaluate, preprocess, register, train
+from pipeline_steps.steps import cost_guard, evaluate, preprocess, register, train
 from pipeline_steps.steps.context import BuildContext
 
 INLINE_LIMIT_BYTES = 100_000  # larger definitions must go through PipelineDefinitionS3Location
@@ -36,14 +36,15 @@ def build_definition(settings: Settings, values: DeployTimeValues | None = None)
         session=offline_session(default_bucket=artifacts),
         artifacts_bucket=artifacts,
     )
-    preprocess_step = preprocess.build(ctx)
+    preprocess_step, stats = preprocess.build(ctx)
     train_step = train.build(ctx, preprocess_step)
     evaluate_step, report = evaluate.build(ctx, preprocess_step, train_step)
     check_step = register.build(ctx, train_step, evaluate_step, report)
+    guard_step = cost_guard.build(ctx, preprocess_step, stats, [train_step, evaluate_step, check_step])
     pipeline = Pipeline(
         name=settings.pipeline_name,
         parameters=params.all(),
-        steps=[preprocess_step, train_step, evaluate_step, check_step],
+        steps=[preprocess_step, guard_step],
         sagemaker_session=ctx.session,
         pipeline_experiment_config=None,
     )

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from qa.cli import setup_logging, str2bool
+from qa.cost import run_estimate
 from qa.data import SPLITS, load_dataset_files, read_manifest, summarize_problems
 from qa.features import prepare_train_features, prepare_validation_features
 
@@ -42,7 +43,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--manifest-version",
         help="the manifest object's S3 version id: part of the step's cache key, recorded in stats.json",
     )
+    cost = parser.add_argument_group("cost estimate (stats.json's cost_estimate, read by the pipeline's cost guard)")
+    cost.add_argument("--cost-model", type=json.loads, help="JSON: hardware facts and prices, built from settings")
+    cost.add_argument("--training-instance-type")
+    cost.add_argument("--training-instance-count", type=int, default=1)
+    cost.add_argument("--epochs", type=float, default=2.0)
     return parser.parse_args(argv)
+
+
+def cost_estimate(args: argparse.Namespace, lengths: dict[str, Counter]) -> dict:
+    """The training estimate for this dataset on the execution's instance type and count."""
+    model_config = json.loads((args.tokenizer_dir / "config.json").read_text())
+    return run_estimate(
+        args.cost_model,
+        model_config,
+        dict(lengths["train"]),
+        dict(lengths["validation"]),
+        args.training_instance_type,
+        args.training_instance_count,
+        args.epochs,
+    )
 
 
 def _workers(requested: int, records: int) -> int:
@@ -117,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         "doc_stride": args.doc_stride,
         "splits": {},
     }
+    split_lengths: dict[str, Counter] = {}
     for split in SPLITS:
         records = report.records[split]
         features = tokenize_split(split, records, tokenizer, args)
@@ -128,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                 for record in records:
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         lengths = [len(ids) for ids in features["input_ids"]]
+        split_lengths[split] = Counter(lengths)
         stats["splits"][split] = {
             "examples": len(records),
             "features": len(features),
@@ -136,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
             "length_histogram": _length_histogram(lengths),
         }
         log.info("%s: %d examples -> %d features", split, len(records), len(features))
+    if args.cost_model:
+        stats["cost_estimate"] = cost_estimate(args, split_lengths)
+        log.info("cost estimate: %s", stats["cost_estimate"])
     (args.output_dir / "stats").mkdir(parents=True, exist_ok=True)
     (args.output_dir / "stats" / "stats.json").write_text(json.dumps(stats, indent=2))
     print(json.dumps({s: {k: v for k, v in d.items() if k != "length_histogram"} for s, d in stats["splits"].items()}))

@@ -2,19 +2,43 @@
 
 from __future__ import annotations
 
+import json
+
 from sagemaker.processing import ProcessingInput, ProcessingOutput
 from sagemaker.workflow.functions import Join
+from sagemaker.workflow.properties import PropertyFile
 from sagemaker.workflow.steps import CacheConfig, ProcessingStep
 
+from config import Settings
+from config.costs import hardware_facts
 from pipeline_steps.steps.context import BuildContext
 
 STEP_NAME = "ValidateAndTokenize"
 INPUT = "/opt/ml/processing/input"
 OUTPUT = "/opt/ml/processing/output"
 OUTPUTS = ("train", "validation", "stats")
+STATS_FILE = "stats.json"
 
 
-def build(ctx: BuildContext) -> ProcessingStep:
+def cost_model(settings: Settings) -> dict:
+    """What preprocess.py's cost estimate needs (training_code/qa/cost.py knows nothing of config/): hardware
+    facts and list prices of every type the TrainingInstanceType parameter accepts, and the batch settings.
+    Published throughput references only: a local GPU measurement would make the definition machine-dependent."""
+    hardware = {}
+    for name in settings.training_instance_types:
+        try:
+            hardware[name] = hardware_facts(name)[0]
+        except KeyError:
+            continue  # no peak or reference: the estimate is UNKNOWN_COST_USD and the guard stops
+    hps = settings.hyperparameters
+    return {
+        "hardware": hardware,
+        "per_device_train_batch_size": hps.per_device_train_batch_size,
+        "gradient_accumulation_steps": hps.gradient_accumulation_steps,
+    }
+
+
+def build(ctx: BuildContext) -> tuple[ProcessingStep, PropertyFile]:
     params, hps = ctx.params, ctx.settings.hyperparameters
     manifest_uri = Join(on="", values=["s3://", params.dataset_bucket, "/", params.manifest_key])
     # Outputs keyed by dataset (not by execution), so a cache hit and its outputs belong together.
@@ -57,11 +81,23 @@ def build(ctx: BuildContext) -> ProcessingStep:
             # In the arguments, so in the cache key: same manifest key, new upload -> new features.
             "--manifest-version",
             params.manifest_version_id,
+            # The cost estimate for this execution's choices (also in the cache key: a new choice, a new estimate).
+            "--cost-model",
+            json.dumps(cost_model(ctx.settings), sort_keys=True, separators=(",", ":")),
+            "--training-instance-type",
+            params.training_instance_type,
+            "--training-instance-count",
+            params.training_instance_count.to_string(),
+            "--epochs",
+            params.epochs.to_string(),
         ],
     )
-    return ProcessingStep(
+    stats = PropertyFile(name="DatasetStats", output_name="stats", path=STATS_FILE)
+    step = ProcessingStep(
         name=STEP_NAME,
         step_args=step_args,
         description="Validate every record of the uploaded dataset, then tokenize it (fails before any GPU)",
         cache_config=CacheConfig(enable_caching=True, expire_after="P30D"),
+        property_files=[stats],
     )
+    return step, stats

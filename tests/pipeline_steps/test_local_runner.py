@@ -47,8 +47,11 @@ def test_tiny_run_passes_every_step_and_registers_with_metrics(dev, tmp_path, ca
     assert local_run(dev, tmp_path, "--param", "F1Threshold=0") == 0
     out = capsys.readouterr().out
     assert "trigger rule matched the Object Created event" in out
-    for name in ("ValidateAndTokenize", "FineTune", "Evaluate", "CheckF1", "RegisterModel"):
+    for name in ("ValidateAndTokenize", "CheckTrainingCost", "FineTune", "Evaluate", "CheckF1", "RegisterModel"):
         assert f"> {name}" in out
+    # The cost guard let it through: the estimate (a few cents) is within the default MaxTrainingCostUSD.
+    [guard] = re.findall(r"    ([0-9.e+-]+) LessThanOrEqualTo 1000.0: True", out)
+    assert 0 < float(guard) < 1
     assert "running 2 CPU process(es) with torchrun" in out
     [package] = packages(tmp_path, dev)
     assert package.approval_status == "PendingManualApproval"
@@ -64,6 +67,17 @@ def test_threshold_above_achievable_f1_ends_in_the_fail_step(dev, tmp_path, caps
     assert "-> ElseSteps" in out
     assert "is below the threshold 99.5 - model not registered." in out
     assert "registered: nothing" in out
+    assert packages(tmp_path, dev) == []
+
+
+def test_estimate_above_max_training_cost_stops_before_training(dev, tmp_path, capsys):
+    assert local_run(dev, tmp_path, "--param", "MaxTrainingCostUSD=0") == 1
+    out = capsys.readouterr().out
+    assert "-> ElseSteps" in out
+    assert "> FineTune" not in out
+    assert re.search(
+        r"Estimated training cost USD [0-9.e+-]+ \(on-demand list price\) exceeds MaxTrainingCostUSD 0.0", out
+    )
     assert packages(tmp_path, dev) == []
 
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 # The model and sequence length of published throughput references (BERT-large, SQuAD, 384 tokens).
 BERT_LARGE = {"num_hidden_layers": 24, "hidden_size": 1024, "intermediate_size": 4096, "vocab_size": 30522}
 REFERENCE_SEQUENCE_LENGTH = 384
+# The estimate when a type has no list price or reference: the cost guard stops rather than waves it through.
+UNKNOWN_COST_USD = 1e12
 BACKWARD_SHARE = 2 / 3  # of a training step's FLOPs: backward is twice the forward
 GRADIENT_BYTES = 4  # fp32 gradients (mixed precision keeps fp32 master weights)
 
@@ -216,8 +218,8 @@ def run_estimate(
     `training_on_demand_usd`). `cost_model` is built from the project settings by pipeline_steps:
     {"hardware": {instance type: Hardware fields}, "per_device_train_batch_size", "gradient_accumulation_steps"}."""
     facts = cost_model["hardware"].get(instance_type)
-    if facts is None:
-        raise ValueError(f"no cost facts for {instance_type}; known: {sorted(cost_model['hardware'])}")
+    if facts is None:  # no GPU peak or throughput reference in the project's tables
+        return {"instance_type": instance_type, "training_on_demand_usd": UNKNOWN_COST_USD}
     hardware = Hardware.from_dict(instance_type, facts)
     workload = Workload(
         model=ModelShape.from_config(model_config),
@@ -239,6 +241,5 @@ def run_estimate(
         "training_seconds": round(result.training_seconds, 1),
         "gpu_hours": round(result.gpu_hours, 3),
         "usd_per_instance_hour": hardware.usd_per_hour,
-        # No list price: infinitely expensive, so the guard stops rather than waves the run through.
-        "training_on_demand_usd": round(result.training_usd, 2) if result.training_usd is not None else 1e12,
+        "training_on_demand_usd": UNKNOWN_COST_USD if result.training_usd is None else result.training_usd,
     }
