@@ -18,7 +18,7 @@ from pipeline_steps.local.assembly import extract_event_value
 from pipeline_steps.local.expressions import ExpressionResolver
 from pipeline_steps.local.trigger import object_created_event
 from pipeline_steps.parameters import MANIFEST_VERSION_UNSET
-from pipeline_steps.walk import find_step
+from pipeline_steps.walk import all_steps, find_step
 from stacks.trigger import PIPELINE_PARAMETERS_FROM_EVENT
 from tests.training_code import conftest as _training_code_path  # noqa: F401  (puts training_code/ on sys.path)
 
@@ -120,7 +120,7 @@ def test_processing_volume_may_not_exceed_local_storage(definition):
 
 def test_inference_instance_types_are_checked(definition):
     changed = copy.deepcopy(definition)
-    register = next(s for s in changed["Steps"][-1]["Arguments"]["IfSteps"] if s["Type"] == "RegisterModel")
+    register = next(s for s in all_steps(changed["Steps"]) if s["Type"] == "RegisterModel")
     register["Arguments"]["InferenceSpecification"]["SupportedRealtimeInferenceInstanceTypes"] = ["ml.nope.large"]
     assert violations(changed) == [
         f"step {register['Name']}: InferenceSpecification.SupportedRealtimeInferenceInstanceTypes: ml.nope.large is "
