@@ -98,79 +98,43 @@ def _types(*rows: InstanceType) -> dict[str, InstanceType]:
     return {row.name: row for row in rows}
 
 
+def _gpu(
+    name: str,
+    nvme_gb: int,
+    efa: bool,
+    gpus: int,
+    architecture: GpuArchitecture,
+    smddp: bool,
+    processing: bool,
+    model: str,
+    network_gbps: float,
+    peer_gbs: float = 0.0,
+) -> InstanceType:
+    """A GPU type (every one listed is valid for training)."""
+    return InstanceType(name, nvme_gb, efa, gpus, architecture, smddp, True, processing, model, network_gbps, peer_gbs)
+
+
 def _cpu(name: str) -> InstanceType:
     return InstanceType(name, 0, False, 0, None, False, training=True, processing=True)
 
 
 INSTANCE_TYPES: dict[str, InstanceType] = _types(
-    # name, local NVMe GB, EFA, GPUs, architecture, SMDDP, training, processing, GPU model, network, GPU peer
-    InstanceType("ml.p3.2xlarge", 0, False, 1, "volta", False, True, True, gpu_model="V100", network_gbps=10),
-    InstanceType(
-        "ml.p3.8xlarge", 0, False, 4, "volta", False, True, True, gpu_model="V100", network_gbps=10, gpu_peer_gbs=300
-    ),
-    InstanceType(
-        "ml.p3.16xlarge", 0, False, 8, "volta", False, True, True, gpu_model="V100", network_gbps=25, gpu_peer_gbs=300
-    ),
-    InstanceType(
-        "ml.p3dn.24xlarge",
-        1800,
-        True,
-        8,
-        "volta",
-        True,
-        True,
-        False,
-        gpu_model="V100-32GB",
-        network_gbps=100,
-        gpu_peer_gbs=300,
-    ),
-    InstanceType(
-        "ml.p4d.24xlarge",
-        8000,
-        True,
-        8,
-        "ampere",
-        True,
-        True,
-        False,
-        gpu_model="A100",
-        network_gbps=400,
-        gpu_peer_gbs=600,
-    ),
-    InstanceType(
-        "ml.p4de.24xlarge",
-        8000,
-        True,
-        8,
-        "ampere",
-        True,
-        True,
-        False,
-        gpu_model="A100-80GB",
-        network_gbps=400,
-        gpu_peer_gbs=600,
-    ),
-    InstanceType(
-        "ml.p5.48xlarge",
-        30400,
-        True,
-        8,
-        "hopper",
-        False,
-        True,
-        False,
-        gpu_model="H100",
-        network_gbps=3200,
-        gpu_peer_gbs=900,
-    ),
-    InstanceType("ml.g4dn.xlarge", 125, False, 1, "turing", False, True, True, gpu_model="T4", network_gbps=25),
-    InstanceType("ml.g4dn.2xlarge", 225, False, 1, "turing", False, True, True, gpu_model="T4", network_gbps=25),
-    InstanceType("ml.g4dn.12xlarge", 900, True, 4, "turing", False, True, True, gpu_model="T4", network_gbps=50),
-    InstanceType("ml.g5.xlarge", 250, False, 1, "ampere", False, True, True, gpu_model="A10G", network_gbps=10),
-    InstanceType("ml.g5.2xlarge", 450, False, 1, "ampere", False, True, True, gpu_model="A10G", network_gbps=10),
-    InstanceType("ml.g5.4xlarge", 600, False, 1, "ampere", False, True, True, gpu_model="A10G", network_gbps=25),
-    InstanceType("ml.g5.12xlarge", 3800, True, 4, "ampere", False, True, True, gpu_model="A10G", network_gbps=40),
-    InstanceType("ml.g5.48xlarge", 7600, True, 8, "ampere", False, True, True, gpu_model="A10G", network_gbps=100),
+    # name, local NVMe GB, EFA, GPUs, architecture, SMDDP, processing, GPU model, network Gbit/s, GPU peer GB/s
+    _gpu("ml.p3.2xlarge", 0, False, 1, "volta", False, True, "V100", 10),
+    _gpu("ml.p3.8xlarge", 0, False, 4, "volta", False, True, "V100", 10, 300),
+    _gpu("ml.p3.16xlarge", 0, False, 8, "volta", False, True, "V100", 25, 300),
+    _gpu("ml.p3dn.24xlarge", 1800, True, 8, "volta", True, False, "V100-32GB", 100, 300),
+    _gpu("ml.p4d.24xlarge", 8000, True, 8, "ampere", True, False, "A100", 400, 600),
+    _gpu("ml.p4de.24xlarge", 8000, True, 8, "ampere", True, False, "A100-80GB", 400, 600),
+    _gpu("ml.p5.48xlarge", 30400, True, 8, "hopper", False, False, "H100", 3200, 900),
+    _gpu("ml.g4dn.xlarge", 125, False, 1, "turing", False, True, "T4", 25),
+    _gpu("ml.g4dn.2xlarge", 225, False, 1, "turing", False, True, "T4", 25),
+    _gpu("ml.g4dn.12xlarge", 900, True, 4, "turing", False, True, "T4", 50),
+    _gpu("ml.g5.xlarge", 250, False, 1, "ampere", False, True, "A10G", 10),
+    _gpu("ml.g5.2xlarge", 450, False, 1, "ampere", False, True, "A10G", 10),
+    _gpu("ml.g5.4xlarge", 600, False, 1, "ampere", False, True, "A10G", 25),
+    _gpu("ml.g5.12xlarge", 3800, True, 4, "ampere", False, True, "A10G", 40),
+    _gpu("ml.g5.48xlarge", 7600, True, 8, "ampere", False, True, "A10G", 100),
     _cpu("ml.m5.xlarge"),
     _cpu("ml.m5.2xlarge"),
     _cpu("ml.m5.4xlarge"),
