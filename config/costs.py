@@ -49,16 +49,15 @@ class ThroughputReference:
     """A published training throughput of BERT-large on SQuAD (sequence length 384) on one GPU."""
 
     sequences_per_second: float
-    per_device_batch: int
     source: str
 
 
 # GPU model (config.instance_types.GPU_MODELS) -> reference; see the module docstring for the sources.
 THROUGHPUT_REFERENCES: dict[str, ThroughputReference] = {
-    "V100": ThroughputReference(19.46, 4, "NVIDIA DeepLearningExamples TF BERT, DGX-1 V100 16G, fp16, batch 4"),
-    "V100-32GB": ThroughputReference(52.0, 16, "NVIDIA DeepLearningExamples PyTorch BERT, DGX-1 V100 32G, batch 16"),
-    "A100": ThroughputReference(110.5, 32, "NVIDIA DeepLearningExamples PyTorch BERT, DGX A100 80G, batch 32"),
-    "A100-80GB": ThroughputReference(110.5, 32, "NVIDIA DeepLearningExamples PyTorch BERT, DGX A100 80G, batch 32"),
+    "V100": ThroughputReference(19.46, "NVIDIA DeepLearningExamples TF BERT, DGX-1 V100 16G, fp16, batch 4"),
+    "V100-32GB": ThroughputReference(52.0, "NVIDIA DeepLearningExamples PyTorch BERT, DGX-1 V100 32G, batch 16"),
+    "A100": ThroughputReference(110.5, "NVIDIA DeepLearningExamples PyTorch BERT, DGX A100 80G, batch 32"),
+    "A100-80GB": ThroughputReference(110.5, "NVIDIA DeepLearningExamples PyTorch BERT, DGX A100 80G, batch 32"),
 }
 ASSUMED_LIKE = {"H100": "A100"}  # GPU models without a reference: use this model's MFU (stated in the output)
 

@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from config import load_settings, read_cdk_json_context
+from config import Settings, load_settings, read_cdk_json_context
 from config.costs import (
     ASSUMPTIONS,
     PRICE_REGION,
@@ -117,7 +117,9 @@ def _usd(value: float | None) -> str:
     return "n/a" if value is None else f"${value:,.2f}"
 
 
-def estimate_table(settings, workload: Workload, choices, examples: int) -> tuple[list[list[str]], set]:
+def estimate_table(
+    settings: Settings, workload: Workload, choices: list[tuple[str, int]], examples: int
+) -> tuple[list[list[str]], set[str]]:
     """One row per (instance type, count) and the MFU sources used."""
     measured = measured_mfu(GPU_RESULT)
     rows, sources = [], set()
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def processing_usd(settings, result: Estimate, examples: int) -> float:
+def processing_usd(settings: Settings, result: Estimate, examples: int) -> float:
     """Preprocessing and evaluation jobs at their list prices, start-up included (billed for processing jobs);
     evaluation at the training GPU's rate (assumption)."""
     processing = settings.processing
