@@ -14,6 +14,7 @@ from pipeline_steps.local.errors import UnsupportedDefinition
 from pipeline_steps.local.registry import LocalModelRegistry
 from pipeline_steps.local.runner import LocalPipelineRunner, execution_order
 from pipeline_steps.local.store import LocalObjectStore
+from pipeline_steps.walk import find_step
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -123,7 +124,7 @@ def test_unknown_step_type_field_and_expression_are_rejected_by_name(dev, tmp_pa
     bad = copy.deepcopy(definition)
     bad["Steps"].append({"Name": "Transform", "Type": "Transform", "Arguments": {}})
     bad["Steps"][0]["Arguments"]["Environment"]["X"] = {"Std:Concat": ["a", "b"]}
-    bad["Steps"][1]["Tags"] = []
+    find_step(bad, "FineTune")["Tags"] = []
     with pytest.raises(UnsupportedDefinition) as excinfo:
         runner_for(bad, tmp_path)
     message = str(excinfo.value)
@@ -136,10 +137,9 @@ def test_unknown_step_type_field_and_expression_are_rejected_by_name(dev, tmp_pa
 def test_steps_run_in_dependency_order(dev):
     body = dev.templates["pipeline"]["Resources"]["Pipeline"]["Properties"]["PipelineDefinition"]
     definition = json.loads(body["PipelineDefinitionBody"]["Fn::Sub"][0])
-    reversed_steps = list(reversed(definition["Steps"]))
-    assert [s["Name"] for s in execution_order(reversed_steps)] == [
+    assert [s["Name"] for s in execution_order(list(reversed(definition["Steps"])))] == [
         "ValidateAndTokenize",
-        "FineTune",
-        "Evaluate",
-        "CheckF1",
+        "CheckTrainingCost",
     ]
+    branch = find_step(definition, "CheckTrainingCost")["Arguments"]["IfSteps"]
+    assert [s["Name"] for s in execution_order(list(reversed(branch)))] == ["FineTune", "Evaluate", "CheckF1"]
