@@ -109,8 +109,10 @@ def pipeline_seconds(result: Estimate, preprocess_examples: int, assumptions: Pi
 
 
 def _duration(seconds: float) -> str:
+    if seconds < 600:
+        return f"{seconds / 60:.1f} min"
     minutes = round(seconds / 60)
-    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{max(minutes, 1)} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
 def _usd(value: float | None) -> str:
@@ -120,6 +122,7 @@ def _usd(value: float | None) -> str:
 def estimate_table(
     settings: Settings, workload: Workload, choices: list[tuple[str, int]], examples: int
 ) -> tuple[list[list[str]], set[str]]:
+    configured = (settings.training.instance_type, settings.training.instance_count)
     """One row per (instance type, count) and the MFU sources used."""
     measured = measured_mfu(GPU_RESULT)
     rows, sources = [], set()
@@ -131,7 +134,7 @@ def estimate_table(
         cost = result.training_usd
         rows.append(
             [
-                f"{count} x {name}",
+                f"{count} x {name}" + (" (configured)" if (name, count) == configured else ""),
                 _duration(result.training_seconds),
                 _duration(pipeline_seconds(result, examples, ASSUMPTIONS)),
                 _usd(None if cost is None else cost + processing_usd(settings, result, examples)),
@@ -184,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     header = ["instances", "training", "whole pipeline", "on-demand", "spot (range)", "GPU-hours", "DP eff."]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)))
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
     low, high = ASSUMPTIONS.spot_savings
     print(
         "\n".join(
