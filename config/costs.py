@@ -3,8 +3,8 @@
 LIST PRICES, not what an account pays (savings plans, private pricing and spot differ). Amazon SageMaker AI
 on-demand prices, region us-east-1 (N. Virginia), per instance-hour, "Training" and "Processing" tabs of
 https://aws.amazon.com/sagemaker/pricing/ as transcribed on PRICES_AS_OF; they were not re-fetched in the
-session that wrote this table (no internet): check them before relying on a figure. The p3 prices were the
-same when the reference article was written (2021: $3.825 x ~4 h = its "$15").
+session that wrote this table (no internet): check them before relying on a figure. The p3 prices agree with
+the reference article's figures ($3.825 x its ~4 h = its "$15").
 
 MFU references: NVIDIA's published BERT-large SQuAD v1.1 fine-tuning throughput (sequence length 384, mixed
 precision), turned into MFU with the same FLOP count as the estimator (training_code/qa/cost.py):

@@ -3,8 +3,8 @@
     time = training FLOPs / (GPUs x peak dense FLOP/s x MFU x data-parallel efficiency)
 
 - Training FLOPs per token: 6 x matmul parameters (forward + backward) plus the attention scores and values,
-  12 x layers x hidden x sequence length (Kaplan et al. 2020, "Scaling laws", section 2.1; the same count
-  as bench/gpu_throughput.py). Embedding tables are lookups, not matmuls.
+  12 x layers x hidden x sequence length (Chowdhery et al. 2022, "PaLM", appendix B: 6N + 12LHQT; the
+  same count as bench/gpu_throughput.py). Embedding tables are lookups, not matmuls.
 - MFU (model FLOPs utilisation): measured, or a stated reference; the caller says which.
 - Data-parallel efficiency: every optimizer step all-reduces the fp32 gradients, a ring inside each instance
   over NVLink/NVSwitch (2(g-1)/g x bytes / peer bandwidth) and a ring across instances over the network
