@@ -9,7 +9,8 @@ the reference article's figures ($3.825 x its ~4 h = its "$15").
 MFU references: NVIDIA's published BERT-large SQuAD v1.1 fine-tuning throughput (sequence length 384, mixed
 precision), turned into MFU with the same FLOP count as the estimator (training_code/qa/cost.py):
 - V100 16 GB, batch 4 per GPU: 19.46 sequences/s on 1 GPU (NVIDIA DeepLearningExamples, TensorFlow BERT
-  README, "NVIDIA DGX-1 (8x V100 16G)", TensorFlow 19.03 NGC container) -> MFU 11.5 %.
+  README, "NVIDIA DGX-1 (8x V100 16G)", TensorFlow 19.03 NGC container) -> MFU 11.5 %. That table sits among
+  the fine-tuning results but its caption names the pre-training script: the weakest of the three sources.
 - V100 32 GB, batch 16 per GPU: 52 sequences/s on 1 GPU (DeepLearningExamples, PyTorch BERT README,
   "Fine-tuning NVIDIA DGX-1 With 32G", pytorch:21.11 NGC container) -> MFU 30.8 %.
 - A100 80 GB, batch 32 per GPU: 110.5 sequences/s on 1 GPU (same README, "Fine-tuning NVIDIA DGX A100 (8x

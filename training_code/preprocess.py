@@ -44,18 +44,36 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the manifest object's S3 version id: part of the step's cache key, recorded in stats.json",
     )
     cost = parser.add_argument_group("cost estimate (stats.json's cost_estimate, read by the pipeline's cost guard)")
-    cost.add_argument("--cost-model", type=json.loads, help="JSON: hardware facts and prices, built from settings")
+    cost.add_argument(
+        "--training-hardware",
+        action="append",
+        default=[],
+        metavar="TYPE=JSON",
+        help="facts and list price of one training instance type (qa.cost.Hardware fields); repeatable",
+    )
+    cost.add_argument("--per-device-train-batch-size", type=int, default=8)
+    cost.add_argument("--gradient-accumulation-steps", type=int, default=1)
     cost.add_argument("--training-instance-type")
     cost.add_argument("--training-instance-count", type=int, default=1)
     cost.add_argument("--epochs", type=float, default=2.0)
     return parser.parse_args(argv)
 
 
+def _type_and_facts(item: str) -> tuple[str, dict]:
+    name, _, facts = item.partition("=")
+    return name, json.loads(facts)
+
+
 def cost_estimate(args: argparse.Namespace, lengths: dict[str, Counter]) -> dict:
     """The training estimate for this dataset on the execution's instance type and count."""
     model_config = json.loads((args.tokenizer_dir / "config.json").read_text())
+    cost_model = {
+        "hardware": dict(_type_and_facts(item) for item in args.training_hardware),
+        "per_device_train_batch_size": args.per_device_train_batch_size,
+        "gradient_accumulation_steps": args.gradient_accumulation_steps,
+    }
     return run_estimate(
-        args.cost_model,
+        cost_model,
         model_config,
         dict(lengths["train"]),
         dict(lengths["validation"]),
@@ -158,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             "length_histogram": _length_histogram(lengths),
         }
         log.info("%s: %d examples -> %d features", split, len(records), len(features))
-    if args.cost_model:
+    if args.training_instance_type:
         stats["cost_estimate"] = cost_estimate(args, split_lengths)
         log.info("cost estimate: %s", stats["cost_estimate"])
     (args.output_dir / "stats").mkdir(parents=True, exist_ok=True)

@@ -20,22 +20,27 @@ OUTPUTS = ("train", "validation", "stats")
 STATS_FILE = "stats.json"
 
 
-def cost_model(settings: Settings) -> dict:
-    """What preprocess.py's cost estimate needs (training_code/qa/cost.py knows nothing of config/): hardware
-    facts and list prices of every type the TrainingInstanceType parameter accepts, and the batch settings.
-    Published throughput references only: a local GPU measurement would make the definition machine-dependent."""
-    hardware = {}
+def cost_arguments(settings: Settings) -> list[str]:
+    """What preprocess.py's cost estimate needs (training_code/qa/cost.py knows nothing of config/): the hardware
+    facts and list price of every type the TrainingInstanceType parameter accepts, one `NAME=JSON` argument each
+    (an argument may hold 256 characters: API_AppSpecification), and the batch settings. Published throughput
+    references only: a local GPU measurement would make the definition machine-dependent. A type without a peak
+    or reference is left out; its estimate is then UNKNOWN_COST_USD and the guard stops it."""
+    arguments = []
     for name in settings.training_instance_types:
         try:
-            hardware[name] = hardware_facts(name)[0]
+            facts = hardware_facts(name)[0]
         except KeyError:
-            continue  # no peak or reference: the estimate is UNKNOWN_COST_USD and the guard stops
+            continue
+        arguments += ["--training-hardware", f"{name}={json.dumps(facts, sort_keys=True, separators=(',', ':'))}"]
     hps = settings.hyperparameters
-    return {
-        "hardware": hardware,
-        "per_device_train_batch_size": hps.per_device_train_batch_size,
-        "gradient_accumulation_steps": hps.gradient_accumulation_steps,
-    }
+    return [
+        *arguments,
+        "--per-device-train-batch-size",
+        str(hps.per_device_train_batch_size),
+        "--gradient-accumulation-steps",
+        str(hps.gradient_accumulation_steps),
+    ]
 
 
 def build(ctx: BuildContext) -> tuple[ProcessingStep, PropertyFile]:
@@ -82,8 +87,7 @@ def build(ctx: BuildContext) -> tuple[ProcessingStep, PropertyFile]:
             "--manifest-version",
             params.manifest_version_id,
             # The cost estimate for this execution's choices (also in the cache key: a new choice, a new estimate).
-            "--cost-model",
-            json.dumps(cost_model(ctx.settings), sort_keys=True, separators=(",", ":")),
+            *cost_arguments(ctx.settings),
             "--training-instance-type",
             params.training_instance_type,
             "--training-instance-count",

@@ -128,6 +128,18 @@ def test_inference_instance_types_are_checked(definition):
     ]
 
 
+def test_container_arguments_longer_than_aws_allows_are_named(definition):
+    changed = copy.deepcopy(definition)
+    pre = find_step(changed, "ValidateAndTokenize")
+    arguments = pre["Arguments"]["AppSpecification"]["ContainerArguments"]
+    assert all(len(a) <= 256 for a in arguments if isinstance(a, str))  # the real definition fits
+    arguments.append("x" * 257)
+    assert violations(changed) == [
+        f"step ValidateAndTokenize: ContainerArguments[{len(arguments) - 1}] is 257 characters; AWS allows 256 "
+        "(API_AppSpecification)"
+    ]
+
+
 def test_training_instance_type_parameter_lists_exactly_the_validated_types(definition, settings):
     [parameter] = [p for p in definition["Parameters"] if p["Name"] == "TrainingInstanceType"]
     assert parameter["EnumValues"] == list(settings.training_instance_types)

@@ -75,8 +75,9 @@ def test_cost_guard_compares_the_preprocessing_estimate_with_the_parameter_befor
         {"PropertyFileName": "DatasetStats", "OutputName": "stats", "FilePath": "stats.json"}
     ]
     arguments = pre["Arguments"]["AppSpecification"]["ContainerArguments"]
-    cost_model = json.loads(arguments[arguments.index("--cost-model") + 1])
-    assert sorted(cost_model["hardware"]) == sorted(settings.training_instance_types)
+    hardware = [arguments[i + 1] for i, a in enumerate(arguments) if a == "--training-hardware"]
+    assert sorted(item.split("=", 1)[0] for item in hardware) == sorted(settings.training_instance_types)
+    assert json.loads(hardware[0].split("=", 1)[1])["peak_tflops"] > 0
     assert arguments[arguments.index("--training-instance-type") + 1] == {"Get": "Parameters.TrainingInstanceType"}
     [condition] = step(definition, "CheckTrainingCost")["Arguments"]["Conditions"]
     assert condition["Type"] == "LessThanOrEqualTo"
