@@ -18,7 +18,7 @@ export SAGEMAKER_SUPPRESS_V2_WARNING := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight
+.PHONY: help bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -78,3 +78,9 @@ destroy: bootstrap ## cdk destroy --all (prod buckets and key are retained)
 
 clean: ## Remove generated output (keeps .venv and node_modules)
 	rm -rf $(CDK_OUT) .cache .pytest_cache .ruff_cache
+
+estimate: bootstrap ## Time and cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>])
+	$(PY) -m tools.estimate --env $(ENV) $(if $(DATASET),--dataset "$(DATASET)")
+
+runs: bootstrap ## Recent pipeline executions: status, steps, trained vs billed time, cost, F1, model package
+	$(PY) -m tools.runs --env $(ENV) $(if $(LIMIT),--limit $(LIMIT))

@@ -16,6 +16,18 @@ Sources (checked 2026-11-30):
   bfloat16 needs compute capability 8.0 (Ampere) or newer; V100 (Volta) and T4 (Turing) lack it.
 - SMDDP: https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-data-parallel-support.html
   (ml.p4d.24xlarge, ml.p4de.24xlarge; ml.p3dn.24xlarge without further optimisation of its collectives).
+- GPU model, memory and peak dense (no sparsity) fp16/bf16 tensor TFLOP/s per GPU (`GPU_MODELS`): NVIDIA data
+  sheets: V100 SXM2 125 (https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf),
+  T4 65 (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf),
+  A100 312 (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf),
+  H100 SXM 989 (https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet). The A10G of
+  G5 is an AWS-specific part whose dense tensor peak NVIDIA does not publish: left unknown.
+  GPU memory per GPU and GPU model per instance: https://aws.amazon.com/ec2/instance-types/p3/,
+  https://aws.amazon.com/ec2/instance-types/p4/, https://aws.amazon.com/ec2/instance-types/p5/,
+  https://aws.amazon.com/ec2/instance-types/g4/, https://aws.amazon.com/ec2/instance-types/g5/.
+- Network bandwidth (Gbit/s) and GPU peer-to-peer bandwidth (NVLink/NVSwitch, GB/s) per instance: the same
+  AWS pages (p3.16xlarge 25 Gbit/s and NVLink 300 GB/s, p3dn 100 Gbit/s, p4d/p4de 400 Gbit/s EFA and
+  NVSwitch 600 GB/s, p5 3200 Gbit/s EFA and NVSwitch 900 GB/s). Used by the cost estimate's data-parallel model.
 - Valid for training / processing: botocore's SageMaker model, enums `TrainingInstanceType` and
   `ProcessingInstanceType` (tests compare every row with the installed botocore).
 """
@@ -30,6 +42,29 @@ BF16_ARCHITECTURES = frozenset({"ampere", "hopper"})
 
 
 @dataclass(frozen=True)
+class GpuModel:
+    """One GPU model: its memory and its peak dense fp16/bf16 tensor throughput (None: not published)."""
+
+    name: str
+    memory_gb: int
+    peak_dense_tflops: float | None
+
+
+GPU_MODELS: dict[str, GpuModel] = {
+    gpu.name: gpu
+    for gpu in (
+        GpuModel("V100", 16, 125.0),
+        GpuModel("V100-32GB", 32, 125.0),
+        GpuModel("T4", 16, 65.0),
+        GpuModel("A10G", 24, None),
+        GpuModel("A100", 40, 312.0),
+        GpuModel("A100-80GB", 80, 312.0),
+        GpuModel("H100", 80, 989.0),
+    )
+}
+
+
+@dataclass(frozen=True)
 class InstanceType:
     """What one SageMaker instance type offers and which jobs may use it."""
 
@@ -41,6 +76,9 @@ class InstanceType:
     smddp: bool
     training: bool  # in botocore's TrainingInstanceType enum
     processing: bool  # in botocore's ProcessingInstanceType enum
+    gpu_model: str | None = None  # key of GPU_MODELS
+    network_gbps: float = 0.0  # instance network bandwidth, Gbit/s
+    gpu_peer_gbs: float = 0.0  # GPU-to-GPU bandwidth inside the instance (NVLink/NVSwitch), GB/s; 0: PCIe only
 
     @property
     def has_local_storage(self) -> bool:
@@ -51,9 +89,29 @@ class InstanceType:
     def bf16(self) -> bool:
         return self.gpu_architecture in BF16_ARCHITECTURES
 
+    @property
+    def gpu(self) -> GpuModel | None:
+        return GPU_MODELS[self.gpu_model] if self.gpu_model else None
+
 
 def _types(*rows: InstanceType) -> dict[str, InstanceType]:
     return {row.name: row for row in rows}
+
+
+def _gpu(
+    name: str,
+    nvme_gb: int,
+    efa: bool,
+    gpus: int,
+    architecture: GpuArchitecture,
+    smddp: bool,
+    processing: bool,
+    model: str,
+    network_gbps: float,
+    peer_gbs: float = 0.0,
+) -> InstanceType:
+    """A GPU type (every one listed is valid for training)."""
+    return InstanceType(name, nvme_gb, efa, gpus, architecture, smddp, True, processing, model, network_gbps, peer_gbs)
 
 
 def _cpu(name: str) -> InstanceType:
@@ -61,22 +119,22 @@ def _cpu(name: str) -> InstanceType:
 
 
 INSTANCE_TYPES: dict[str, InstanceType] = _types(
-    # name, local NVMe GB, EFA, GPUs, architecture, SMDDP, training, processing
-    InstanceType("ml.p3.2xlarge", 0, False, 1, "volta", False, True, True),
-    InstanceType("ml.p3.8xlarge", 0, False, 4, "volta", False, True, True),
-    InstanceType("ml.p3.16xlarge", 0, False, 8, "volta", False, True, True),
-    InstanceType("ml.p3dn.24xlarge", 1800, True, 8, "volta", True, True, False),
-    InstanceType("ml.p4d.24xlarge", 8000, True, 8, "ampere", True, True, False),
-    InstanceType("ml.p4de.24xlarge", 8000, True, 8, "ampere", True, True, False),
-    InstanceType("ml.p5.48xlarge", 30400, True, 8, "hopper", False, True, False),
-    InstanceType("ml.g4dn.xlarge", 125, False, 1, "turing", False, True, True),
-    InstanceType("ml.g4dn.2xlarge", 225, False, 1, "turing", False, True, True),
-    InstanceType("ml.g4dn.12xlarge", 900, True, 4, "turing", False, True, True),
-    InstanceType("ml.g5.xlarge", 250, False, 1, "ampere", False, True, True),
-    InstanceType("ml.g5.2xlarge", 450, False, 1, "ampere", False, True, True),
-    InstanceType("ml.g5.4xlarge", 600, False, 1, "ampere", False, True, True),
-    InstanceType("ml.g5.12xlarge", 3800, True, 4, "ampere", False, True, True),
-    InstanceType("ml.g5.48xlarge", 7600, True, 8, "ampere", False, True, True),
+    # name, local NVMe GB, EFA, GPUs, architecture, SMDDP, processing, GPU model, network Gbit/s, GPU peer GB/s
+    _gpu("ml.p3.2xlarge", 0, False, 1, "volta", False, True, "V100", 10),
+    _gpu("ml.p3.8xlarge", 0, False, 4, "volta", False, True, "V100", 10, 300),
+    _gpu("ml.p3.16xlarge", 0, False, 8, "volta", False, True, "V100", 25, 300),
+    _gpu("ml.p3dn.24xlarge", 1800, True, 8, "volta", True, False, "V100-32GB", 100, 300),
+    _gpu("ml.p4d.24xlarge", 8000, True, 8, "ampere", True, False, "A100", 400, 600),
+    _gpu("ml.p4de.24xlarge", 8000, True, 8, "ampere", True, False, "A100-80GB", 400, 600),
+    _gpu("ml.p5.48xlarge", 30400, True, 8, "hopper", False, False, "H100", 3200, 900),
+    _gpu("ml.g4dn.xlarge", 125, False, 1, "turing", False, True, "T4", 25),
+    _gpu("ml.g4dn.2xlarge", 225, False, 1, "turing", False, True, "T4", 25),
+    _gpu("ml.g4dn.12xlarge", 900, True, 4, "turing", False, True, "T4", 50),
+    _gpu("ml.g5.xlarge", 250, False, 1, "ampere", False, True, "A10G", 10),
+    _gpu("ml.g5.2xlarge", 450, False, 1, "ampere", False, True, "A10G", 10),
+    _gpu("ml.g5.4xlarge", 600, False, 1, "ampere", False, True, "A10G", 25),
+    _gpu("ml.g5.12xlarge", 3800, True, 4, "ampere", False, True, "A10G", 40),
+    _gpu("ml.g5.48xlarge", 7600, True, 8, "ampere", False, True, "A10G", 100),
     _cpu("ml.m5.large"),
     _cpu("ml.m5.xlarge"),
     _cpu("ml.m5.2xlarge"),

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from config.costs import TRAINING_USD_PER_HOUR, hardware_facts
 from config.instance_types import (
     DEFAULT_TRAINING_CANDIDATES,
     INSTANCE_TYPES,
@@ -176,6 +177,12 @@ class TrainingSettings(StrictModel):
     image_uri: str | None = Field(None, min_length=1, description="Overrides the backend's default image.")
     encrypt_inter_container_traffic: bool = True
     retry_attempts: int = Field(3, ge=0, le=20)
+    max_cost_usd: float = Field(
+        1000.0,
+        gt=0,
+        description="Default of the MaxTrainingCostUSD pipeline parameter: executions whose estimated on-demand "
+        "training cost (list prices, config/costs.py) exceeds it stop before FineTune.",
+    )
 
 
 class ProcessingSettings(StrictModel):
@@ -291,6 +298,8 @@ class Settings(StrictModel):
                 f"EFA-capable instance type ({', '.join(names_where(lambda row: row.efa))}); use one of those or "
                 "set training.instance_count=1"
             )
+        if (cost_problem := _cost_estimate_problem(name)) is not None:
+            problems.append(cost_problem)
         if hps.precision == "bf16" and not facts.bf16:
             problems.append(
                 f"hyperparameters.precision=bf16 is not supported by the GPUs of {name}; use "
@@ -377,3 +386,17 @@ def _volume_too_large(key: str, size_gb: int, facts: InstanceType) -> str:
         f"{key}={size_gb} exceeds the {facts.local_nvme_gb} GB of local NVMe storage of {facts.name}, which "
         f"SageMaker uses instead of EBS; set {key} <= {facts.local_nvme_gb}"
     )
+
+
+def _cost_estimate_problem(name: str) -> str | None:
+    """Why the cost guard (MaxTrainingCostUSD) could not price training on `name`, or None."""
+    if name not in TRAINING_USD_PER_HOUR:
+        return (
+            f"{name} has no list price in config/costs.py, so the cost guard cannot price a run on it: add its "
+            "SageMaker training price (with source and date) or leave it out of training.allowed_instance_types"
+        )
+    try:
+        hardware_facts(name)
+    except KeyError as err:
+        return f"{err.args[0]} (the cost guard, MaxTrainingCostUSD, needs it)"
+    return None

@@ -10,6 +10,9 @@ step can run on (each `EnumValues` entry when the type is a pipeline parameter).
   https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html and
   https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ProcessingClusterConfig.html
 - Processing: `VolumeSizeInGB` at most the local storage of such a type (API_ProcessingClusterConfig).
+- Processing `ContainerEntrypoint` / `ContainerArguments`: at most 100 items of at most 256 characters each
+  (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_AppSpecification.html; the limits are read
+  from botocore's shapes, which its ParamValidator does not enforce).
 - An instance type given by a pipeline parameter lists its `EnumValues` (else an execution may pick a type
   that no rule saw), and each parameter's default is one of them:
   https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-parameters.html
@@ -126,6 +129,30 @@ def _inference_instance_problems(step: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _shape_limits(shape_name: str) -> tuple[int, int]:
+    """(most items, most characters per item) of a list-of-strings shape of botocore's SageMaker model."""
+    shape = botocore.session.get_session().get_service_model("sagemaker").shape_for(shape_name)
+    return shape.metadata["max"], shape.member.metadata["max"]
+
+
+def _container_argument_problems(step: dict[str, Any]) -> list[str]:
+    if step["Type"] != "Processing":
+        return []
+    problems = []
+    for field in ("ContainerEntrypoint", "ContainerArguments"):
+        values = _get(step["Arguments"], f"AppSpecification.{field}") or []
+        most_items, most_chars = _shape_limits(field)
+        if len(values) > most_items:
+            problems.append(f"step {step['Name']}: {field} has {len(values)} items; AWS allows {most_items}")
+        problems += [
+            f"step {step['Name']}: {field}[{index}] is {len(value)} characters; AWS allows {most_chars} "
+            "(API_AppSpecification)"
+            for index, value in enumerate(values)
+            if isinstance(value, str) and len(value) > most_chars
+        ]
+    return problems
+
+
 def _parameter_problems(parameters: dict[str, dict[str, Any]]) -> list[str]:
     return [
         f"parameter {name}: default {spec['DefaultValue']!r} is not one of its EnumValues {spec['EnumValues']}"
@@ -141,6 +168,7 @@ def violations(definition: dict[str, Any]) -> list[str]:
     for step in all_steps(definition["Steps"]):
         problems += _instance_type_problems(step, parameters)
         problems += _inference_instance_problems(step)
+        problems += _container_argument_problems(step)
     return problems
 
 

@@ -19,7 +19,7 @@ from pipeline_steps.aws_rules import check_definition
 from pipeline_steps.parameters import build_parameters
 from pipeline_steps.placeholders import DeployTimeValues, deploy_time_values
 from pipeline_steps.sdk import BUILD_REGION, offline_session
-from pipeline_steps.steps import claim, evaluate, preprocess, register, train
+from pipeline_steps.steps import claim, cost_guard, evaluate, preprocess, register, train
 from pipeline_steps.steps.context import BuildContext
 
 INLINE_LIMIT_BYTES = 100_000  # larger definitions must go through PipelineDefinitionS3Location
@@ -38,15 +38,16 @@ def build_definition(settings: Settings, values: DeployTimeValues | None = None)
         artifacts_bucket=artifacts,
     )
     claim_step, first_delivery = claim.build(ctx)
-    preprocess_step = preprocess.build(ctx)
+    preprocess_step, stats = preprocess.build(ctx)
     train_step = train.build(ctx, preprocess_step)
     evaluate_step, report = evaluate.build(ctx, preprocess_step, train_step)
     check_step = register.build(ctx, train_step, evaluate_step, report)
+    guard_step = cost_guard.build(ctx, preprocess_step, stats, [train_step, evaluate_step, check_step])
     # A duplicate delivery of the same upload takes the empty branch: the execution succeeds without work.
     gate = ConditionStep(
         name=claim.CONDITION_STEP,
         conditions=[first_delivery],
-        if_steps=[preprocess_step, train_step, evaluate_step, check_step],
+        if_steps=[preprocess_step, guard_step],
         else_steps=[],
         description="Only the execution that claimed this manifest upload goes on",
     )

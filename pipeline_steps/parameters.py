@@ -26,6 +26,7 @@ class PipelineParameters:
     f1_threshold: ParameterFloat
     model_approval_status: ParameterString
     skip_invalid_records: ParameterString
+    max_training_cost: ParameterFloat
 
     def all(self) -> list:
         return list(self.__dict__.values())
@@ -58,4 +59,5 @@ def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket:
         skip_invalid_records=ParameterString(
             "SkipInvalidRecords", default_value="false", enum_values=["true", "false"]
         ),
+        max_training_cost=ParameterFloat("MaxTrainingCostUSD", default_value=settings.training.max_cost_usd),
     )

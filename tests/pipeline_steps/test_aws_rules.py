@@ -4,6 +4,7 @@ keyed by the uploaded manifest's content."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from contextlib import nullcontext
@@ -11,7 +12,8 @@ from contextlib import nullcontext
 import pytest
 
 from config import load_settings
-from config.instance_types import INSTANCE_TYPES, InstanceType
+from config.costs import TRAINING_USD_PER_HOUR
+from config.instance_types import INSTANCE_TYPES
 from pipeline_steps.aws_rules import AwsRuleViolation, botocore_enum, check_definition, violations
 from pipeline_steps.definition import build_definition
 from pipeline_steps.local.assembly import extract_event_value
@@ -81,6 +83,10 @@ def test_every_training_type_against_the_settings_rules(cdk_context, name):
         "training.instance_count": "2" if row.efa else "1",
         "hyperparameters.precision": "bf16" if row.bf16 else "fp16",
     }
+    if name not in TRAINING_USD_PER_HOUR or row.gpu is None or row.gpu.peak_dense_tflops is None:
+        with pytest.raises(ValueError, match=f"{name} has no (list price|GPU with a known peak)"):
+            load_settings({**cdk_context, **overrides})
+        return
     settings = load_settings({**cdk_context, **overrides})
     assert settings.training_instance_types[0] == name
     if row.efa:
@@ -96,8 +102,9 @@ def test_every_training_type_against_the_settings_rules(cdk_context, name):
 
 def test_an_instance_type_outside_botocores_enum_is_rejected_at_synth(cdk_context, monkeypatch):
     """Even if the facts table wrongly lists a type, the build checks AWS's own enum and names the key."""
-    fake = InstanceType("ml.p9.48xlarge", 0, True, 8, "hopper", False, training=True, processing=False)
+    fake = dataclasses.replace(INSTANCE_TYPES["ml.p5.48xlarge"], name="ml.p9.48xlarge")
     monkeypatch.setitem(INSTANCE_TYPES, fake.name, fake)
+    monkeypatch.setitem(TRAINING_USD_PER_HOUR, fake.name, 100.0)
     settings = load_settings({**cdk_context, "training.instance_type": fake.name})
     with pytest.raises(AwsRuleViolation, match=r"step FineTune: ResourceConfig\.InstanceType: ml\.p9\.48xlarge is "):
         build_definition(settings)
@@ -125,6 +132,18 @@ def test_inference_instance_types_are_checked(definition):
     assert violations(changed) == [
         f"step {register['Name']}: InferenceSpecification.SupportedRealtimeInferenceInstanceTypes: ml.nope.large is "
         "not a valid ProductionVariantInstanceType"
+    ]
+
+
+def test_container_arguments_longer_than_aws_allows_are_named(definition):
+    changed = copy.deepcopy(definition)
+    pre = find_step(changed, "ValidateAndTokenize")
+    arguments = pre["Arguments"]["AppSpecification"]["ContainerArguments"]
+    assert all(len(a) <= 256 for a in arguments if isinstance(a, str))  # the real definition fits
+    arguments.append("x" * 257)
+    assert violations(changed) == [
+        f"step ValidateAndTokenize: ContainerArguments[{len(arguments) - 1}] is 257 characters; AWS allows 256 "
+        "(API_AppSpecification)"
     ]
 
 

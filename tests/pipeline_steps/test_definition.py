@@ -47,8 +47,10 @@ def test_fits_inline(settings):
 def test_step_order_and_parameters(definition, settings):
     assert [s["Name"] for s in definition["Steps"]] == ["ClaimManifest", "FirstDelivery"]
     gated = step(definition, "FirstDelivery")["Arguments"]
-    assert [s["Name"] for s in gated["IfSteps"]] == ["ValidateAndTokenize", "FineTune", "Evaluate", "CheckF1"]
+    assert [s["Name"] for s in gated["IfSteps"]] == ["ValidateAndTokenize", "CheckTrainingCost"]
     assert gated["ElseSteps"] == []  # a duplicate delivery ends quietly: no Fail step, no failure alarm
+    guarded = step(definition, "CheckTrainingCost")["Arguments"]["IfSteps"]
+    assert [s["Name"] for s in guarded] == ["FineTune", "Evaluate", "CheckF1"]
     params = {p["Name"]: p for p in definition["Parameters"]}
     assert {
         "DatasetBucket",
@@ -60,12 +62,32 @@ def test_step_order_and_parameters(definition, settings):
         "LearningRate",
         "F1Threshold",
         "ModelApprovalStatus",
+        "MaxTrainingCostUSD",
     } <= set(params)
+    assert params["MaxTrainingCostUSD"]["DefaultValue"] == settings.training.max_cost_usd
     assert params["TrainingInstanceType"]["DefaultValue"] == "ml.p4d.24xlarge"
     assert params["TrainingInstanceCount"]["DefaultValue"] == 2
     assert params["F1Threshold"]["DefaultValue"] == settings.evaluation.f1_threshold
     assert params["ModelApprovalStatus"]["DefaultValue"] == "PendingManualApproval"
     assert params["BaseModelUri"]["DefaultValue"].startswith("s3://hfqa-dev-artifacts-")
+
+
+def test_cost_guard_compares_the_preprocessing_estimate_with_the_parameter_before_training(definition, settings):
+    pre = step(definition, "ValidateAndTokenize")
+    assert pre["PropertyFiles"] == [
+        {"PropertyFileName": "DatasetStats", "OutputName": "stats", "FilePath": "stats.json"}
+    ]
+    arguments = pre["Arguments"]["AppSpecification"]["ContainerArguments"]
+    hardware = [arguments[i + 1] for i, a in enumerate(arguments) if a == "--training-hardware"]
+    assert sorted(item.split("=", 1)[0] for item in hardware) == sorted(settings.training_instance_types)
+    assert json.loads(hardware[0].split("=", 1)[1])["peak_tflops"] > 0
+    assert arguments[arguments.index("--training-instance-type") + 1] == {"Get": "Parameters.TrainingInstanceType"}
+    [condition] = step(definition, "CheckTrainingCost")["Arguments"]["Conditions"]
+    assert condition["Type"] == "LessThanOrEqualTo"
+    assert condition["LeftValue"]["Std:JsonGet"]["Path"] == "cost_estimate.training_on_demand_usd"
+    assert condition["RightValue"] == {"Get": "Parameters.MaxTrainingCostUSD"}
+    [fail] = step(definition, "CheckTrainingCost")["Arguments"]["ElseSteps"]
+    assert fail["Type"] == "Fail" and fail["Name"] == "TrainingCostAboveLimit"
 
 
 def test_preprocessing_runs_on_cpu_with_the_manifest_and_is_cached(definition):

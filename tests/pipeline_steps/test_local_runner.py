@@ -51,8 +51,19 @@ def test_tiny_run_passes_every_step_registers_with_metrics_and_ignores_a_duplica
     out = capsys.readouterr().out
     assert "trigger rule matched the Object Created event" in out
     first, duplicate = out.split("the same Object Created event is delivered again")
-    for name in ("ClaimManifest", "ValidateAndTokenize", "FineTune", "Evaluate", "CheckF1", "RegisterModel"):
+    for name in (
+        "ClaimManifest",
+        "ValidateAndTokenize",
+        "CheckTrainingCost",
+        "FineTune",
+        "Evaluate",
+        "CheckF1",
+        "RegisterModel",
+    ):
         assert f"> {name}" in first
+    # The cost guard let it through: the estimate (a few cents) is within the default MaxTrainingCostUSD.
+    [guard] = re.findall(r"    ([0-9.e+-]+) LessThanOrEqualTo 1000.0: True", first)
+    assert 0 < float(guard) < 1
     # The second delivery claims nothing: no preprocessing, no training, no second model, no failure.
     assert "> ClaimManifest" in duplicate and "ok FirstDelivery: false -> ElseSteps" in duplicate
     assert "> FineTune" not in duplicate and "> ValidateAndTokenize" not in duplicate
@@ -104,6 +115,17 @@ def test_threshold_above_achievable_f1_ends_in_the_fail_step(dev, tmp_path, caps
     assert "-> ElseSteps" in out
     assert "is below the threshold 99.5 - model not registered." in out
     assert "registered: nothing" in out
+    assert packages(tmp_path, dev) == []
+
+
+def test_estimate_above_max_training_cost_stops_before_training(dev, tmp_path, capsys):
+    assert local_run(dev, tmp_path, "--param", "MaxTrainingCostUSD=0") == 1
+    out = capsys.readouterr().out
+    assert "-> ElseSteps" in out
+    assert "> FineTune" not in out
+    assert re.search(
+        r"Estimated training cost USD [0-9.e+-]+ \(on-demand list price\) exceeds MaxTrainingCostUSD 0.0", out
+    )
     assert packages(tmp_path, dev) == []
 
 
@@ -168,9 +190,6 @@ def test_steps_run_in_dependency_order(dev):
         "FirstDelivery",
     ]
     branch = find_step(definition, "FirstDelivery")["Arguments"]["IfSteps"]
-    assert [s["Name"] for s in execution_order(list(reversed(branch)))] == [
-        "ValidateAndTokenize",
-        "FineTune",
-        "Evaluate",
-        "CheckF1",
-    ]
+    assert [s["Name"] for s in execution_order(list(reversed(branch)))] == ["ValidateAndTokenize", "CheckTrainingCost"]
+    guarded = find_step(definition, "CheckTrainingCost")["Arguments"]["IfSteps"]
+    assert [s["Name"] for s in execution_order(list(reversed(guarded)))] == ["FineTune", "Evaluate", "CheckF1"]

@@ -30,8 +30,8 @@ def test_pipeline_embeds_the_definition_with_deploy_time_values(dev):
         "ClaimManifest",
         "FirstDelivery",
         "ValidateAndTokenize",
+        "CheckTrainingCost",
         "FineTune",
-        "Evaluate",
     ]
     assert set(variables) == {
         "JobRoleName",

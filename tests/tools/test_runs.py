@@ -1,0 +1,205 @@
+"""make runs against botocore's Stubber: a succeeded, a failed (F1 gate) and a spot-interrupted execution.
+
+Stubber only (no moto server here): moto has no `list_pipeline_execution_steps` and its executions succeed at
+once, so it could not show per-step metadata, retries or billable time. Stubber also validates every request
+and response against botocore's SageMaker and S3 models.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
+
+from tools.runs import format_report, recent_executions
+
+PIPELINE = "hfqa-dev-qa-fine-tuning"
+ACCOUNT_ARN = "arn:aws:sagemaker:us-east-1:111122223333"
+T0 = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
+
+
+def execution_arn(name: str) -> str:
+    return f"{ACCOUNT_ARN}:pipeline/{PIPELINE}/execution/{name}"
+
+
+def step(name: str, status: str, start_min: float, end_min: float, metadata: dict, attempts: int = 1) -> dict:
+    return {
+        "StepName": name,
+        "StepStatus": status,
+        "StartTime": T0 + timedelta(minutes=start_min),
+        "EndTime": T0 + timedelta(minutes=end_min),
+        "Metadata": metadata,
+        "AttemptCount": attempts,
+    }
+
+
+def training_job(training: int, billable: int, interrupted: bool) -> dict:
+    transitions = [{"Status": "Starting", "StartTime": T0}, {"Status": "Training", "StartTime": T0}]
+    if interrupted:
+        transitions += [{"Status": "Interrupted", "StartTime": T0}, {"Status": "Restarting", "StartTime": T0}]
+    return {
+        "TrainingJobName": "pipelines-train",
+        "TrainingJobArn": f"{ACCOUNT_ARN}:training-job/pipelines-train",
+        "ModelArtifacts": {"S3ModelArtifacts": "s3://artifacts/models/model.tar.gz"},
+        "TrainingJobStatus": "Completed",
+        "SecondaryStatus": "Completed",
+        "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "image"},
+        "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 200},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 86400},
+        "CreationTime": T0,
+        "EnableManagedSpotTraining": True,
+        "TrainingTimeInSeconds": training,
+        "BillableTimeInSeconds": billable,
+        "SecondaryStatusTransitions": transitions,
+    }
+
+
+def processing_job(name: str) -> dict:
+    return {
+        "ProcessingJobName": name,
+        "ProcessingJobArn": f"{ACCOUNT_ARN}:processing-job/{name}",
+        "ProcessingResources": {
+            "ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.g5.2xlarge", "VolumeSizeInGB": 50}
+        },
+        "AppSpecification": {"ImageUri": "image"},
+        "RoleArn": "arn:aws:iam::111122223333:role/job",
+        "CreationTime": T0,
+        "ProcessingJobStatus": "Completed",
+        "ProcessingOutputConfig": {
+            "Outputs": [
+                {
+                    "OutputName": "evaluation",
+                    "S3Output": {
+                        "S3Uri": f"s3://artifacts/evaluation/{name}",
+                        "LocalPath": "/opt/ml/processing/output/evaluation",
+                        "S3UploadMode": "EndOfJob",
+                    },
+                }
+            ]
+        },
+    }
+
+
+def stub_execution(sm: Stubber, s3: Stubber, name: str, kind: str) -> None:
+    arn = execution_arn(name)
+    sm.add_response(
+        "list_pipeline_parameters_for_execution",
+        {"PipelineParameters": [{"Name": "ManifestKey", "Value": f"datasets/squad/{name}/manifest.json"}]},
+        {"PipelineExecutionArn": arn},
+    )
+    train = {"TrainingJob": {"Arn": f"{ACCOUNT_ARN}:training-job/pipelines-train"}}
+    evaluate = {"ProcessingJob": {"Arn": f"{ACCOUNT_ARN}:processing-job/eval-{name}"}}
+    steps = [
+        step("ValidateAndTokenize", "Succeeded", 0, 4, {"ProcessingJob": {"Arn": f"{ACCOUNT_ARN}:processing-job/p"}}),
+        step("CheckTrainingCost", "Succeeded", 4, 4, {"Condition": {"Outcome": "True"}}),
+        step("FineTune", "Succeeded", 4, 40 if kind == "spot" else 30, train, attempts=2 if kind == "spot" else 1),
+        step("Evaluate", "Succeeded", 40, 45, evaluate),
+        step("CheckF1", "Succeeded", 45, 45, {"Condition": {"Outcome": "False" if kind == "f1" else "True"}}),
+    ]
+    if kind == "f1":
+        message = "Validation F1 71.5 is below the threshold 88.0 - model not registered."
+        steps.append(step("F1BelowThreshold", "Failed", 45, 45, {"Fail": {"ErrorMessage": message}}))
+    else:
+        package = f"{ACCOUNT_ARN}:model-package/hfqa-dev-qa-models/{name}"
+        steps.append(step("RegisterModel-RegisterModel", "Succeeded", 45, 46, {"RegisterModel": {"Arn": package}}))
+    sm.add_response(
+        "list_pipeline_execution_steps",
+        {"PipelineExecutionSteps": steps},
+        {"PipelineExecutionArn": arn, "SortOrder": "Ascending"},
+    )
+    billable = {"ok": 1500, "f1": 1500, "spot": 600}[kind]
+    sm.add_response(
+        "describe_training_job",
+        training_job(1500 if kind != "spot" else 2000, billable, kind == "spot"),
+        {"TrainingJobName": "pipelines-train"},
+    )
+    sm.add_response("describe_processing_job", processing_job(f"eval-{name}"), {"ProcessingJobName": f"eval-{name}"})
+    f1 = {"ok": 91.25, "f1": 71.5, "spot": 90.5}[kind]
+    body = json.dumps({"metrics": {"f1": {"value": f1}, "exact_match": {"value": 84.0}}}).encode()
+    s3.add_response(
+        "get_object",
+        {"Body": StreamingBody(io.BytesIO(body), len(body))},
+        {"Bucket": "artifacts", "Key": f"evaluation/eval-{name}/evaluation.json"},
+    )
+    if kind != "f1":
+        sm.add_response(
+            "describe_model_package",
+            {
+                "ModelPackageName": "hfqa-dev-qa-models",
+                "ModelPackageArn": f"{ACCOUNT_ARN}:model-package/hfqa-dev-qa-models/{name}",
+                "CreationTime": T0,
+                "ModelPackageStatus": "Completed",
+                "ModelPackageStatusDetails": {"ValidationStatuses": []},
+                "ModelApprovalStatus": "Approved" if kind == "ok" else "PendingManualApproval",
+            },
+            {"ModelPackageName": f"{ACCOUNT_ARN}:model-package/hfqa-dev-qa-models/{name}"},
+        )
+
+
+@pytest.fixture
+def reports():
+    sagemaker = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    s3 = boto3.client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    names = ["spot-3", "f1-2", "ok-1"]  # newest first, as the API returns them with SortOrder=Descending
+    with Stubber(sagemaker) as sm, Stubber(s3) as s3_stub:
+        sm.add_response(
+            "list_pipeline_executions",
+            {
+                "PipelineExecutionSummaries": [
+                    {
+                        "PipelineExecutionArn": execution_arn(name),
+                        "StartTime": T0 - timedelta(hours=i),
+                        "PipelineExecutionStatus": "Failed" if name.startswith("f1") else "Succeeded",
+                    }
+                    for i, name in enumerate(names)
+                ]
+            },
+            {"PipelineName": PIPELINE, "SortBy": "CreationTime", "SortOrder": "Descending", "MaxResults": 10},
+        )
+        for name in names:
+            stub_execution(sm, s3_stub, name, name.split("-")[0])
+        result = recent_executions(sagemaker, s3, PIPELINE, 10)
+        sm.assert_no_pending_responses()
+        s3_stub.assert_no_pending_responses()
+    return {report.arn.rsplit("/", 1)[-1]: report for report in result}
+
+
+def test_newest_first_with_trigger_and_step_durations(reports):
+    assert list(reports) == ["spot-3", "f1-2", "ok-1"]
+    ok = reports["ok-1"]
+    assert ok.manifest_key == "datasets/squad/ok-1/manifest.json"
+    assert [(s.name, s.seconds) for s in ok.steps][:3] == [
+        ("ValidateAndTokenize", 240.0),
+        ("CheckTrainingCost", 0.0),
+        ("FineTune", 1560.0),
+    ]
+
+
+def test_succeeded_execution_shows_cost_f1_and_approved_package(reports):
+    ok = reports["ok-1"]
+    assert ok.f1 == 91.25 and ok.approval_status == "Approved"
+    assert ok.training.list_price_usd == pytest.approx(37.688 * 2 * 1500 / 3600)
+    text = format_report(ok)
+    assert "Succeeded" in text and "F1: 91.25; registered" in text and "(Approved)" in text
+    assert "$31.41 at on-demand list price" in text
+
+
+def test_failed_f1_gate_shows_the_fail_message_and_no_package(reports):
+    failed = reports["f1-2"]
+    assert failed.status == "Failed" and failed.f1 == 71.5 and failed.model_package is None
+    assert "F1BelowThreshold: Validation F1 71.5 is below the threshold 88.0" in format_report(failed)
+
+
+def test_spot_interrupted_execution_shows_retries_and_savings(reports):
+    spot = reports["spot-3"]
+    assert spot.training.interruptions == 1
+    assert spot.training.spot_savings == pytest.approx(0.7)
+    text = format_report(spot)
+    assert "FineTune Succeeded 36m00s (2 attempts)" in text
+    assert "trained 2,000 s, billed 600 s (70% spot savings), 1 spot interruption(s)" in text
+    assert "(PendingManualApproval)" in text

@@ -1,0 +1,210 @@
+"""What recent pipeline executions did and cost: `make runs ENV=dev [LIMIT=10]`.
+
+Newest first: status, trigger (the manifest key), per-step durations, the training job's trained vs billed
+seconds (managed spot savings), its cost at list price (config/costs.py), the validation F1 and the
+registered model package with its approval status. Read-only SageMaker and S3 calls with your credentials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from config.costs import PRICE_REGION, PRICES_AS_OF, TRAINING_USD_PER_HOUR
+
+F1_IN_FAIL_MESSAGE = re.compile(r"Validation F1 ([0-9.]+) is below")
+
+
+@dataclass
+class StepRun:
+    name: str
+    status: str
+    seconds: float | None
+    attempts: int = 1
+    detail: str = ""
+
+
+@dataclass
+class TrainingRun:
+    instance_type: str
+    instance_count: int
+    spot: bool
+    training_seconds: int
+    billable_seconds: int
+    interruptions: int
+
+    @property
+    def spot_savings(self) -> float | None:
+        """AWS's definition: 1 - billable / training time (managed spot only)."""
+        if not self.spot or not self.training_seconds:
+            return None
+        return 1 - self.billable_seconds / self.training_seconds
+
+    @property
+    def list_price_usd(self) -> float | None:
+        """Billable seconds x instances x on-demand list price; for spot, what the run would have cost
+        at the on-demand price for the billed time (spot prices vary and are not in the price table)."""
+        price = TRAINING_USD_PER_HOUR.get(self.instance_type)
+        return None if price is None else price * self.instance_count * self.billable_seconds / 3600
+
+
+@dataclass
+class ExecutionReport:
+    arn: str
+    started: datetime
+    status: str
+    manifest_key: str | None
+    steps: list[StepRun] = field(default_factory=list)
+    training: TrainingRun | None = None
+    f1: float | None = None
+    model_package: str | None = None
+    approval_status: str | None = None
+    failure: str | None = None
+
+
+def _job_name(arn: str) -> str:
+    return arn.rsplit("/", 1)[-1]
+
+
+def _seconds(step: dict[str, Any]) -> float | None:
+    if "StartTime" in step and "EndTime" in step:
+        return (step["EndTime"] - step["StartTime"]).total_seconds()
+    return None
+
+
+def training_run(sagemaker: Any, job_arn: str) -> TrainingRun:
+    job = sagemaker.describe_training_job(TrainingJobName=_job_name(job_arn))
+    resources = job["ResourceConfig"]
+    transitions = job.get("SecondaryStatusTransitions", [])
+    return TrainingRun(
+        instance_type=resources["InstanceType"],
+        instance_count=resources["InstanceCount"],
+        spot=bool(job.get("EnableManagedSpotTraining")),
+        training_seconds=job.get("TrainingTimeInSeconds", 0),
+        billable_seconds=job.get("BillableTimeInSeconds", 0),
+        interruptions=sum(1 for t in transitions if t["Status"] == "Interrupted"),
+    )
+
+
+def evaluation_f1(sagemaker: Any, s3: Any, job_arn: str) -> float | None:
+    """metrics.f1.value of evaluation.json, the Evaluate job's output."""
+    job = sagemaker.describe_processing_job(ProcessingJobName=_job_name(job_arn))
+    outputs = job.get("ProcessingOutputConfig", {}).get("Outputs", [])
+    uri = next((o["S3Output"]["S3Uri"] for o in outputs if o["OutputName"] == "evaluation"), None)
+    if uri is None:
+        return None
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    body = s3.get_object(Bucket=bucket, Key=f"{prefix.rstrip('/')}/evaluation.json")["Body"].read()
+    return float(json.loads(body)["metrics"]["f1"]["value"])
+
+
+def describe_execution(sagemaker: Any, s3: Any, summary: dict[str, Any]) -> ExecutionReport:
+    arn = summary["PipelineExecutionArn"]
+    parameters = sagemaker.list_pipeline_parameters_for_execution(PipelineExecutionArn=arn)["PipelineParameters"]
+    report = ExecutionReport(
+        arn=arn,
+        started=summary["StartTime"],
+        status=summary["PipelineExecutionStatus"],
+        manifest_key=next((p["Value"] for p in parameters if p["Name"] == "ManifestKey"), None),
+        failure=summary.get("PipelineExecutionFailureReason"),
+    )
+    steps = sagemaker.list_pipeline_execution_steps(PipelineExecutionArn=arn, SortOrder="Ascending")
+    for step in steps["PipelineExecutionSteps"]:
+        metadata = step.get("Metadata", {})
+        run = StepRun(step["StepName"], step["StepStatus"], _seconds(step), step.get("AttemptCount", 1))
+        if "TrainingJob" in metadata:
+            report.training = training_run(sagemaker, metadata["TrainingJob"]["Arn"])
+        elif "ProcessingJob" in metadata and step["StepName"] == "Evaluate" and step["StepStatus"] == "Succeeded":
+            report.f1 = evaluation_f1(sagemaker, s3, metadata["ProcessingJob"]["Arn"])
+        elif "RegisterModel" in metadata:
+            report.model_package = metadata["RegisterModel"]["Arn"]
+            package = sagemaker.describe_model_package(ModelPackageName=report.model_package)
+            report.approval_status = package["ModelApprovalStatus"]
+        elif "Fail" in metadata:
+            run.detail = metadata["Fail"].get("ErrorMessage", "")
+            match = F1_IN_FAIL_MESSAGE.search(run.detail)
+            report.f1 = float(match.group(1)) if match and report.f1 is None else report.f1
+        elif "Condition" in metadata:
+            run.detail = f"-> {metadata['Condition'].get('Outcome')}"
+        run.detail = run.detail or step.get("FailureReason", "")
+        report.steps.append(run)
+    return report
+
+
+def recent_executions(sagemaker: Any, s3: Any, pipeline_name: str, limit: int) -> list[ExecutionReport]:
+    """The newest `limit` executions of `pipeline_name`, newest first."""
+    response = sagemaker.list_pipeline_executions(
+        PipelineName=pipeline_name, SortBy="CreationTime", SortOrder="Descending", MaxResults=limit
+    )
+    return [describe_execution(sagemaker, s3, summary) for summary in response["PipelineExecutionSummaries"]]
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+
+
+def format_report(report: ExecutionReport) -> str:
+    lines = [
+        f"{report.started:%Y-%m-%d %H:%M} {report.status:10} {report.manifest_key or '(no ManifestKey)'}",
+        f"  {report.arn}",
+        "  steps: "
+        + ", ".join(
+            f"{s.name} {s.status} {_duration(s.seconds)}" + (f" ({s.attempts} attempts)" if s.attempts > 1 else "")
+            for s in report.steps
+        ),
+    ]
+    training = report.training
+    if training:
+        savings = training.spot_savings
+        cost = training.list_price_usd
+        lines.append(
+            f"  training: {training.instance_count} x {training.instance_type}, "
+            f"{'spot' if training.spot else 'on-demand'}, trained {training.training_seconds:,} s, billed "
+            f"{training.billable_seconds:,} s"
+            + (f" ({savings:.0%} spot savings)" if savings is not None else "")
+            + (f", {training.interruptions} spot interruption(s)" if training.interruptions else "")
+            + (f"; ${cost:,.2f} at on-demand list price" if cost is not None else "; no list price recorded")
+        )
+    lines.append(
+        f"  F1: {report.f1:.2f}" if report.f1 is not None else "  F1: -",
+    )
+    if report.model_package:
+        lines[-1] += f"; registered {report.model_package} ({report.approval_status})"
+    for step in (s for s in report.steps if s.status == "Failed"):
+        lines.append(f"  {step.name}: {step.detail}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="dev")
+    parser.add_argument("--limit", type=int, default=10)
+    args = parser.parse_args(argv)
+
+    import boto3
+
+    from tools.deployment import load_deployment
+
+    session = boto3.Session()
+    deployment = load_deployment(args.env, session)
+    reports = recent_executions(
+        session.client("sagemaker"), session.client("s3"), deployment.settings.pipeline_name, args.limit
+    )
+    if not reports:
+        print(f"no executions of {deployment.settings.pipeline_name} yet")
+    for report in reports:
+        print(format_report(report) + "\n")
+    print(f"costs at on-demand LIST prices ({PRICE_REGION}, as of {PRICES_AS_OF}, config/costs.py)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
