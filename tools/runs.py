@@ -207,4 +207,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tools.deployment import run_tool
+
+    sys.exit(run_tool(main))

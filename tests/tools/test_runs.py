@@ -1,8 +1,10 @@
-"""make runs against botocore's Stubber: a succeeded, a failed (F1 gate) and a spot-interrupted execution.
+"""make runs: the command against moto server, and the reports of a succeeded, a failed (F1 gate) and a
+spot-interrupted execution against botocore's Stubber.
 
-Stubber only (no moto server here): moto has no `list_pipeline_execution_steps` and its executions succeed at
-once, so it could not show per-step metadata, retries or billable time. Stubber also validates every request
-and response against botocore's SageMaker and S3 models.
+moto has no `list_pipeline_execution_steps` and its executions succeed at once, so it cannot show per-step
+metadata, retries or billable time: the three executions are stubbed (Stubber validates every request and
+response against botocore's SageMaker and S3 models). The command itself (credentials, region, the deployed
+pipeline's name, error lines) runs against moto server.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
+from tests.tools.conftest import assert_one_line_error, run_cli
 from tools.runs import format_report, recent_executions
 
 PIPELINE = "hfqa-dev-qa-fine-tuning"
@@ -203,3 +206,15 @@ def test_spot_interrupted_execution_shows_retries_and_savings(reports):
     assert "FineTune Succeeded 36m00s (2 attempts)" in text
     assert "trained 2,000 s, billed 600 s (70% spot savings), 1 spot interruption(s)" in text
     assert "(PendingManualApproval)" in text
+
+
+def test_command_against_moto_before_any_execution(deployed, deployed_env):
+    result = run_cli("tools.runs", "--env", "dev", env=deployed_env)
+    assert result.returncode == 0, result.stderr
+    assert f"no executions of {deployed.pipeline_name} yet" in result.stdout
+    assert "on-demand LIST prices" in result.stdout
+
+
+def test_command_without_credentials_is_one_line(aws):
+    environment = {k: v for k, v in aws.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    assert_one_line_error(run_cli("tools.runs", "--env", "dev", env=environment), "no AWS credentials found")
