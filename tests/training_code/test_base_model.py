@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import subprocess
+import sys
 
 from qa.base_model import load_question_answering_model
+
+from tests.training_code.conftest import TRAINING_CODE
 
 log = logging.getLogger("qa")
 
@@ -43,3 +48,23 @@ def test_encoder_weights_missing_from_the_base_model_are_a_warning(tiny_model_di
     assert len(warnings) == 1
     assert f"encoder.layer.{config['num_hidden_layers'] - 1}." in warnings[0]
     assert "is it the intended base model?" in warnings[0]
+
+
+def test_library_reports_are_printed_once_even_where_ci_is_set(tmp_path):
+    """transformers propagates its records to the root logger when CI=true: each report would then be printed
+    twice, once on stdout where the local runner does not filter library reports."""
+    script = (
+        "from qa.cli import setup_logging; setup_logging(True); "
+        "from transformers.utils import logging; logging.get_logger('transformers.modeling_utils').warning('REPORT')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=TRAINING_CODE,
+        env={**os.environ, "CI": "true"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "REPORT" not in result.stdout
+    assert result.stderr.count("REPORT") == 1

@@ -33,9 +33,12 @@ def setup_logging(is_main_process: bool = True) -> logging.Logger:
     )
     for noisy in ("datasets", "transformers", "accelerate", "torch.distributed"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    if not is_main_process:  # one copy of library reports (e.g. transformers' load report), not one per rank
-        from transformers.utils import logging as transformers_logging
+    from transformers.utils import logging as transformers_logging
 
+    # transformers' reports go to its own stderr handler only; it also propagates them to the root logger
+    # (stdout here) when CI=true is set, which would print each report twice.
+    transformers_logging.disable_propagation()
+    if not is_main_process:  # one copy of library reports (e.g. transformers' load report), not one per rank
         transformers_logging.set_verbosity_error()
     return logging.getLogger("qa")
 
