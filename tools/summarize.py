@@ -56,7 +56,7 @@ def render(value: Any) -> str:
 def _step_label(step: dict[str, Any]) -> str:
     if step["Type"] == "Condition":
         branches = [" | ".join(s["Name"] for s in step["Arguments"].get(b, [])) for b in ("IfSteps", "ElseSteps")]
-        return f"{step['Name']} (Condition: {branches[0]} else {branches[1]})"
+        return f"{step['Name']} (Condition: {branches[0]} else {branches[1] or 'stop, succeeded'})"
     return f"{step['Name']} ({step['Type']})"
 
 

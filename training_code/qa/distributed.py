@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import MutableMapping
 
 
@@ -55,6 +56,9 @@ def ddp_kwargs(backend: str | None, mixed_precision: str):
     """
     from accelerate.utils import DDPCommunicationHookType, DistributedDataParallelKwargs
 
+    # PyTorch 2.13 renamed broadcast_buffers; the training images' older PyTorch knows only that name, which
+    # 2.13 still honours. Its deprecation notice would otherwise open every local run's log.
+    warnings.filterwarnings("ignore", message="`broadcast_buffers` is deprecated", category=FutureWarning)
     hook = DDPCommunicationHookType.NO
     if backend == "nccl":
         compressed = {"bf16": DDPCommunicationHookType.BF16, "fp16": DDPCommunicationHookType.FP16}
