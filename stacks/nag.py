@@ -46,6 +46,10 @@ def reviewed_findings(settings: Settings, model_package_group_name: str) -> dict
         _arn("sagemaker", f"model-package/{model_package_group_name}/*"): "Model package versions are "
         "numbered by SageMaker inside the project's own group.",
     }
+    findings[_s3_objects(settings, "artifacts", f"{layout.processed}/*/stats/*")] = (
+        "The pipeline reads the dataset statistics (its cost guard's property file) that each execution's "
+        "preprocessing writes under its own execution id."
+    )
     findings["AwsSolutions::AwsSolutions-SQS3"] = (
         "The only queue is itself the dead-letter queue of the dataset trigger's EventBridge target; a "
         "dead-letter queue of a dead-letter queue would add nothing."

@@ -221,8 +221,18 @@ class PipelineRole(Construct):
         )
         job_role.grant_pass_role(role)
         layout = settings.layout
+        # The pipeline reads the property files its conditions test (evaluation.json, claim.json, stats.json).
         role.add_to_policy(
-            read_objects("ReadModelsAndEvaluations", artifacts_bucket, [f"{layout.models}/*", f"{layout.evaluation}/*"])
+            read_objects(
+                "ReadModelsAndPropertyFiles",
+                artifacts_bucket,
+                [
+                    f"{layout.models}/*",
+                    f"{layout.evaluation}/*",
+                    f"{layout.claims}/*",
+                    f"{layout.processed}/*/stats/*",
+                ],
+            )
         )
         role.add_to_policy(use_key_for_s3(key))
         role.add_to_policy(_kms_grant_for_job_volumes(key))

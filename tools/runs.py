@@ -193,10 +193,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from tools.deployment import load_deployment
 
-    session = boto3.Session()
-    deployment = load_deployment(args.env, session)
+    deployment = load_deployment(args.env, boto3.Session())
     reports = recent_executions(
-        session.client("sagemaker"), session.client("s3"), deployment.settings.pipeline_name, args.limit
+        deployment.client("sagemaker"), deployment.client("s3"), deployment.settings.pipeline_name, args.limit
     )
     if not reports:
         print(f"no executions of {deployment.settings.pipeline_name} yet")

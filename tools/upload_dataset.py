@@ -46,8 +46,8 @@ MIB = 1024 * 1024
 MULTIPART_BYTES = 64 * MIB
 LARGE_UPLOAD_BYTES = 8 * MIB  # from here on, progress is also reported within files
 # Execution parameters the upload determines, matched against the execution it started when the pipeline
-# defines them (the trigger copies them from the S3 event: bucket name, object key, etag, version id).
-MATCHED_PARAMETERS = ("DatasetBucket", "ManifestKey", "ManifestETag", "ManifestVersionId")
+# defines them (the trigger copies them from the S3 event: bucket name, object key, version id).
+MATCHED_PARAMETERS = ("DatasetBucket", "ManifestKey", "ManifestVersionId")
 CLOCK_SKEW = timedelta(minutes=2)  # tolerated difference between this machine's clock and SageMaker's
 
 
@@ -89,12 +89,6 @@ def validate_dataset(dataset_dir: Path, name: str, version: str) -> list[tuple[P
         f"({', '.join(f'{len(report.records[s])} {s}' for s in SPLITS)})"
     )
     return [(path, path.relative_to(dataset_dir).as_posix()) for split in SPLITS for path in files[split]]
-
-
-def plan_upload(dataset_dir: Path, name: str, version: str, bucket: str) -> UploadPlan:
-    return UploadPlan(
-        bucket=bucket, prefix=f"datasets/{name}/{version}/", files=validate_dataset(dataset_dir, name, version)
-    )
 
 
 class Progress:
@@ -156,11 +150,10 @@ def upload(plan: UploadPlan, s3: Any, multipart_bytes: int = MULTIPART_BYTES) ->
 
 def expected_parameters(plan: UploadPlan, manifest: dict[str, Any], defined: set[str]) -> dict[str, str]:
     """The parameter values the execution started by this manifest carries, for the parameters the pipeline
-    defines (the S3 event's etag has no quotes; only versioned buckets give a version id)."""
+    defines (only versioned buckets give a version id)."""
     values = {
         "DatasetBucket": plan.bucket,
         "ManifestKey": plan.manifest_key,
-        "ManifestETag": manifest["ETag"].strip('"'),
         "ManifestVersionId": manifest.get("VersionId"),
     }
     return {name: values[name] for name in MATCHED_PARAMETERS if name in defined and values[name] is not None}

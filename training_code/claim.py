@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from qa.cli import require_manifest_version, setup_logging
@@ -24,6 +25,7 @@ from qa.cli import require_manifest_version, setup_logging
 OUTPUT = "/opt/ml/processing/output/claim"
 # Set by the local pipeline runner: S3 URIs are folders under it (s3://bucket/key -> <root>/bucket/key).
 LOCAL_S3_ROOT = "LOCAL_S3_ROOT"
+CONFLICT_RETRIES = 5
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,14 +60,20 @@ def create_if_absent(bucket: str, key: str, body: bytes) -> bytes | None:
     from botocore.exceptions import ClientError
 
     s3 = boto3.client("s3")
-    try:
-        s3.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
-        return None
-    except ClientError as err:
-        # 412: the claim exists; 409: a concurrent conditional write to the same key is in flight.
-        if err.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "ConditionalRequestConflict"):
-            raise
-    return s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    attempt = 0
+    while True:
+        try:
+            s3.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
+            return None
+        except ClientError as err:
+            code = err.response.get("Error", {}).get("Code")
+            if code == "PreconditionFailed":  # 412: the claim exists
+                return s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+            # 409: a concurrent conditional write to the same key is in flight; S3 says to retry the write.
+            if code != "ConditionalRequestConflict" or attempt == CONFLICT_RETRIES:
+                raise
+        time.sleep(0.5 * 2**attempt)
+        attempt += 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -175,7 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         }
         log.info("%s: %d examples -> %d features", split, len(records), len(features))
     if args.training_instance_type:
-        stats["cost_estimate"] = cost_estimate(args, split_lengths)
+        try:
+            stats["cost_estimate"] = cost_estimate(args, split_lengths)
+        except (OSError, ValueError) as err:  # no or unusual config.json: the guard could not judge the run
+            print(f"error: {err} ({args.tokenizer_dir / 'config.json'})", file=sys.stderr)
+            return 1
         log.info("cost estimate: %s", stats["cost_estimate"])
     (args.output_dir / "stats").mkdir(parents=True, exist_ok=True)
     (args.output_dir / "stats" / "stats.json").write_text(json.dumps(stats, indent=2))

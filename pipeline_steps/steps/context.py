@@ -88,6 +88,7 @@ class BuildContext:
             max_runtime_in_seconds=processing.max_runtime_seconds,
             base_job_name=base_job_name,
             sagemaker_session=self.session,
-            env={"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "true"},
+            # The region for boto3 in the job (claim.py writes to S3 itself), whatever the container sets.
+            env={"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "true", "AWS_DEFAULT_REGION": self.values.region},
             network_config=self.network_config(),
         )

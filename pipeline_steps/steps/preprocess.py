@@ -43,10 +43,6 @@ def cost_arguments(settings: Settings) -> list[str]:
 def build(ctx: BuildContext) -> tuple[ProcessingStep, PropertyFile]:
     params, hps = ctx.params, ctx.settings.hyperparameters
     manifest_uri = Join(on="", values=["s3://", params.dataset_bucket, "/", params.manifest_key])
-    # Outputs keyed by dataset (not by execution), so a cache hit and its outputs belong together.
-    output_root = Join(
-        on="/", values=[f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.processed}", params.manifest_key]
-    )
     processor = ctx.script_processor(ctx.settings.processing.preprocess_instance_type, "qa-preprocess")
     step_args = processor.run(
         inputs=[
@@ -58,9 +54,13 @@ def build(ctx: BuildContext) -> tuple[ProcessingStep, PropertyFile]:
             ),
             ProcessingInput(source=params.base_model_uri, destination=f"{INPUT}/model", input_name="tokenizer"),
         ],
+        # Outputs under the producing execution: a cache hit hands later executions these exact files, which no
+        # other run (another version of the dataset, other epochs for the cost estimate) ever overwrites.
         outputs=[
             ProcessingOutput(
-                output_name=name, source=f"{OUTPUT}/{name}", destination=Join(on="/", values=[output_root, name])
+                output_name=name,
+                source=f"{OUTPUT}/{name}",
+                destination=ctx.execution_uri(ctx.settings.layout.processed, name),
             )
             for name in OUTPUTS
         ],

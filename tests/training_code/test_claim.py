@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import boto3
 import claim
 import pytest
+from botocore.response import StreamingBody
+from botocore.stub import Stubber
 from qa.cli import UNSET_VERSION
 
 from tests.conftest import aws_environment, pointed_at
@@ -76,3 +79,19 @@ def test_the_s3_conditional_write_against_the_emulator(tmp_path, moto_url, monke
             "execution_id": "exec-a",
             "manifest": "s3://datasets/datasets/squad/v1/manifest.json (version v-1)",
         }
+
+
+def test_a_concurrent_write_conflict_is_retried_before_reading_the_claim(monkeypatch):
+    """409 ConditionalRequestConflict (not modelled by moto): the write is retried, as S3's PutObject page
+    says; only a 412 means the claim exists and is read."""
+    s3 = boto3.client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(s3) as stub:
+        stub.add_client_error("put_object", service_error_code="ConditionalRequestConflict", http_status_code=409)
+        stub.add_client_error("put_object", service_error_code="PreconditionFailed", http_status_code=412)
+        body = StreamingBody(io.BytesIO(b'{"execution_id": "exec-a"}'), 26)
+        stub.add_response("get_object", {"Body": body}, {"Bucket": "artifacts", "Key": "claims/k.json"})
+        monkeypatch.delenv(claim.LOCAL_S3_ROOT, raising=False)
+        monkeypatch.setattr(boto3, "client", lambda *args, **kwargs: s3)
+        monkeypatch.setattr(claim.time, "sleep", lambda seconds: None)
+        assert claim.create_if_absent("artifacts", "claims/k.json", b"{}") == b'{"execution_id": "exec-a"}'
+        stub.assert_no_pending_responses()

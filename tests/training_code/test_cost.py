@@ -77,3 +77,11 @@ def test_run_estimate_scales_with_epochs_and_stops_unknown_types():
     assert two["training_on_demand_usd"] == pytest.approx(2 * one["training_on_demand_usd"])
     unknown = run_estimate(model, BERT_LARGE, {200: 1000}, {200: 100}, "ml.g5.2xlarge", 1, 1.0)
     assert unknown["training_on_demand_usd"] >= 1e12
+
+
+def test_distilbert_field_names_size_the_model_and_a_config_without_them_names_the_fields():
+    distilbert = {"n_layers": 6, "dim": 768, "hidden_dim": 3072, "vocab_size": 30522}
+    bert_like = {"num_hidden_layers": 6, "hidden_size": 768, "intermediate_size": 3072, "vocab_size": 30522}
+    assert ModelShape.from_config(distilbert) == ModelShape.from_config(bert_like)
+    with pytest.raises(ValueError, match="has none of num_hidden_layers, n_layers"):
+        ModelShape.from_config({"hidden_size": 768, "intermediate_size": 3072, "vocab_size": 30522})

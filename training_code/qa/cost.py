@@ -40,12 +40,21 @@ class ModelShape:
 
     @classmethod
     def from_config(cls, config: dict) -> ModelShape:
-        """From a Hugging Face config.json (BERT, RoBERTa, ... field names)."""
+        """From a Hugging Face config.json: BERT/RoBERTa field names, or DistilBERT's (n_layers, dim, hidden_dim)."""
+
+        def field(*names: str) -> int:
+            for name in names:
+                if name in config:
+                    return int(config[name])
+            raise ValueError(
+                f"the model's config.json has none of {', '.join(names)}: the cost estimate cannot size the model"
+            )
+
         return cls(
-            layers=config["num_hidden_layers"],
-            hidden=config["hidden_size"],
-            intermediate=config["intermediate_size"],
-            vocab_size=config["vocab_size"],
+            layers=field("num_hidden_layers", "n_layers"),
+            hidden=field("hidden_size", "dim"),
+            intermediate=field("intermediate_size", "hidden_dim"),
+            vocab_size=field("vocab_size"),
             max_positions=config.get("max_position_embeddings", 512),
             type_vocab_size=config.get("type_vocab_size", 2),
         )
@@ -193,16 +202,6 @@ def estimate(workload: Workload, hardware: Hardware, instance_count: int) -> Est
         data_parallel_efficiency=efficiency,
         usd_per_hour=hardware.usd_per_hour,
     )
-
-
-def lengths_from_histogram(histogram: dict[str, int]) -> dict[int, int]:
-    """preprocess.py's stats histogram ({"96-127": count}) -> {bucket middle: count}."""
-    lengths: dict[int, int] = {}
-    for bucket, count in histogram.items():
-        low, high = (int(x) for x in bucket.split("-"))
-        middle = (low + high + 1) // 2
-        lengths[middle] = lengths.get(middle, 0) + count
-    return lengths
 
 
 def run_estimate(
