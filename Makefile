@@ -47,7 +47,7 @@ TINY_PARAMS := --tiny --param Epochs=1 --param F1Threshold=0
 
 demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally (TINY=1: wiring-only run)
 	$(PY) -m tools.summarize $(ASSEMBLY)
-	$(PY) -m pipeline_steps.local --assembly $(ASSEMBLY) $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $(DEMO_ARGS)
+	$(PY) -m local_runner --assembly $(ASSEMBLY) $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $(DEMO_ARGS)
 
 test: bootstrap ## Run the whole test suite (offline)
 	$(PY) -m pytest

@@ -29,7 +29,7 @@ def worker(mode: str, length: int, steps: int) -> None:
     from transformers import AutoModelForQuestionAnswering
     from transformers.utils import logging
 
-    from pipeline_steps.local.models import bundled_model_dir
+    from tools.demo_models import bundled_model_dir
 
     sys.path.insert(0, str(TRAINING_CODE))
     from qa.training import build_optimizer

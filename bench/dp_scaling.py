@@ -28,7 +28,7 @@ from bench.common import (
     training_parser,
     write_features,
 )
-from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
+from tools.demo_models import build_tiny_model, bundled_model_dir
 
 
 def run(model: Path, features: Path, processes: int, epoch_steps: int, batch: int) -> dict[str, float]:

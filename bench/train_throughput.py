@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from bench.common import alternate, median, run_python, run_train_py, save, table, training_parser, write_features
-from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
+from tools.demo_models import build_tiny_model, bundled_model_dir
 
 
 def ours(model: Path, features: Path, epoch_steps: int, batch: int) -> dict[str, float]:

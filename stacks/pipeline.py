@@ -15,12 +15,12 @@ from constructs import Construct
 from config import Settings
 from pipeline_steps.definition_cache import definition_json_cached
 from pipeline_steps.placeholders import variables_in
-from pipeline_steps.source_bundle import write_source_tarball
 from stacks.data import DataStack
 from stacks.nag import acknowledge_reviewed_findings
 from stacks.network import NetworkStack
 from stacks.notifications import PipelineNotifications
 from stacks.roles import JobRole, PipelineRole
+from stacks.source_bundle import write_source_tarball
 from stacks.trigger import DatasetTrigger
 
 TRAINING_CODE = Path(__file__).resolve().parents[1] / "training_code"

@@ -11,8 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pipeline_steps.local.assembly import synthesized_templates
-from pipeline_steps.local.errors import AssemblyNotFound
+from local_runner.assembly import synthesized_templates
+from local_runner.errors import AssemblyNotFound
 from tools.idle_cost import idle_cost
 
 KEY_TYPES = {

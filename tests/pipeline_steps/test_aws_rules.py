@@ -14,11 +14,11 @@ import pytest
 from config import load_settings
 from config.costs import TRAINING_USD_PER_HOUR
 from config.instance_types import INSTANCE_TYPES
+from local_runner.assembly import extract_event_value
+from local_runner.expressions import ExpressionResolver
+from local_runner.trigger import object_created_event
 from pipeline_steps.aws_rules import AwsRuleViolation, botocore_enum, check_definition, violations
 from pipeline_steps.definition import build_definition
-from pipeline_steps.local.assembly import extract_event_value
-from pipeline_steps.local.expressions import ExpressionResolver
-from pipeline_steps.local.trigger import object_created_event
 from pipeline_steps.parameters import MANIFEST_VERSION_UNSET
 from pipeline_steps.walk import all_steps, find_step
 from stacks.trigger import PIPELINE_PARAMETERS_FROM_EVENT

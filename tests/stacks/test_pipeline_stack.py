@@ -9,10 +9,10 @@ import tarfile
 
 import pytest
 
-from pipeline_steps.local.event_pattern import matches
-from pipeline_steps.local.trigger import object_created_event
-from pipeline_steps.source_bundle import build_source_tarball
+from local_runner.event_pattern import matches
+from local_runner.trigger import object_created_event
 from pipeline_steps.walk import all_steps
+from stacks.source_bundle import build_source_tarball
 from tests.conftest import ROOT, as_list, dumps, resources_of_type
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import boto3
 import pytest
 
-from pipeline_steps.local.assembly import extract_event_value, resolve_intrinsics
+from local_runner.assembly import extract_event_value, resolve_intrinsics
 from tests.conftest import REGION, ROOT, aws_environment, pointed_at
 from tests.training_code.conftest import pretrained_dir  # noqa: F401  (shared model fixture)
 from tools.deployment import MODEL_CONFIG, split_s3_uri

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
 from tests.conftest import ROOT
+from tools.demo_models import build_tiny_model, bundled_model_dir
 
 TRAINING_CODE = ROOT / "training_code"
 SAMPLE_DATASET = ROOT / "data" / "sample-squad"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline_steps.local.spot import reclaim
+from local_runner.spot import reclaim
 from tests.training_code.conftest import TRAINING_CODE
 
 INSTRUMENTED = Path(__file__).with_name("instrumented_train.py")

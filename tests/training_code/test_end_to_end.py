@@ -8,7 +8,7 @@ import tarfile
 import evaluate
 import pytest
 
-from pipeline_steps.local.serving import invoke
+from local_runner.serving import invoke
 from tests.training_code.runner import run_training
 
 pytestmark = pytest.mark.slow

@@ -10,12 +10,12 @@ import tarfile
 
 import pytest
 
-from pipeline_steps.local.__main__ import main as run_local
-from pipeline_steps.local.errors import InvocationFailed, UnsupportedDefinition
-from pipeline_steps.local.registry import LocalModelRegistry
-from pipeline_steps.local.runner import LocalPipelineRunner, execution_order
-from pipeline_steps.local.serving import invoke
-from pipeline_steps.local.store import LocalObjectStore
+from local_runner.__main__ import main as run_local
+from local_runner.errors import InvocationFailed, UnsupportedDefinition
+from local_runner.registry import LocalModelRegistry
+from local_runner.runner import LocalPipelineRunner, execution_order
+from local_runner.serving import invoke
+from local_runner.store import LocalObjectStore
 from pipeline_steps.walk import all_steps, find_step
 from tests.conftest import ROOT
 

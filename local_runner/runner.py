@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline_steps.local.errors import StepFailed, UnsupportedDefinition
-from pipeline_steps.local.expressions import ExpressionResolver
-from pipeline_steps.local.jobs import Printer, run_processing, run_training
-from pipeline_steps.local.registry import LocalModelRegistry, ModelPackage
-from pipeline_steps.local.spot import SpotInterruption
-from pipeline_steps.local.store import LocalObjectStore
+from local_runner.errors import StepFailed, UnsupportedDefinition
+from local_runner.expressions import ExpressionResolver
+from local_runner.jobs import Printer, run_processing, run_training
+from local_runner.registry import LocalModelRegistry, ModelPackage
+from local_runner.spot import SpotInterruption
+from local_runner.store import LocalObjectStore
 from pipeline_steps.walk import all_steps
 
 STEP_FIELDS = {

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline_steps.local.errors import AssemblyNotFound, UnsupportedDefinition
+from local_runner.errors import AssemblyNotFound, UnsupportedDefinition
 
 PIPELINE_TYPE = "AWS::SageMaker::Pipeline"
 PSEUDO = re.compile(r"\$\{(AWS::[A-Za-z]+|[A-Za-z0-9]+)\}")

@@ -8,9 +8,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pipeline_steps.local.assembly import SynthesizedPipeline, extract_event_value
-from pipeline_steps.local.event_pattern import matches
-from pipeline_steps.local.store import LocalObjectStore
+from local_runner.assembly import SynthesizedPipeline, extract_event_value
+from local_runner.event_pattern import matches
+from local_runner.store import LocalObjectStore
 
 SPLITS = ("train", "validation")
 

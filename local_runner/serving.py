@@ -18,7 +18,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from pipeline_steps.local.errors import InvocationFailed
+from local_runner.errors import InvocationFailed
 
 SERVE = """
 import importlib, json, sys

@@ -7,7 +7,7 @@ import sys
 
 import psutil
 
-from pipeline_steps.local.spot import SpotInterruption, reclaim
+from local_runner.spot import SpotInterruption, reclaim
 
 
 def test_a_reclaim_strikes_after_the_step_or_as_a_checkpoint_write_begins():

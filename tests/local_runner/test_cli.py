@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from pipeline_steps.local.__main__ import main as run_local
-from pipeline_steps.local.assembly import find_pipeline_stack
+from local_runner.__main__ import main as run_local
+from local_runner.assembly import find_pipeline_stack
 
 
 def test_a_missing_assembly_names_the_synth_command_of_its_environment(tmp_path, capsys):

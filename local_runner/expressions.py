@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline_steps.local.errors import UnsupportedDefinition
+from local_runner.errors import UnsupportedDefinition
 from pipeline_steps.walk import is_expression
 
 EXPRESSION_KEYS = {"Get", "Std:Join", "Std:JsonGet"}

@@ -1,4 +1,4 @@
-"""Run the synthesized pipeline locally: `python -m pipeline_steps.local --help`.
+"""Run the synthesized pipeline locally: `python -m local_runner --help`.
 
 Reads the pipeline definition and the trigger rule from a cloud assembly (cdk.out/<env>), uploads a dataset
 into a local stand-in for S3, turns the manifest upload into an S3 'Object Created' event, applies the
@@ -14,17 +14,17 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline_steps.local.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
-from pipeline_steps.local.errors import InvocationFailed, UnsupportedDefinition
-from pipeline_steps.local.models import build_tiny_model, bundled_model_dir
-from pipeline_steps.local.registry import LocalModelRegistry
-from pipeline_steps.local.runner import ExecutionResult, LocalPipelineRunner
-from pipeline_steps.local.serving import invoke
-from pipeline_steps.local.spot import SpotInterruption
-from pipeline_steps.local.store import LocalObjectStore
-from pipeline_steps.local.trigger import object_created_event, parameters_from_event, upload_dataset
+from local_runner.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
+from local_runner.errors import InvocationFailed, UnsupportedDefinition
+from local_runner.registry import LocalModelRegistry
+from local_runner.runner import ExecutionResult, LocalPipelineRunner
+from local_runner.serving import invoke
+from local_runner.spot import SpotInterruption
+from local_runner.store import LocalObjectStore
+from local_runner.trigger import object_created_event, parameters_from_event, upload_dataset
+from tools.demo_models import build_tiny_model, bundled_model_dir
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 LOCAL_VALUES = {
     "JobRoleName": "local-job-role",
     "KmsKeyArn": "arn:aws:kms:local:000000000000:key/local",
@@ -43,7 +43,7 @@ def name_value(text: str) -> tuple[str, str]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline_steps.local",
+        prog="python -m local_runner",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from config.instance_types import INSTANCE_TYPES
-from pipeline_steps.local.errors import StepFailed, UnsupportedDefinition
-from pipeline_steps.local.job_log import JobLog, Printer
-from pipeline_steps.local.spot import SpotInterruption, reclaim
-from pipeline_steps.local.store import LocalObjectStore
+from local_runner.errors import StepFailed, UnsupportedDefinition
+from local_runner.job_log import JobLog, Printer
+from local_runner.spot import SpotInterruption, reclaim
+from local_runner.store import LocalObjectStore
 
 PROCESSING_FIELDS = {
     "ProcessingResources",
