@@ -25,12 +25,6 @@ from local_runner.trigger import object_created_event, parameters_from_event, up
 from tools.demo_models import build_tiny_model, bundled_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCAL_VALUES = {
-    "JobRoleName": "local-job-role",
-    "KmsKeyArn": "arn:aws:kms:local:000000000000:key/local",
-    "SecurityGroupId": "sg-local",
-    **{f"Subnet{i}": f"subnet-local{i}" for i in range(8)},
-}
 
 
 def name_value(text: str) -> tuple[str, str]:
@@ -137,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     account = LocalAccount()
     try:
         stack = args.stack or find_pipeline_stack(args.assembly)
-        pipeline = load_synthesized_pipeline(args.assembly, stack, account, LOCAL_VALUES)
+        pipeline = load_synthesized_pipeline(args.assembly, stack, account)
     except (FileNotFoundError, UnsupportedDefinition) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

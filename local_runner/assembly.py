@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from local_runner.errors import AssemblyNotFound, UnsupportedDefinition
+from pipeline_steps.placeholders import DeployTimeValues
 
 PIPELINE_TYPE = "AWS::SageMaker::Pipeline"
 PSEUDO = re.compile(r"\$\{(AWS::[A-Za-z]+|[A-Za-z0-9]+)\}")
@@ -22,6 +23,17 @@ class LocalAccount:
     region: str = "local"
     partition: str = "aws"
     url_suffix: str = "amazonaws.com"
+
+    def deploy_time_values(self, code_bucket: str, code_key: str) -> DeployTimeValues:
+        """Stand-ins for what the stacks create; subnets for any network the stacks may have."""
+        return DeployTimeValues(
+            job_role_name="local-job-role",
+            kms_key_arn=f"arn:{self.partition}:kms:{self.region}:{self.account}:key/local",
+            code_bucket=code_bucket,
+            code_key=code_key,
+            security_group_id="sg-local",
+            subnet_ids=tuple(f"subnet-local{index}" for index in range(8)),
+        )
 
     def pseudo(self) -> dict[str, str]:
         return {
@@ -72,19 +84,28 @@ class SynthesizedPipeline:
     code_uri: str
 
 
-def load_synthesized_pipeline(
-    assembly: Path, stack_name: str, account: LocalAccount, local_values: dict[str, str]
-) -> SynthesizedPipeline:
+def pipeline_properties(template: dict[str, Any]) -> dict[str, Any]:
+    """The properties of the template's one AWS::SageMaker::Pipeline."""
+    [pipeline] = [r["Properties"] for r in template["Resources"].values() if r["Type"] == PIPELINE_TYPE]
+    return pipeline
+
+
+def synthesized_definition(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The pipeline definition a synthesized template embeds: its JSON text, still holding the deploy-time
+    `${...}` placeholders, and the `Fn::Sub` variables the stack gives them."""
+    text, variables = pipeline_properties(template)["PipelineDefinition"]["PipelineDefinitionBody"]["Fn::Sub"]
+    return text, variables
+
+
+def load_synthesized_pipeline(assembly: Path, stack_name: str, account: LocalAccount) -> SynthesizedPipeline:
     """Resolve the stack's AWS::SageMaker::Pipeline definition and trigger rule with local values."""
     templates = synthesized_templates(assembly)
     if stack_name not in templates:
         raise UnsupportedDefinition(f"no stack {stack_name!r} in {assembly}/ (it holds {sorted(templates)})")
-    resources = templates[stack_name]["Resources"]
-    [pipeline] = [r for r in resources.values() if r["Type"] == PIPELINE_TYPE]
-    body = pipeline["Properties"]["PipelineDefinition"]["PipelineDefinitionBody"]
-    text, variables = body["Fn::Sub"]
+    template = templates[stack_name]
+    text, variables = synthesized_definition(template)
     code_bucket, code_key = _code_asset_location(assembly, stack_name)
-    values = {**local_values, "CodeBucket": code_bucket, "CodeKey": code_key}
+    values = account.deploy_time_values(code_bucket, code_key).substitutions()
     missing = {name for name in variables if name not in values}
     if missing:
         raise UnsupportedDefinition(f"no local value for deploy-time variables {sorted(missing)}")
@@ -92,14 +113,14 @@ def load_synthesized_pipeline(
     definition = json.loads(resolve_intrinsics({"Fn::Sub": [text, values]}, refs))
     [rule] = [
         r["Properties"]
-        for r in resources.values()
+        for r in template["Resources"].values()
         if r["Type"] == "AWS::Events::Rule" and "SageMakerPipelineParameters" in json.dumps(r)
     ]
     [target] = rule["Targets"]
     parameters = {p["Name"]: p["Value"] for p in target["SageMakerPipelineParameters"]["PipelineParameterList"]}
     return SynthesizedPipeline(
         definition=definition,
-        pipeline_name=pipeline["Properties"]["PipelineName"],
+        pipeline_name=pipeline_properties(template)["PipelineName"],
         trigger_pattern=resolve_intrinsics(rule["EventPattern"], refs),
         trigger_parameters=parameters,
         code_archive=_code_archive_path(assembly, stack_name),

@@ -17,7 +17,7 @@ from sagemaker.workflow.pipeline import Pipeline
 from config import Settings
 from pipeline_steps.aws_rules import check_definition
 from pipeline_steps.parameters import build_parameters
-from pipeline_steps.placeholders import DeployTimeValues, deploy_time_values
+from pipeline_steps.placeholders import ACCOUNT, REGION, DeployTimeValues, placeholders
 from pipeline_steps.sdk import BUILD_REGION, offline_session
 from pipeline_steps.steps import claim, cost_guard, evaluate, preprocess, register, train
 from pipeline_steps.steps.context import BuildContext
@@ -26,9 +26,9 @@ INLINE_LIMIT_BYTES = 100_000  # larger definitions must go through PipelineDefin
 
 
 def build_definition(settings: Settings, values: DeployTimeValues | None = None) -> dict[str, Any]:
-    values = values or deploy_time_values(settings)
-    artifacts = settings.bucket_name("artifacts", values.account, values.region)
-    datasets = settings.bucket_name("datasets", values.account, values.region)
+    values = values or placeholders(settings)
+    artifacts = settings.bucket_name("artifacts", ACCOUNT, REGION)
+    datasets = settings.bucket_name("datasets", ACCOUNT, REGION)
     params = build_parameters(settings, datasets_bucket=datasets, artifacts_bucket=artifacts)
     ctx = BuildContext(
         settings=settings,
@@ -58,7 +58,7 @@ def build_definition(settings: Settings, values: DeployTimeValues | None = None)
         sagemaker_session=ctx.session,
         pipeline_experiment_config=None,
     )
-    definition = _replace_build_region(json.loads(pipeline.definition()), settings.region or values.region)
+    definition = _replace_build_region(json.loads(pipeline.definition()), settings.region or REGION)
     check_definition(definition)
     return definition
 

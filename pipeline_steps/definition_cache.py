@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from config import Settings
-from pipeline_steps.placeholders import DeployTimeValues, deploy_time_values
+from pipeline_steps.placeholders import placeholders
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIRS = (PROJECT_ROOT / "pipeline_steps", PROJECT_ROOT / "config")
@@ -27,14 +27,14 @@ SDK_DISTRIBUTIONS = ("sagemaker", "sagemaker-core", "boto3", "botocore")
 MAX_ENTRIES = 32
 
 
-def inputs_digest(settings: Settings, values: DeployTimeValues) -> str:
+def inputs_digest(settings: Settings) -> str:
     """SHA-256 over everything the definition is built from."""
     digest = hashlib.sha256()
     digest.update(f"python {sys.version_info[:2]}\n".encode())
     for name in SDK_DISTRIBUTIONS:
         digest.update(f"{name} {importlib.metadata.version(name)}\n".encode())
     digest.update(settings.model_dump_json().encode())
-    digest.update(repr(values).encode())
+    digest.update(repr(placeholders(settings)).encode())
     for directory in SOURCE_DIRS:
         for path in sorted(directory.rglob("*.py")):
             digest.update(str(path.relative_to(directory.parent)).encode())
@@ -48,15 +48,14 @@ def definition_json_cached(settings: Settings, cache_dir: Path | None) -> str:
     With `cache_dir` None the definition is always built. An entry that is not valid JSON (edited or damaged
     by hand) is rebuilt; the directory keeps the `MAX_ENTRIES` most recently used entries.
     """
-    values = deploy_time_values(settings)
     if cache_dir is None:
-        return _build(settings, values)
-    entry = cache_dir / f"{inputs_digest(settings, values)}.json"
+        return _build(settings)
+    entry = cache_dir / f"{inputs_digest(settings)}.json"
     cached = _read_valid(entry)
     if cached is not None:
         os.utime(entry)  # most recently used: kept by the pruning below
         return cached
-    text = _build(settings, values)
+    text = _build(settings)
     cache_dir.mkdir(parents=True, exist_ok=True)
     # Write-then-rename: a concurrent synth never reads a half-written entry.
     handle, temporary = tempfile.mkstemp(dir=cache_dir, suffix=".tmp")
@@ -77,7 +76,7 @@ def _read_valid(entry: Path) -> str | None:
     return text
 
 
-def _build(settings: Settings, values: DeployTimeValues) -> str:
+def _build(settings: Settings) -> str:
     from pipeline_steps.definition import definition_json  # imports the SDK: only on a miss
 
-    return definition_json(settings, values)
+    return definition_json(settings)

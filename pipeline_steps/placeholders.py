@@ -1,15 +1,16 @@
-"""Values only known at deploy time, as CloudFormation `Fn::Sub` placeholders.
+"""The contract between the pipeline definition and the stacks: values only known at deploy time.
 
-The definition is built with these strings in place of ARNs, names and ids; the pipeline stack wraps the
-JSON in `Fn::Sub` with a value for each variable below, and the local runner substitutes local values.
-`${AWS::Region}`, `${AWS::AccountId}`, `${AWS::Partition}` and `${AWS::URLSuffix}` are pseudo parameters
-that `Fn::Sub` resolves by itself.
+The definition is built with `${Name}` placeholders (`DeployTimeValues.placeholders`); the pipeline stack
+wraps the JSON in `Fn::Sub` with `substitutions()` of its CDK tokens, and the local runner with those of
+local stand-ins. One object holds the names, so the three cannot drift apart. `${AWS::Region}`,
+`${AWS::AccountId}`, `${AWS::Partition}` and `${AWS::URLSuffix}` are pseudo parameters that `Fn::Sub`
+resolves by itself.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -23,49 +24,71 @@ def var(name: str) -> str:
     return "${" + name + "}"
 
 
+REGION, ACCOUNT, PARTITION, URL_SUFFIX = (var(name) for name in PSEUDO_PARAMETERS)
+
+
+def variable_name(field_name: str) -> str:
+    """The `Fn::Sub` variable of a field: `job_role_name` -> `JobRoleName`."""
+    return "".join(part.capitalize() for part in field_name.split("_"))
+
+
+def subnet_variable(index: int) -> str:
+    return f"Subnet{index}"
+
+
 @dataclass(frozen=True)
 class DeployTimeValues:
-    """Placeholders for what the stacks create; `subnet_count` 0 means jobs run outside a VPC.
+    """What the stacks create and the definition refers to. No subnets (and no security group): jobs run
+    outside a VPC."""
 
-    `training_subnet` is the index of the one subnet that all training nodes share.
-    """
+    job_role_name: str
+    kms_key_arn: str
+    code_bucket: str
+    code_key: str
+    security_group_id: str | None = None
+    subnet_ids: tuple[str, ...] = ()
 
-    subnet_count: int = 2
-    training_subnet: int = 0
-    account: str = var("AWS::AccountId")
-    region: str = var("AWS::Region")
+    def __post_init__(self) -> None:
+        if (self.security_group_id is None) != (not self.subnet_ids):
+            raise ValueError("jobs in a VPC need both subnets and a security group; outside one, neither")
 
-    job_role_name: str = var("JobRoleName")
-    kms_key_arn: str = var("KmsKeyArn")
-    code_bucket: str = var("CodeBucket")
-    code_key: str = var("CodeKey")
-    security_group_id: str = var("SecurityGroupId")
+    @classmethod
+    def placeholders(cls, subnet_count: int) -> DeployTimeValues:
+        """The `${Name}` placeholders the definition is built with, one subnet variable per subnet."""
+        in_vpc = subnet_count > 0
+        return cls(
+            **{
+                field.name: var(variable_name(field.name))
+                for field in fields(cls)
+                if field.name not in ("security_group_id", "subnet_ids")
+            },
+            security_group_id=var(variable_name("security_group_id")) if in_vpc else None,
+            subnet_ids=tuple(var(subnet_variable(index)) for index in range(subnet_count)),
+        )
+
+    def substitutions(self) -> dict[str, str]:
+        """`Fn::Sub` variable name -> value, for every placeholder of a definition built for these values."""
+        named = {
+            variable_name(field.name): getattr(self, field.name)
+            for field in fields(self)
+            if field.name != "subnet_ids" and getattr(self, field.name) is not None
+        }
+        named.update({subnet_variable(index): subnet for index, subnet in enumerate(self.subnet_ids)})
+        return named
 
     @property
     def job_role_arn(self) -> str:
         # A full ARN (the SDK calls IAM to expand a bare role name).
-        return f"arn:{var('AWS::Partition')}:iam::{self.account}:role/{self.job_role_name}"
-
-    @property
-    def subnet_ids(self) -> list[str]:
-        return [var(f"Subnet{i}") for i in range(self.subnet_count)]
-
-    @property
-    def training_subnet_ids(self) -> list[str]:
-        return [var(f"Subnet{self.training_subnet}")] if self.subnet_count else []
+        return f"arn:{PARTITION}:iam::{ACCOUNT}:role/{self.job_role_name}"
 
     @property
     def code_uri(self) -> str:
         return f"s3://{self.code_bucket}/{self.code_key}"
 
-    @property
-    def ecr_domain(self) -> str:
-        return f"dkr.ecr.{self.region}.{var('AWS::URLSuffix')}"
 
-
-def deploy_time_values(settings: Settings) -> DeployTimeValues:
-    """The placeholders for `settings`: one subnet variable per subnet the jobs run in."""
-    return DeployTimeValues(subnet_count=settings.network.subnet_count, training_subnet=settings.training_subnet_index)
+def placeholders(settings: Settings) -> DeployTimeValues:
+    """The placeholders of a definition built for `settings`."""
+    return DeployTimeValues.placeholders(settings.network.subnet_count)
 
 
 def variables_in(text: str) -> set[str]:

@@ -14,7 +14,7 @@ from constructs import Construct
 
 from config import Settings
 from pipeline_steps.definition_cache import definition_json_cached
-from pipeline_steps.placeholders import variables_in
+from pipeline_steps.placeholders import DeployTimeValues, variables_in
 from stacks.data import DataStack
 from stacks.nag import acknowledge_reviewed_findings
 from stacks.network import NetworkStack
@@ -105,15 +105,15 @@ class PipelineStack(Stack):
         code.grant_download(self.job_role)
 
         body = definition_json_cached(settings, definition_cache)
-        substitutions = {
-            "JobRoleName": self.job_role.role_name,
-            "KmsKeyArn": data.key.key_arn,
-            "CodeBucket": code.asset.s3_bucket_name,
-            "CodeKey": code.asset.s3_object_key,
-        }
-        if network.security_group is not None:
-            substitutions["SecurityGroupId"] = network.security_group.security_group_id
-            substitutions.update({f"Subnet{i}": subnet.subnet_id for i, subnet in enumerate(network.subnets)})
+        group = network.security_group
+        substitutions = DeployTimeValues(
+            job_role_name=self.job_role.role_name,
+            kms_key_arn=data.key.key_arn,
+            code_bucket=code.asset.s3_bucket_name,
+            code_key=code.asset.s3_object_key,
+            security_group_id=group.security_group_id if group is not None else None,
+            subnet_ids=tuple(subnet.subnet_id for subnet in network.subnets),
+        ).substitutions()
         missing = variables_in(body) - set(substitutions)
         if missing:
             raise ValueError(f"pipeline definition placeholders without a value: {sorted(missing)}")

@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from local_runner.assembly import synthesized_templates
+from local_runner.assembly import synthesized_definition, synthesized_templates
 from local_runner.errors import AssemblyNotFound
 from tools.idle_cost import idle_cost
 
@@ -29,14 +29,6 @@ KEY_TYPES = {
     "AWS::SQS::Queue": "SQS queue",
     "AWS::SNS::Topic": "SNS topic",
 }
-
-
-def pipeline_definition(resource: dict[str, Any]) -> dict[str, Any] | None:
-    """The pipeline definition JSON held by an AWS::SageMaker::Pipeline resource (Fn::Sub body)."""
-    body = resource["Properties"].get("PipelineDefinition", {}).get("PipelineDefinitionBody")
-    if isinstance(body, dict) and "Fn::Sub" in body:
-        body = body["Fn::Sub"][0]
-    return json.loads(body) if isinstance(body, str) else None
 
 
 def render(value: Any) -> str:
@@ -60,7 +52,7 @@ def _step_label(step: dict[str, Any]) -> str:
     return f"{step['Name']} ({step['Type']})"
 
 
-def _describe(logical_id: str, resource: dict[str, Any]) -> str:
+def _describe(logical_id: str, resource: dict[str, Any], template: dict[str, Any]) -> str:
     props = resource.get("Properties", {})
     kind = KEY_TYPES[resource["Type"]]
     if resource["Type"] == "AWS::S3::Bucket":
@@ -74,7 +66,7 @@ def _describe(logical_id: str, resource: dict[str, Any]) -> str:
     if resource["Type"] == "AWS::EC2::VPCEndpoint":
         return f"{kind:22} {render(props.get('ServiceName'))}"
     if resource["Type"] == "AWS::SageMaker::Pipeline":
-        definition = pipeline_definition(resource) or {}
+        definition = json.loads(synthesized_definition(template)[0])
         steps = " -> ".join(_step_label(s) for s in definition.get("Steps", []))
         params = ", ".join(p["Name"] for p in definition.get("Parameters", []))
         return f"{kind:22} {props.get('PipelineName', logical_id)}\n      steps: {steps}\n      parameters: {params}"
@@ -97,7 +89,7 @@ def summarize(assembly: Path) -> str:
         lines.append(f"\n== {stack_name}: {len(resources)} resources ({len(counts)} types)")
         for logical_id, resource in resources.items():
             if resource["Type"] in KEY_TYPES:
-                lines.append(f"   - {_describe(logical_id, resource)}")
+                lines.append(f"   - {_describe(logical_id, resource, template)}")
         outputs = template.get("Outputs", {})
         if outputs:
             lines.append(f"   outputs: {', '.join(sorted(outputs))}")

@@ -14,7 +14,7 @@ from config import Settings
 from config.instance_types import instance_type
 from config.settings import DLC_REGISTRY_ACCOUNT
 from pipeline_steps.parameters import PipelineParameters
-from pipeline_steps.placeholders import DeployTimeValues
+from pipeline_steps.placeholders import REGION, URL_SUFFIX, DeployTimeValues
 
 CODE_DIR = "/opt/ml/processing/input/code"
 # Processing containers have no SageMaker training toolkit: unpack the same source bundle the training
@@ -42,7 +42,7 @@ class BuildContext:
         return self.settings.registry.inference_image_uri or self._dlc(self.settings.inference_image_repository)
 
     def _dlc(self, repository: str) -> str:
-        return f"{DLC_REGISTRY_ACCOUNT}.{self.values.ecr_domain}/{repository}"
+        return f"{DLC_REGISTRY_ACCOUNT}.dkr.ecr.{REGION}.{URL_SUFFIX}/{repository}"
 
     def execution_uri(self, prefix: str, *parts: str) -> Join:
         """s3://<artifacts>/<prefix>/<pipeline execution id>[/parts]: one folder per execution."""
@@ -61,11 +61,18 @@ class BuildContext:
             return None
         return self.values.kms_key_arn
 
+    @property
+    def training_subnet_ids(self) -> list[str]:
+        """The one subnet that every training node shares (none outside a VPC)."""
+        if not self.values.subnet_ids:
+            return []
+        return [self.values.subnet_ids[self.settings.training_subnet_index]]
+
     def network_config(self) -> NetworkConfig | None:
-        if not self.values.subnet_count:
+        if self.values.security_group_id is None:
             return None
         return NetworkConfig(
-            subnets=self.values.subnet_ids,
+            subnets=list(self.values.subnet_ids),
             security_group_ids=[self.values.security_group_id],
             encrypt_inter_container_traffic=self.settings.training.encrypt_inter_container_traffic,
         )
@@ -89,6 +96,6 @@ class BuildContext:
             base_job_name=base_job_name,
             sagemaker_session=self.session,
             # The region for boto3 in the job (claim.py writes to S3 itself), whatever the container sets.
-            env={"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "true", "AWS_DEFAULT_REGION": self.values.region},
+            env={"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "true", "AWS_DEFAULT_REGION": REGION},
             network_config=self.network_config(),
         )

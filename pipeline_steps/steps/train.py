@@ -106,8 +106,8 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
         code_location=f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.pipeline_code}",
         # All nodes in one subnet (one zone): EFA traffic does not cross subnets, and cross-zone traffic is
         # billed per GB (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-limits).
-        subnets=ctx.values.training_subnet_ids or None,
-        security_group_ids=[ctx.values.security_group_id] if ctx.values.subnet_count else None,
+        subnets=ctx.training_subnet_ids or None,
+        security_group_ids=[ctx.values.security_group_id] if ctx.values.security_group_id else None,
         encrypt_inter_container_traffic=training.encrypt_inter_container_traffic,
         metric_definitions=METRIC_DEFINITIONS,
         environment={"PYTHONUNBUFFERED": "1", "NCCL_DEBUG": "WARN", "TOKENIZERS_PARALLELISM": "false"},

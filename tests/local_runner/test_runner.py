@@ -11,6 +11,7 @@ import tarfile
 import pytest
 
 from local_runner.__main__ import main as run_local
+from local_runner.assembly import synthesized_definition
 from local_runner.errors import InvocationFailed, UnsupportedDefinition
 from local_runner.registry import LocalModelRegistry
 from local_runner.runner import LocalPipelineRunner, execution_order
@@ -84,8 +85,7 @@ def test_tiny_run_passes_every_step_registers_with_metrics_and_ignores_a_duplica
 
 def assert_the_package_serves(dev, tmp_path, package):
     """model.tar.gz answers under the inference toolkit's contract for the registered container."""
-    body = dev.templates["pipeline"]["Resources"]["Pipeline"]["Properties"]["PipelineDefinition"]
-    definition = json.loads(body["PipelineDefinitionBody"]["Fn::Sub"][0])
+    definition = json.loads(synthesized_definition(dev.templates["pipeline"])[0])
     [register] = [s for s in all_steps(definition["Steps"]) if s["Type"] == "RegisterModel"]
     [container] = register["Arguments"]["InferenceSpecification"]["Containers"]
     container = {**container, "ModelDataUrl": package.model_data}
@@ -164,11 +164,7 @@ def runner_for(definition, tmp_path):
 
 
 def test_unknown_step_type_field_and_expression_are_rejected_by_name(dev, tmp_path):
-    definition = json.loads(
-        dev.templates["pipeline"]["Resources"]["Pipeline"]["Properties"]["PipelineDefinition"][
-            "PipelineDefinitionBody"
-        ]["Fn::Sub"][0]
-    )
+    definition = json.loads(synthesized_definition(dev.templates["pipeline"])[0])
     bad = copy.deepcopy(definition)
     bad["Steps"].append({"Name": "Transform", "Type": "Transform", "Arguments": {}})
     bad["Steps"][0]["Arguments"]["Environment"]["X"] = {"Std:Concat": ["a", "b"]}
@@ -183,8 +179,7 @@ def test_unknown_step_type_field_and_expression_are_rejected_by_name(dev, tmp_pa
 
 
 def test_steps_run_in_dependency_order(dev):
-    body = dev.templates["pipeline"]["Resources"]["Pipeline"]["Properties"]["PipelineDefinition"]
-    definition = json.loads(body["PipelineDefinitionBody"]["Fn::Sub"][0])
+    definition = json.loads(synthesized_definition(dev.templates["pipeline"])[0])
     assert [s["Name"] for s in execution_order(list(reversed(definition["Steps"])))] == [
         "ClaimManifest",
         "FirstDelivery",

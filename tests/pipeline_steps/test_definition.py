@@ -13,6 +13,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from config import load_settings
 from pipeline_steps.definition import INLINE_LIMIT_BYTES, build_definition, definition_json
+from pipeline_steps.placeholders import PSEUDO_PARAMETERS, placeholders
 from tests.conftest import ROOT, run_without_network, unshare_works
 from tests.pipeline_steps.conftest import step
 
@@ -237,17 +238,7 @@ def test_property_file_path_is_what_evaluate_writes(definition):
 
 def test_only_known_placeholders(settings):
     text = definition_json(settings)
-    assert set(re.findall(r"\$\{([^}]+)\}", text)) == {
-        "AWS::AccountId",
-        "AWS::Region",
-        "AWS::Partition",
-        "AWS::URLSuffix",
-        "JobRoleName",
-        "KmsKeyArn",
-        "CodeBucket",
-        "CodeKey",
-        "SecurityGroupId",
-        "Subnet0",
-        "Subnet1",
-    }
+    deploy_time = set(placeholders(settings).substitutions())
+    assert len(deploy_time) == 5 + settings.network.subnet_count  # role, key, code bucket + key, group, subnets
+    assert set(re.findall(r"\$\{([^}]+)\}", text)) == deploy_time | set(PSEUDO_PARAMETERS)
     assert json.loads(text)  # placeholders live inside JSON strings only

@@ -9,7 +9,6 @@ import sys
 from config import load_settings
 from pipeline_steps import definition_cache
 from pipeline_steps.definition import definition_json
-from pipeline_steps.placeholders import deploy_time_values
 from tests.conftest import ROOT
 
 LOOKUP = """
@@ -43,7 +42,7 @@ def test_a_miss_builds_and_stores_then_a_hit_skips_the_sdk(tmp_path, settings):
 
 
 def test_a_damaged_entry_is_rebuilt(tmp_path, settings):
-    entry = tmp_path / f"{definition_cache.inputs_digest(settings, deploy_time_values(settings))}.json"
+    entry = tmp_path / f"{definition_cache.inputs_digest(settings)}.json"
     entry.write_text('{"Version": "2020-12-01", "Steps": [')
     assert definition_cache.definition_json_cached(settings, tmp_path) == definition_json(settings)
     assert entry.read_text() == definition_json(settings)
@@ -69,7 +68,7 @@ def test_changed_settings_are_a_new_key(cdk_context, settings):
     other = load_settings({**cdk_context, "training.instance_count": 4})
     assert other.training.instance_count != settings.training.instance_count
     digest = definition_cache.inputs_digest
-    assert digest(other, deploy_time_values(other)) != digest(settings, deploy_time_values(settings))
+    assert digest(other) != digest(settings)
 
 
 def test_changed_source_is_a_new_key(tmp_path, monkeypatch, settings):
@@ -78,8 +77,7 @@ def test_changed_source_is_a_new_key(tmp_path, monkeypatch, settings):
     module = package / "steps.py"
     module.write_text("VALUE = 1\n")
     monkeypatch.setattr(definition_cache, "SOURCE_DIRS", (package,))
-    values = deploy_time_values(settings)
-    before = definition_cache.inputs_digest(settings, values)
-    assert definition_cache.inputs_digest(settings, values) == before
+    before = definition_cache.inputs_digest(settings)
+    assert definition_cache.inputs_digest(settings) == before
     module.write_text("VALUE = 2\n")
-    assert definition_cache.inputs_digest(settings, values) != before
+    assert definition_cache.inputs_digest(settings) != before

@@ -7,6 +7,7 @@ import json
 import aws_cdk as cdk
 
 from config import load_settings
+from local_runner.assembly import synthesized_definition
 from pipeline_steps.walk import find_step
 from stacks.app_builder import build_stacks
 from tests.conftest import resources_of_type
@@ -36,8 +37,7 @@ def test_existing_vpc_gets_only_the_efa_group_and_the_jobs_use_its_subnets(cdk_c
     assert not resources_of_type(network, "AWS::EC2::VPC")
     [group] = resources_of_type(network, "AWS::EC2::SecurityGroup").values()
     assert group["Properties"]["VpcId"] == "vpc-0123456789abcdef0"
-    [pipeline] = resources_of_type(templates["pipeline"], "AWS::SageMaker::Pipeline").values()
-    body, variables = pipeline["Properties"]["PipelineDefinition"]["PipelineDefinitionBody"]["Fn::Sub"]
+    body, variables = synthesized_definition(templates["pipeline"])
     assert variables["Subnet0"] == "subnet-0123456789abcdef0" and variables["Subnet1"] == "subnet-0fedcba9876543210"
     # Training pinned to us-east-1b: all nodes in that zone's subnet; processing may use both.
     definition = json.loads(body)

@@ -9,8 +9,10 @@ import tarfile
 
 import pytest
 
+from local_runner.assembly import synthesized_definition
 from local_runner.event_pattern import matches
 from local_runner.trigger import object_created_event
+from pipeline_steps.placeholders import placeholders
 from pipeline_steps.walk import all_steps
 from stacks.source_bundle import build_source_tarball
 from tests.conftest import ROOT, as_list, dumps, resources_of_type
@@ -24,7 +26,7 @@ def the(template, resource_type):
 def test_pipeline_embeds_the_definition_with_deploy_time_values(dev):
     props = the(dev.templates["pipeline"], "AWS::SageMaker::Pipeline")
     assert props["PipelineName"] == "hfqa-dev-qa-fine-tuning"
-    body, variables = props["PipelineDefinition"]["PipelineDefinitionBody"]["Fn::Sub"]
+    body, variables = synthesized_definition(dev.templates["pipeline"])
     definition = json.loads(body)
     assert [s["Name"] for s in all_steps(definition["Steps"])][:5] == [
         "ClaimManifest",
@@ -33,15 +35,7 @@ def test_pipeline_embeds_the_definition_with_deploy_time_values(dev):
         "CheckTrainingCost",
         "FineTune",
     ]
-    assert set(variables) == {
-        "JobRoleName",
-        "KmsKeyArn",
-        "CodeBucket",
-        "CodeKey",
-        "SecurityGroupId",
-        "Subnet0",
-        "Subnet1",
-    }
+    assert set(variables) == set(placeholders(dev.settings).substitutions())
     assert "PipelineRole" in dumps(props["RoleArn"])
     assert variables["JobRoleName"] == {
         "Ref": next(k for k in dev.templates["pipeline"]["Resources"] if k.startswith("JobRole"))

@@ -32,7 +32,7 @@ from typing import Any
 import boto3
 import pytest
 
-from local_runner.assembly import extract_event_value, resolve_intrinsics
+from local_runner.assembly import extract_event_value, pipeline_properties, resolve_intrinsics, synthesized_definition
 from tests.conftest import REGION, ROOT, aws_environment, pointed_at
 from tests.training_code.conftest import pretrained_dir  # noqa: F401  (shared model fixture)
 from tools.deployment import MODEL_CONFIG, split_s3_uri
@@ -94,8 +94,8 @@ def deployed_definition(template: dict[str, Any], stack_name: str) -> tuple[str,
             return iam.get_role(RoleName=physical[value["Fn::GetAtt"][0]])["Role"]["Arn"]
         return resolve_intrinsics(value, pseudo)
 
-    [pipeline] = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Pipeline"]
-    text, variables = pipeline["PipelineDefinition"]["PipelineDefinitionBody"]["Fn::Sub"]
+    pipeline = pipeline_properties(template)
+    text, variables = synthesized_definition(template)
     definition = resolve_intrinsics({"Fn::Sub": [text, {k: resolve(v) for k, v in variables.items()}]}, pseudo)
     assert not re.search(r"\$\{[^}]+\}", definition), "unresolved deploy-time variable"
     return pipeline["PipelineName"], resolve(pipeline["RoleArn"]), definition
