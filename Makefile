@@ -17,6 +17,9 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export SAGEMAKER_SUPPRESS_V2_WARNING := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
+# Import roots of every entry point: the project, and training_code/ (its modules import `qa` as the
+# SageMaker containers do). Outside make: export PYTHONPATH=$PWD:$PWD/training_code
+export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
 
 .PHONY: help bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs
 

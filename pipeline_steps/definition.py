@@ -18,7 +18,7 @@ from config import Settings
 from pipeline_steps.aws_rules import check_definition
 from pipeline_steps.parameters import build_parameters
 from pipeline_steps.placeholders import ACCOUNT, REGION, DeployTimeValues, placeholders
-from pipeline_steps.sdk import BUILD_REGION, offline_session
+from pipeline_steps.sdk import BUILD_REGION, offline_sdk, offline_session
 from pipeline_steps.steps import claim, cost_guard, evaluate, preprocess, register, train
 from pipeline_steps.steps.context import BuildContext
 
@@ -26,7 +26,13 @@ INLINE_LIMIT_BYTES = 100_000  # larger definitions must go through PipelineDefin
 
 
 def build_definition(settings: Settings, values: DeployTimeValues | None = None) -> dict[str, Any]:
-    values = values or placeholders(settings)
+    with offline_sdk():
+        definition = _build(settings, values or placeholders(settings))
+    check_definition(definition)
+    return definition
+
+
+def _build(settings: Settings, values: DeployTimeValues) -> dict[str, Any]:
     artifacts = settings.bucket_name("artifacts", ACCOUNT, REGION)
     datasets = settings.bucket_name("datasets", ACCOUNT, REGION)
     params = build_parameters(settings, datasets_bucket=datasets, artifacts_bucket=artifacts)
@@ -58,9 +64,7 @@ def build_definition(settings: Settings, values: DeployTimeValues | None = None)
         sagemaker_session=ctx.session,
         pipeline_experiment_config=None,
     )
-    definition = _replace_build_region(json.loads(pipeline.definition()), settings.region or REGION)
-    check_definition(definition)
-    return definition
+    return _replace_build_region(json.loads(pipeline.definition()), settings.region or REGION)
 
 
 def _replace_build_region(node: Any, region: str) -> Any:

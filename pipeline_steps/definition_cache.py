@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -77,6 +78,12 @@ def _read_valid(entry: Path) -> str | None:
 
 
 def _build(settings: Settings) -> str:
-    from pipeline_steps.definition import definition_json  # imports the SDK: only on a miss
-
+    # Importing the SDK (only on a miss) logs its config-file lookups at INFO: kept out of synth's output.
+    config_logger = logging.getLogger("sagemaker.config")
+    level = config_logger.level
+    config_logger.setLevel(logging.WARNING)
+    try:
+        from pipeline_steps.definition import definition_json
+    finally:
+        config_logger.setLevel(level)
     return definition_json(settings)

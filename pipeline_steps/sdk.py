@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import warnings
+from collections.abc import Iterator
 
 import boto3
 import sagemaker.utils
@@ -15,6 +17,12 @@ from sagemaker.workflow.pipeline_context import PipelineSession
 # SDK defaults given inline: telemetry off, so no DNS/HTTP at definition time and no config-file reads.
 SDK_CONFIG = {"SchemaVersion": "1.0", "SageMaker": {"PythonSDK": {"Modules": {"TelemetryOptOut": True}}}}
 BUILD_REGION = "us-east-1"  # any valid region name: region-specific values are placeholders
+CHATTY_LOGGERS = (
+    "sagemaker.config",
+    "sagemaker.workflow.utilities",
+    "sagemaker.telemetry.telemetry_logging",
+    "sagemaker",
+)
 
 
 @functools.cache
@@ -22,17 +30,32 @@ def _validate_config_once(config_json: str) -> None:
     validate_sagemaker_config(json.loads(config_json))
 
 
-# The SDK re-validates its defaults config against a JSON schema on every lookup (~0.3 s, 60 lookups per
-# build). The config is a constant here: validate each distinct one once.
-sagemaker.utils.validate_sagemaker_config = lambda config=None: _validate_config_once(
-    json.dumps(config, sort_keys=True)
-)
+def _validate_each_config_once(config: dict | None = None) -> None:
+    _validate_config_once(json.dumps(config, sort_keys=True))
+
+
+@contextlib.contextmanager
+def offline_sdk() -> Iterator[None]:
+    """While a definition is built: the SDK's INFO lines and warnings kept out of the output, and its constant
+    config validated once (the SDK re-validates it against a JSON schema on every lookup, ~0.3 s each, 60
+    lookups per build). Everything is restored on exit."""
+    loggers = [logging.getLogger(name) for name in CHATTY_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    validate = sagemaker.utils.validate_sagemaker_config
+    try:
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        sagemaker.utils.validate_sagemaker_config = _validate_each_config_once
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module="sagemaker")
+            yield
+    finally:
+        sagemaker.utils.validate_sagemaker_config = validate
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 def offline_session(default_bucket: str) -> PipelineSession:
     """A PipelineSession that never calls AWS (dummy static credentials, explicit region and bucket)."""
-    for name in ("sagemaker.workflow.utilities", "sagemaker.telemetry.telemetry_logging", "sagemaker"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", module="sagemaker")
     boto_session = boto3.Session(region_name=BUILD_REGION, aws_access_key_id="offline", aws_secret_access_key="offline")
     return PipelineSession(boto_session=boto_session, default_bucket=default_bucket, sagemaker_config=SDK_CONFIG)

@@ -31,6 +31,8 @@ from config import Settings, load_settings, read_cdk_json_context
 from stacks.app_builder import ProjectStacks, build_stacks
 
 ROOT = Path(__file__).resolve().parents[1]
+# For entry points started in a subprocess: the import roots that the Makefile exports as PYTHONPATH.
+ENTRY_POINT_PYTHONPATH = os.pathsep.join((str(ROOT), str(ROOT / "training_code")))
 
 
 @dataclass(frozen=True)

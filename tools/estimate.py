@@ -13,6 +13,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from qa.cost import BERT_LARGE, Estimate, Hardware, ModelShape, Workload, estimate
+
 from config import Settings, load_settings, read_cdk_json_context
 from config.costs import (
     ASSUMPTIONS,
@@ -26,9 +28,6 @@ from config.costs import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "training_code"))
-
-from qa.cost import BERT_LARGE, Estimate, Hardware, ModelShape, Workload, estimate  # noqa: E402
 
 GPU_RESULT = ROOT / "bench" / "results" / "gpu_throughput.json"
 # Same shape, different names: the configs of these hub models are known without downloading them.

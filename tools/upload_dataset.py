@@ -22,8 +22,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from qa.data import SPLITS, load_dataset_files, summarize_problems
+
 from tools.deployment import (
-    ROOT,
     Deployment,
     bucket_exists,
     fail,
@@ -33,9 +34,6 @@ from tools.deployment import (
     settings_for,
     staged_model_problems,
 )
-
-sys.path.insert(0, str(ROOT / "training_code"))
-from qa.data import SPLITS, load_dataset_files, summarize_problems
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 DATA_SUFFIXES = (".json", ".jsonl", ".ndjson")

@@ -4,7 +4,6 @@ every `Get` reference resolves; the hyperparameters are exactly what train.py ac
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import botocore.session
@@ -12,7 +11,6 @@ import pytest
 from botocore.validate import ParamValidator
 
 from pipeline_steps.walk import all_steps, is_expression
-from tests.conftest import ROOT
 from tests.pipeline_steps.conftest import step
 
 OPERATIONS = {
@@ -101,7 +99,6 @@ def test_every_get_reference_resolves(definition):
 
 
 def test_hyperparameters_are_exactly_what_train_py_parses(definition):
-    sys.path.insert(0, str(ROOT / "training_code"))
     import train
 
     defaults = {p["Name"]: p["DefaultValue"] for p in definition["Parameters"]}

@@ -174,6 +174,6 @@ def test_same_manifest_key_with_new_content_gets_a_new_cache_key(definition):
 
 
 def test_the_unset_version_default_is_the_one_the_claim_step_refuses():
-    from qa.cli import UNSET_VERSION  # training_code/ is on sys.path (tests/training_code/conftest.py)
+    from qa.cli import UNSET_VERSION
 
     assert UNSET_VERSION == MANIFEST_VERSION_UNSET

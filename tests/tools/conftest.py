@@ -33,7 +33,7 @@ import boto3
 import pytest
 
 from local_runner.assembly import extract_event_value, pipeline_properties, resolve_intrinsics, synthesized_definition
-from tests.conftest import REGION, ROOT, aws_environment, pointed_at
+from tests.conftest import ENTRY_POINT_PYTHONPATH, REGION, ROOT, aws_environment, pointed_at
 from tests.training_code.conftest import pretrained_dir  # noqa: F401  (shared model fixture)
 from tools.deployment import MODEL_CONFIG, split_s3_uri
 
@@ -270,7 +270,7 @@ def run_cli(module: str, *args: str, env: dict[str, str], timeout: float = 120) 
     completed = subprocess.run(
         [sys.executable, "-m", module, *args],
         cwd=ROOT,
-        env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1", **env},
+        env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": ENTRY_POINT_PYTHONPATH, **env},
         capture_output=True,
         text=True,
         timeout=timeout,

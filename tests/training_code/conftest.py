@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ from tools.demo_models import build_tiny_model, bundled_model_dir
 
 TRAINING_CODE = ROOT / "training_code"
 SAMPLE_DATASET = ROOT / "data" / "sample-squad"
-sys.path.insert(0, str(TRAINING_CODE))
 
 
 @pytest.fixture(scope="session")

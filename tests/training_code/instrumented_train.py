@@ -17,11 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-TRAINING_CODE = Path(__file__).resolve().parents[2] / "training_code"
-sys.path.insert(0, str(TRAINING_CODE))
+import torch
+import torch.distributed as dist
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
+TRAINING_CODE = Path(__file__).resolve().parents[2] / "training_code"
 
 COLLECTIVES = (
     "all_reduce",

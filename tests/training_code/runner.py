@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from local_runner.spot import reclaim
+from tests.conftest import ENTRY_POINT_PYTHONPATH
 from tests.training_code.conftest import TRAINING_CODE
 
 INSTRUMENTED = Path(__file__).with_name("instrumented_train.py")
@@ -79,7 +80,8 @@ def run_training(
     processes (a spot reclaim) at the first line for which `kill_when` is true. `instrument`: run it under
     instrumented_train.py with these variables."""
     env = train_env(model_dir, features_dir, work / "model", work / "checkpoints")
-    env.update(instrument or {})
+    if instrument is not None:
+        env.update(instrument, PYTHONPATH=ENTRY_POINT_PYTHONPATH)  # the instrumented script imports train.py
     proc = subprocess.Popen(
         train_command(processes, hyperparameters, str(INSTRUMENTED) if instrument is not None else "train.py"),
         cwd=TRAINING_CODE,
