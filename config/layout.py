@@ -19,3 +19,28 @@ class ArtifactLayout:
     def writable_by_jobs(self) -> tuple[str, ...]:
         """Prefixes that training and processing jobs write to."""
         return (self.checkpoints, self.processed, self.models, self.evaluation, self.claims)
+
+
+@dataclass(frozen=True)
+class DatasetLayout:
+    """Where uploaded datasets live in the datasets bucket: `datasets/<name>/<version>/`, data files first,
+    `manifest.json` last (its arrival is what starts the pipeline)."""
+
+    root: str = "datasets"
+    manifest_name: str = "manifest.json"
+
+    def prefix(self, name: str, version: str) -> str:
+        return f"{self.root}/{name}/{version}/"
+
+    def manifest_key(self, name: str, version: str) -> str:
+        return self.prefix(name, version) + self.manifest_name
+
+    @staticmethod
+    def manifest_body(bucket: str, prefix: str, keys: list[str]) -> list[object]:
+        """The manifest (SageMaker's ManifestFile format): the S3 prefix, then every data key relative to it."""
+        return [{"prefix": f"s3://{bucket}/{prefix}"}, *keys]
+
+    @property
+    def manifest_key_pattern(self) -> str:
+        """An EventBridge wildcard that matches every manifest key and nothing else."""
+        return self.manifest_key("*", "*")

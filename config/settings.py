@@ -24,6 +24,7 @@ from config.layout import ArtifactLayout
 MAX_JOB_SECONDS = 28 * 24 * 3600
 
 DLC_REGISTRY_ACCOUNT = "763104351884"
+DLC_REPOSITORIES = "huggingface-pytorch-*"  # the training and inference repositories below
 # Hugging Face training images, per distribution backend. SMDDP ships only up to PyTorch 2.5.1.
 DEFAULT_TRAINING_IMAGES = {
     "torchrun": "huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04",

@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
 
     version = time.strftime("%Y%m%d-%H%M%S")
     bucket = defaults["DatasetBucket"]
-    manifest_key = upload_dataset(store, args.dataset, bucket, f"datasets/{args.dataset_name}/{version}/")
+    manifest_key = upload_dataset(store, args.dataset, bucket, args.dataset_name, version)
     event = object_created_event(
         bucket,
         manifest_key,

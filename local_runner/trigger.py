@@ -8,32 +8,44 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from config.layout import DatasetLayout
 from local_runner.assembly import SynthesizedPipeline, extract_event_value
 from local_runner.event_pattern import matches
 from local_runner.store import LocalObjectStore
 
 SPLITS = ("train", "validation")
+DATASETS = DatasetLayout()
 
 
-def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, prefix: str) -> str:
+def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name: str, version: str) -> str:
     """Copy train/ and validation/ files, then write the manifest last; returns the manifest key."""
+    prefix = DATASETS.prefix(name, version)
     keys = []
     for split in SPLITS:
         for path in sorted(p for p in (dataset_dir / split).rglob("*") if p.is_file()):
             key = path.relative_to(dataset_dir).as_posix()
             store.put_file(path, f"s3://{bucket}/{prefix}{key}")
             keys.append(key)
-    manifest = [{"prefix": f"s3://{bucket}/{prefix}"}, *keys]
-    manifest_key = f"{prefix}manifest.json"
-    store.put_bytes(json.dumps(manifest, indent=1).encode(), f"s3://{bucket}/{manifest_key}")
+    manifest_key = DATASETS.manifest_key(name, version)
+    store.put_bytes(
+        json.dumps(DATASETS.manifest_body(bucket, prefix, keys), indent=1).encode(), f"s3://{bucket}/{manifest_key}"
+    )
     return manifest_key
 
 
 def object_created_event(
     bucket: str, key: str, body: bytes, account: str, region: str, version_id: str | None = None
 ) -> dict[str, Any]:
-    """An S3 'Object Created' event as EventBridge delivers it for a single-part upload of `body`
-    (etag: its MD5); `version_id` as a versioned bucket gives each upload (a fresh one by default)."""
+    """The event of a single-part upload of `body` (etag: its MD5); `version_id` as a versioned bucket gives
+    each upload (a fresh one by default)."""
+    etag = hashlib.md5(body, usedforsecurity=False).hexdigest()
+    return s3_object_created_event(bucket, key, len(body), etag, version_id or uuid.uuid4().hex, account, region)
+
+
+def s3_object_created_event(
+    bucket: str, key: str, size: int, etag: str, version_id: str, account: str, region: str
+) -> dict[str, Any]:
+    """An S3 'Object Created' event as EventBridge delivers it (S3 user guide, ev-events.html)."""
     return {
         "version": "0",
         "id": "00000000-0000-0000-0000-000000000000",
@@ -48,9 +60,9 @@ def object_created_event(
             "bucket": {"name": bucket},
             "object": {
                 "key": key,
-                "size": len(body),
-                "etag": hashlib.md5(body, usedforsecurity=False).hexdigest(),
-                "version-id": version_id or uuid.uuid4().hex,
+                "size": size,
+                "etag": etag,
+                "version-id": version_id,
                 "sequencer": "0",
             },
             "request-id": "local",

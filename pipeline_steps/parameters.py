@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from sagemaker.workflow.parameters import ParameterFloat, ParameterInteger, ParameterString
 
 from config import Settings
+from config.layout import DatasetLayout
 
 # ManifestVersionId's default: claim.py refuses it (training_code/qa/cli.py), so a run started by hand without
 # the manifest's S3 version id fails before any GPU instead of reusing features cached for other content.
@@ -36,7 +37,7 @@ def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket:
     """Parameters with the environment's defaults (the trigger fills DatasetBucket and ManifestKey)."""
     return PipelineParameters(
         dataset_bucket=ParameterString("DatasetBucket", default_value=datasets_bucket),
-        manifest_key=ParameterString("ManifestKey", default_value="datasets/sample-squad/v1/manifest.json"),
+        manifest_key=ParameterString("ManifestKey", default_value=DatasetLayout().manifest_key("sample-squad", "v1")),
         base_model_uri=ParameterString("BaseModelUri", default_value=settings.base_model_uri(artifacts_bucket)),
         manifest_version_id=ParameterString("ManifestVersionId", default_value=MANIFEST_VERSION_UNSET),
         # EnumValues: an execution can only pick a type on which settings validation ran every rule.

@@ -9,6 +9,7 @@ import aws_cdk as cdk
 from constructs import IConstruct
 
 from config import Settings
+from config.settings import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
 
 PARTITION, REGION, ACCOUNT = "<AWS::Partition>", "<AWS::Region>", "<AWS::AccountId>"
 
@@ -33,7 +34,7 @@ def reviewed_findings(settings: Settings, model_package_group_name: str) -> dict
         "bucket; dataset keys are chosen by users at upload time.",
         _s3_objects(settings, "artifacts", f"{layout.base_models}/*"): "Base model weights are staged under "
         "this prefix by `make stage-model`; file names depend on the model.",
-        _arn("ecr", "repository/huggingface-pytorch-*", "763104351884"): "Jobs pull the AWS Hugging Face "
+        _arn("ecr", f"repository/{DLC_REPOSITORIES}", DLC_REGISTRY_ACCOUNT): "Jobs pull the AWS Hugging Face "
         "deep-learning containers (training and inference repositories) from AWS's registry account.",
         "AwsSolutions::AwsSolutions-IAM5[Resource::*]": "ecr:GetAuthorizationToken, ec2:Describe* and "
         "cloudwatch:PutMetricData support no resource-level permissions (the last is scoped by namespace).",

@@ -10,7 +10,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from config import Settings
-from config.settings import DLC_REGISTRY_ACCOUNT
+from config.settings import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
 
 SAGEMAKER = iam.ServicePrincipal("sagemaker.amazonaws.com")
 JOB_LOG_GROUPS = ("/aws/sagemaker/TrainingJobs", "/aws/sagemaker/ProcessingJobs")
@@ -91,7 +91,7 @@ class JobRole(Construct):
                         service="ecr",
                         account=DLC_REGISTRY_ACCOUNT,
                         resource="repository",
-                        resource_name="huggingface-pytorch-*",
+                        resource_name=DLC_REPOSITORIES,
                     )
                 ],
             )

@@ -11,8 +11,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from config.layout import DatasetLayout
+
 # The manifest is uploaded last; data files never match (see tools/upload_dataset.py).
-MANIFEST_KEY_PATTERN = "datasets/*/*/manifest.json"
+MANIFEST_KEY_PATTERN = DatasetLayout().manifest_key_pattern
 # SageMakerPipelineParameters values must be whole JSON paths: bucket and key go in separately.
 PIPELINE_PARAMETERS_FROM_EVENT = {
     "DatasetBucket": "$.detail.bucket.name",

@@ -13,6 +13,9 @@ import random
 import sys
 from pathlib import Path
 
+from config.layout import DatasetLayout
+
+TRAIN_FILE, VALIDATION_FILE = "train/train.jsonl", "validation/validation.json"
 SYLLABLES = ["ka", "lo", "mir", "ven", "tas", "ori", "bel", "dun", "sa", "rek", "ul", "pho", "zen", "iva", "tor"]
 TRADES = ["glassblowing", "shipbuilding", "cheese making", "weaving", "pottery", "clockmaking", "tea growing"]
 COLOURS = ["red", "green", "silver", "blue", "amber", "violet", "white"]
@@ -68,7 +71,7 @@ def generate(out_dir: Path, train_articles: int = 60, validation_articles: int =
     rng = random.Random(seed)
     (out_dir / "train").mkdir(parents=True, exist_ok=True)
     (out_dir / "validation").mkdir(parents=True, exist_ok=True)
-    with (out_dir / "train" / "train.jsonl").open("w", encoding="utf-8") as handle:
+    with (out_dir / TRAIN_FILE).open("w", encoding="utf-8") as handle:
         for a in range(train_articles):
             title, context, qas = make_article(rng, a)
             for q, (question, answer, start) in enumerate(qas):
@@ -101,13 +104,12 @@ def generate(out_dir: Path, train_articles: int = 60, validation_articles: int =
                 ],
             }
         )
-    (out_dir / "validation" / "validation.json").write_text(json.dumps({"version": "1.1", "data": data}, indent=1))
-    manifest = [
-        {"prefix": "s3://<datasets-bucket>/datasets/sample-squad/v1/"},
-        "train/train.jsonl",
-        "validation/validation.json",
-    ]
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    (out_dir / VALIDATION_FILE).write_text(json.dumps({"version": "1.1", "data": data}, indent=1))
+    datasets = DatasetLayout()
+    manifest = datasets.manifest_body(
+        "<datasets-bucket>", datasets.prefix("sample-squad", "v1"), [TRAIN_FILE, VALIDATION_FILE]
+    )
+    (out_dir / datasets.manifest_name).write_text(json.dumps(manifest, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import Any
 
 from qa.data import SPLITS, load_dataset_files, summarize_problems
 
+from config.layout import DatasetLayout
 from tools.deployment import (
     Deployment,
     bucket_exists,
@@ -35,6 +36,7 @@ from tools.deployment import (
     staged_model_problems,
 )
 
+DATASETS = DatasetLayout()
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 DATA_SUFFIXES = (".json", ".jsonl", ".ndjson")
 MIB = 1024 * 1024
@@ -52,16 +54,15 @@ CLOCK_SKEW = timedelta(minutes=2)  # tolerated difference between this machine's
 @dataclass(frozen=True)
 class UploadPlan:
     bucket: str
-    prefix: str  # datasets/<name>/<version>/
+    prefix: str  # DatasetLayout.prefix: datasets/<name>/<version>/
     files: list[tuple[Path, str]]  # (local path, key relative to prefix)
 
     @property
     def manifest_key(self) -> str:
-        return f"{self.prefix}manifest.json"
+        return self.prefix + DATASETS.manifest_name
 
     def manifest(self) -> list[Any]:
-        """SageMaker ManifestFile format: the prefix, then every key relative to it."""
-        return [{"prefix": f"s3://{self.bucket}/{self.prefix}"}, *(key for _, key in self.files)]
+        return DATASETS.manifest_body(self.bucket, self.prefix, [key for _, key in self.files])
 
 
 def validate_dataset(dataset_dir: Path, name: str, version: str) -> list[tuple[Path, str]]:
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     deployment = load_deployment(args.env)
     bucket, parameter_names = check_target(deployment, args.env)
-    plan = UploadPlan(bucket=bucket, prefix=f"datasets/{args.name}/{args.version}/", files=files)
+    plan = UploadPlan(bucket=bucket, prefix=DATASETS.prefix(args.name, args.version), files=files)
     started = datetime.now(UTC)
     manifest = upload(plan, deployment.client("s3"))
     expected = expected_parameters(plan, manifest, parameter_names)

@@ -33,6 +33,7 @@ import boto3
 import pytest
 
 from local_runner.assembly import extract_event_value, pipeline_properties, resolve_intrinsics, synthesized_definition
+from local_runner.trigger import s3_object_created_event
 from tests.conftest import ENTRY_POINT_PYTHONPATH, REGION, ROOT, aws_environment, pointed_at
 from tests.training_code.conftest import pretrained_dir  # noqa: F401  (shared model fixture)
 from tools.deployment import MODEL_CONFIG, split_s3_uri
@@ -140,15 +141,9 @@ class Deployed:
         its object fields from the object's HEAD, or `fields` where given."""
         fields = fields or {}
         head = self.client("s3").head_object(Bucket=self.datasets_bucket, Key=key) if "etag" not in fields else {}
-        detail_object = {
-            "key": key,
-            "size": head.get("ContentLength", 0),
-            "etag": head.get("ETag", "").strip('"'),
-            "version-id": head.get("VersionId", "null"),
-            "sequencer": "0",
-            **fields,
-        }
-        event = {"detail": {"bucket": {"name": self.datasets_bucket}, "object": detail_object}}
+        size, etag, version = head.get("ContentLength", 0), head.get("ETag", "").strip('"'), head.get("VersionId")
+        event = s3_object_created_event(self.datasets_bucket, key, size, etag, version or "null", ACCOUNT, REGION)
+        event["detail"]["object"].update(fields)
         self.client("sagemaker").start_pipeline_execution(
             PipelineName=self.pipeline_name,
             PipelineParameters=[
