@@ -19,6 +19,11 @@ def definition(settings):
     return build_definition(settings)
 
 
+@pytest.fixture(scope="session")
+def prod_definition(cdk_context):
+    return build_definition(load_settings({**cdk_context, "env": "prod"}))
+
+
 def step(definition, name):
     """A step by name, also inside condition branches."""
     return find_step(definition, name)

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+from typing import Any
 
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
@@ -38,8 +39,36 @@ def test_build_needs_no_network_no_credentials_and_no_environment(settings):
     assert result.stdout.strip().splitlines()[-1] == hashlib.sha256(definition_json(settings).encode()).hexdigest()
 
 
-def test_snapshot(definition, snapshot):
-    assert definition == snapshot.use_extension(JSONSnapshotExtension)
+def differences(base: Any, other: Any, path: str = "$") -> dict[str, list[Any]]:
+    """JSON path -> [base value, other value] for every leaf where two definitions differ; lists of named
+    items (steps, parameters) are matched by name."""
+    if isinstance(base, dict) and isinstance(other, dict):
+        found: dict[str, list[Any]] = {}
+        for key in sorted(base.keys() | other.keys()):
+            found.update(differences(base.get(key), other.get(key), f"{path}.{key}"))
+        return found
+    if isinstance(base, list) and isinstance(other, list):
+        if all(isinstance(item, dict) and "Name" in item for item in base + other):
+            return differences({i["Name"]: i for i in base}, {i["Name"]: i for i in other}, path)
+        if len(base) == len(other):
+            found = {}
+            for index, (left, right) in enumerate(zip(base, other, strict=True)):
+                found.update(differences(left, right, f"{path}[{index}]"))
+            return found
+    return {} if base == other else {path: [base, other]}
+
+
+def test_differences_match_named_items_and_report_leaves():
+    base = {"Steps": [{"Name": "A", "X": 1}, {"Name": "B", "X": [1, 2]}], "V": "same"}
+    other = {"Steps": [{"Name": "B", "X": [1, 3]}, {"Name": "A", "X": 1}, {"Name": "C"}], "V": "same"}
+    assert differences(base, other) == {"$.Steps.B.X[1]": [2, 3], "$.Steps.C": [None, {"Name": "C"}]}
+
+
+def test_snapshot(definition, prod_definition, snapshot):
+    """One file pins both environments: dev in full, prod as its differences from dev (the template snapshots
+    mask the embedded definition)."""
+    pinned = {"dev": definition, "prod, where it differs from dev": differences(definition, prod_definition)}
+    assert pinned == snapshot.use_extension(JSONSnapshotExtension)
 
 
 def test_fits_inline(settings):

@@ -12,6 +12,7 @@ import pytest
 from local_runner.assembly import synthesized_definition
 from local_runner.event_pattern import matches
 from local_runner.trigger import object_created_event
+from pipeline_steps.definition import definition_json
 from pipeline_steps.placeholders import placeholders
 from pipeline_steps.walk import all_steps
 from stacks.source_bundle import build_source_tarball
@@ -21,6 +22,13 @@ from tests.conftest import ROOT, as_list, dumps, resources_of_type
 def the(template, resource_type):
     [resource] = resources_of_type(template, resource_type).values()
     return resource["Properties"]
+
+
+@pytest.mark.parametrize("env_name", ["dev", "prod"])
+def test_the_template_embeds_exactly_the_built_definition(synthesized, env_name):
+    environment = synthesized[env_name]
+    text, _ = synthesized_definition(environment.templates["pipeline"])
+    assert text == definition_json(environment.settings)
 
 
 def test_pipeline_embeds_the_definition_with_deploy_time_values(dev):
