@@ -14,6 +14,7 @@ import pytest
 from config import load_settings
 from config.costs import TRAINING_USD_PER_HOUR
 from config.instance_types import INSTANCE_TYPES
+from config.layout import DatasetLayout
 from local_runner.assembly import extract_event_value
 from local_runner.expressions import ExpressionResolver
 from local_runner.trigger import object_created_event
@@ -164,10 +165,11 @@ def preprocess_cache_key(definition: dict, event: dict) -> str:
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
 
 
-def test_same_manifest_key_with_new_content_gets_a_new_cache_key(definition):
-    key, bucket = "datasets/squad/v1/manifest.json", "hfqa-dev-datasets-123456789012-us-east-1"
-    first = object_created_event(bucket, key, b'[{"prefix": "s3://b/"}, "a.json"]', "123456789012", "us-east-1")
-    corrected = object_created_event(bucket, key, b'[{"prefix": "s3://b/"}, "b.json"]', "123456789012", "us-east-1")
+def test_same_manifest_key_with_new_content_gets_a_new_cache_key(definition, settings):
+    account, region = "123456789012", "us-east-1"
+    key, bucket = DatasetLayout().manifest_key("squad", "v1"), settings.bucket_name("datasets", account, region)
+    first = object_created_event(bucket, key, b'[{"prefix": "s3://b/"}, "a.json"]', account, region)
+    corrected = object_created_event(bucket, key, b'[{"prefix": "s3://b/"}, "b.json"]', account, region)
     assert preprocess_cache_key(definition, first) != preprocess_cache_key(definition, corrected)
     # The same event delivered twice (at-least-once delivery) is the same upload: same key.
     assert preprocess_cache_key(definition, first) == preprocess_cache_key(definition, copy.deepcopy(first))

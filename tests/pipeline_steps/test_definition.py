@@ -14,9 +14,15 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from config import load_settings
 from pipeline_steps.definition import INLINE_LIMIT_BYTES, build_definition, definition_json
-from pipeline_steps.placeholders import PSEUDO_PARAMETERS, placeholders
+from pipeline_steps.placeholders import ACCOUNT, PSEUDO_PARAMETERS, REGION, placeholders
 from tests.conftest import ROOT, run_without_network, unshare_works
 from tests.pipeline_steps.conftest import step
+
+
+def artifacts_bucket(settings) -> str:
+    """The artifacts bucket's name as the definition holds it (account and region are placeholders)."""
+    return settings.bucket_name("artifacts", ACCOUNT, REGION)
+
 
 TRAIN_LINE = "step=120 epoch=0.500 loss=1.2345 learning_rate=2.500e-05 samples_per_second=321.00"
 
@@ -96,11 +102,11 @@ def test_step_order_and_parameters(definition, settings):
         "MaxTrainingCostUSD",
     } <= set(params)
     assert params["MaxTrainingCostUSD"]["DefaultValue"] == settings.training.max_cost_usd
-    assert params["TrainingInstanceType"]["DefaultValue"] == "ml.p4d.24xlarge"
-    assert params["TrainingInstanceCount"]["DefaultValue"] == 2
+    assert params["TrainingInstanceType"]["DefaultValue"] == settings.training.instance_type
+    assert params["TrainingInstanceCount"]["DefaultValue"] == settings.training.instance_count
     assert params["F1Threshold"]["DefaultValue"] == settings.evaluation.f1_threshold
     assert params["ModelApprovalStatus"]["DefaultValue"] == "PendingManualApproval"
-    assert params["BaseModelUri"]["DefaultValue"].startswith("s3://hfqa-dev-artifacts-")
+    assert params["BaseModelUri"]["DefaultValue"] == settings.base_model_uri(artifacts_bucket(settings))
 
 
 def test_cost_guard_compares_the_preprocessing_estimate_with_the_parameter_before_training(definition, settings):
@@ -134,19 +140,20 @@ def test_preprocessing_runs_on_cpu_with_the_manifest_and_is_cached(definition):
     assert args["AppSpecification"]["ContainerArguments"][0] == "preprocess.py"
 
 
-def test_training_job_is_distributed_spot_and_checkpointed(definition):
+def test_training_job_is_distributed_spot_and_checkpointed(definition, settings):
     args = step(definition, "FineTune")["Arguments"]
     assert args["ResourceConfig"]["InstanceType"] == {"Get": "Parameters.TrainingInstanceType"}
     assert args["ResourceConfig"]["InstanceCount"] == {"Get": "Parameters.TrainingInstanceCount"}
     assert args["HyperParameters"]["sagemaker_torch_distributed_enabled"] == "true"
     assert args["EnableManagedSpotTraining"] is True
     stopping = args["StoppingCondition"]
-    assert stopping["MaxWaitTimeInSeconds"] >= stopping["MaxRuntimeInSeconds"] == 43200
+    assert stopping["MaxRuntimeInSeconds"] == settings.training.max_run_seconds
+    assert stopping["MaxWaitTimeInSeconds"] == settings.training.max_wait_seconds
     checkpoint = args["CheckpointConfig"]
     assert checkpoint["LocalPath"] == "/opt/ml/checkpoints"
     values = checkpoint["S3Uri"]["Std:Join"]["Values"]
     assert values == [
-        "s3://hfqa-dev-artifacts-${AWS::AccountId}-${AWS::Region}/checkpoints",
+        f"s3://{artifacts_bucket(settings)}/{settings.layout.checkpoints}",
         {"Get": "Execution.PipelineExecutionId"},
     ]
     # One subnet (one zone) for all nodes: EFA stays within a subnet, cross-zone traffic is billed.
@@ -232,7 +239,7 @@ def test_no_vpc_and_no_spot_variants(cdk_context):
     assert "CheckpointConfig" not in args
 
 
-def test_condition_registers_or_fails_with_the_numbers(definition):
+def test_condition_registers_or_fails_with_the_numbers(definition, settings):
     check = step(definition, "CheckF1")["Arguments"]
     [condition] = check["Conditions"]
     assert condition["Type"] == "GreaterThanOrEqualTo"
@@ -243,7 +250,7 @@ def test_condition_registers_or_fails_with_the_numbers(definition):
     assert condition["RightValue"] == {"Get": "Parameters.F1Threshold"}
     [register] = check["IfSteps"]
     assert register["Type"] == "RegisterModel"
-    assert register["Arguments"]["ModelPackageGroupName"] == "hfqa-dev-qa-models"
+    assert register["Arguments"]["ModelPackageGroupName"] == settings.model_package_group_name
     assert register["Arguments"]["ModelApprovalStatus"] == {"Get": "Parameters.ModelApprovalStatus"}
     statistics = register["Arguments"]["ModelMetrics"]["ModelQuality"]["Statistics"]
     assert statistics["S3Uri"]["Std:Join"]["Values"][-1] == "evaluation.json"
