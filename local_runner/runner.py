@@ -16,7 +16,7 @@ from local_runner.jobs import Printer, run_processing, run_training
 from local_runner.registry import LocalModelRegistry, ModelPackage
 from local_runner.spot import SpotInterruption
 from local_runner.store import LocalObjectStore
-from pipeline_steps.walk import all_steps
+from pipeline_steps.walk import all_steps, expressions
 
 STEP_FIELDS = {
     "Name",
@@ -61,17 +61,6 @@ class ExecutionResult:
     outputs: dict[str, str] = field(default_factory=dict)  # processing output name -> S3 URI
 
 
-def _expressions(node: Any):
-    if isinstance(node, dict):
-        if len(node) == 1 and next(iter(node)).startswith(("Get", "Std:")):
-            yield next(iter(node))
-        for value in node.values():
-            yield from _expressions(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _expressions(value)
-
-
 def validate_definition(definition: dict[str, Any]) -> None:
     """Reject, before anything runs, every step type, field or expression this runner does not implement."""
     problems = []
@@ -81,7 +70,7 @@ def validate_definition(definition: dict[str, Any]) -> None:
         unknown = sorted(set(step) - STEP_FIELDS)
         if unknown:
             problems.append(f"step {step.get('Name')!r}: fields {unknown} are not supported")
-    for operator in set(_expressions(definition.get("Steps", []))):
+    for operator in sorted({next(iter(expression)) for expression in expressions(definition.get("Steps", []))}):
         if operator not in ("Get", "Std:Join", "Std:JsonGet"):
             problems.append(f"expression {operator!r} is not supported")
     if problems:

@@ -25,3 +25,15 @@ def find_step(definition: dict[str, Any], name: str) -> dict[str, Any]:
 def is_expression(value: Any) -> bool:
     """A pipeline expression (`{"Get": ...}`, `{"Std:Join": ...}`, ...) rather than a literal."""
     return isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith(("Get", "Std:"))
+
+
+def expressions(node: Any) -> Iterator[dict[str, Any]]:
+    """Every expression in `node`, outer ones before the expressions inside them."""
+    if isinstance(node, dict):
+        if is_expression(node):
+            yield node
+        for value in node.values():
+            yield from expressions(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from expressions(value)

@@ -10,7 +10,7 @@ import botocore.session
 import pytest
 from botocore.validate import ParamValidator
 
-from pipeline_steps.walk import all_steps, is_expression
+from pipeline_steps.walk import all_steps, expressions, is_expression
 from tests.pipeline_steps.conftest import step
 
 OPERATIONS = {
@@ -60,21 +60,15 @@ def test_the_validation_catches_unknown_keys_and_wrong_types(definition):
     assert "Typo" in report.generate_report() and "MaxRuntimeInSeconds" in report.generate_report()
 
 
-def references(node: Any):
-    if isinstance(node, dict):
-        if set(node) == {"Get"}:
-            yield node["Get"]
-        for value in node.values():
-            yield from references(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from references(value)
+def get_references(node: Any) -> list[str]:
+    """What every `{"Get": ...}` in `node` refers to."""
+    return [expression["Get"] for expression in expressions(node) if "Get" in expression]
 
 
 def test_every_get_reference_resolves(definition):
     parameters = {p["Name"] for p in definition["Parameters"]}
     steps = {s["Name"]: s for s in all_steps(definition["Steps"])}
-    seen = list(references(definition["Steps"]))
+    seen = get_references(definition["Steps"])
     assert seen
     for ref in seen:
         kind, _, rest = ref.partition(".")
@@ -108,7 +102,7 @@ def test_hyperparameters_are_exactly_what_train_py_parses(definition):
         if name.startswith("sagemaker_"):  # consumed by the SageMaker training toolkit
             continue
         if is_expression(value):
-            [ref] = list(references(value))
+            [ref] = get_references(value)
             value = str(defaults[ref.split(".", 1)[1]])
         else:
             value = json.loads(value) if value.startswith('"') else value
