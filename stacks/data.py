@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+from typing import cast
+
 from aws_cdk import ArnFormat, Aws, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -10,10 +14,22 @@ from constructs import Construct
 
 from config import Settings
 
+# IAM: "The Sid element supports ASCII uppercase letters (A-Z), lowercase letters (a-z), and numbers (0-9)."
+# https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_sid.html
+_STATEMENT_ID = re.compile(r"[A-Za-z0-9]+")
+
 
 def removal_policy(settings: Settings) -> RemovalPolicy:
     """RETAIN unless the environment explicitly allows destroying data (dev)."""
     return RemovalPolicy.DESTROY if settings.removal_policy == "destroy" else RemovalPolicy.RETAIN
+
+
+def statement_id(*words: str) -> str:
+    """A policy statement id made of `words`, checked against IAM's Sid rule."""
+    sid = "".join(words)
+    if not _STATEMENT_ID.fullmatch(sid):
+        raise ValueError(f"policy statement id {sid!r}: IAM allows only ASCII letters and digits")
+    return sid
 
 
 class ProjectKey(Construct):
@@ -62,9 +78,34 @@ class ProjectKey(Construct):
             )
         )
 
+    def grant_sse_kms(self, grantee: iam.IGrantable) -> None:
+        """What reading and writing SSE-KMS objects of the project buckets needs from this key."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="UseProjectKey",
+                actions=["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"],
+                resources=[self.key.key_arn],
+            )
+        )
+
+    def grant_job_volume_encryption(self, grantee: iam.IGrantable) -> None:
+        """SageMaker creates grants on this key to encrypt job volumes: only grants for AWS resources."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kms:CreateGrant", "kms:DescribeKey"],
+                resources=[self.key.key_arn],
+                conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
+            )
+        )
+
 
 class SecureBucket(Construct):
-    """An S3 bucket with the project's baseline: no public access, TLS only, access-logged."""
+    """An S3 bucket with the project's baseline: no public access, TLS only, access-logged.
+
+    Its grants name the bucket by `bucket_name`, which must be deterministic (pseudo parameters at most, no
+    attribute of a resource): a role in another stack then needs no cross-stack export, and the cdk-nag
+    finding ids of its policy (which contain the ARNs) stay stable.
+    """
 
     def __init__(
         self,
@@ -79,6 +120,7 @@ class SecureBucket(Construct):
         lifecycle_rules: list[s3.LifecycleRule],
     ) -> None:
         super().__init__(scope, construct_id)
+        self.bucket_name = bucket_name
         destroy = settings.removal_policy == "destroy"
         self.bucket = s3.Bucket(
             self,
@@ -99,6 +141,43 @@ class SecureBucket(Construct):
             auto_delete_objects=destroy,
         )
 
+    @property
+    def arn_by_name(self) -> str:
+        """The bucket's ARN built from its name, usable in any stack of the account."""
+        return f"arn:{Aws.PARTITION}:s3:::{self.bucket_name}"
+
+    def grant_read_objects(self, grantee: iam.IGrantable, key_patterns: Iterable[str]) -> None:
+        """s3:GetObject on the given key patterns only."""
+        self._grant_objects(grantee, "Read", ["s3:GetObject"], key_patterns)
+
+    def grant_write_objects(self, grantee: iam.IGrantable, prefixes: Iterable[str]) -> None:
+        """Read, write and abort uploads of objects under the given prefixes (no deletes)."""
+        self._grant_objects(
+            grantee,
+            "Write",
+            ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+            [f"{prefix}/*" for prefix in prefixes],
+        )
+
+    def grant_list(self, grantee: iam.IGrantable) -> None:
+        """s3:ListBucket on this bucket: SageMaker lists S3Prefix inputs, and a missing key reads as 404, not 403."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid=statement_id("List", self.node.id), actions=["s3:ListBucket"], resources=[self.arn_by_name]
+            )
+        )
+
+    def _grant_objects(
+        self, grantee: iam.IGrantable, verb: str, actions: list[str], key_patterns: Iterable[str]
+    ) -> None:
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid=statement_id(verb, self.node.id),
+                actions=actions,
+                resources=[f"{self.arn_by_name}/{pattern}" for pattern in key_patterns],
+            )
+        )
+
 
 def _abort_uploads() -> s3.LifecycleRule:
     return s3.LifecycleRule(
@@ -112,7 +191,8 @@ class DataStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         layout = settings.layout
-        self.key = ProjectKey(self, "ProjectKey", settings=settings).key
+        self.project_key = ProjectKey(self, "ProjectKey", settings=settings)
+        self.key = self.project_key.key
         self.bucket_names = {
             purpose: settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION)
             for purpose in ("access-logs", "datasets", "artifacts")
@@ -136,7 +216,7 @@ class DataStack(Stack):
                 ),
             ],
         ).bucket
-        datasets = SecureBucket(
+        self.datasets = SecureBucket(
             self,
             "Datasets",
             settings=settings,
@@ -149,13 +229,12 @@ class DataStack(Stack):
                 s3.LifecycleRule(id="expire-old-dataset-versions", noncurrent_version_expiration=Duration.days(90)),
             ],
         )
-        self.datasets_bucket = datasets.bucket
         # EventBridge delivery straight from S3 (no notification custom resource / Lambda).
-        cfn_datasets = self.datasets_bucket.node.default_child
+        cfn_datasets = cast(s3.CfnBucket, self.datasets.bucket.node.default_child)
         cfn_datasets.add_property_override(
             "NotificationConfiguration.EventBridgeConfiguration.EventBridgeEnabled", True
         )
-        self.artifacts_bucket = SecureBucket(
+        self.artifacts = SecureBucket(
             self,
             "Artifacts",
             settings=settings,
@@ -173,9 +252,9 @@ class DataStack(Stack):
                 ),
                 s3.LifecycleRule(id="expire-old-artifact-versions", noncurrent_version_expiration=Duration.days(30)),
             ],
-        ).bucket
+        )
         # The exact prefix the training step's CheckpointConfig.S3Uri starts with (one folder per execution).
         self.checkpoint_s3_uri_prefix = f"s3://{self.bucket_names['artifacts']}/{layout.checkpoints}/"
-        CfnOutput(self, "DatasetsBucketName", value=self.datasets_bucket.bucket_name)
-        CfnOutput(self, "ArtifactsBucketName", value=self.artifacts_bucket.bucket_name)
+        CfnOutput(self, "DatasetsBucketName", value=self.datasets.bucket.bucket_name)
+        CfnOutput(self, "ArtifactsBucketName", value=self.artifacts.bucket.bucket_name)
         CfnOutput(self, "CheckpointS3UriPrefix", value=self.checkpoint_s3_uri_prefix)

@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -36,10 +37,14 @@ _RETENTION_BY_DAYS = {
 
 
 class EfaSecurityGroup(Construct):
-    """The security group EFA needs: all traffic to and from itself, HTTPS out to the endpoints and S3."""
+    """The security group EFA needs: all traffic to and from itself, HTTPS out to the endpoints and S3.
 
-    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc) -> None:
+    Jobs attach to `subnets` with this group; `grant_job_network_interfaces` lets a job role do exactly that.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, subnets: list[ec2.ISubnet]) -> None:
         super().__init__(scope, construct_id)
+        self.subnets = subnets
         self.security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
@@ -54,6 +59,44 @@ class EfaSecurityGroup(Construct):
         # The subnets route nowhere but the VPC and the S3 gateway endpoint, whose prefix-list id is
         # region-specific (a lookup we avoid at synth); HTTPS egress therefore reaches only those.
         sg.add_egress_rule(ec2.Peer.any_ipv4(), HTTPS, "HTTPS to the interface endpoints and the S3 gateway endpoint")
+
+    def grant_job_network_interfaces(self, grantee: iam.IGrantable) -> None:
+        """What SageMaker needs to attach jobs to the VPC: ENIs in these subnets with this group only."""
+        stack = Stack.of(self)
+
+        def ec2_arn(kind: str, name: str) -> str:
+            return stack.format_arn(service="ec2", resource=kind, resource_name=name)
+
+        principal = grantee.grant_principal
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="DescribeNetwork",
+                actions=[
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DescribeVpcs",
+                    "ec2:DescribeDhcpOptions",
+                    "ec2:DescribeSubnets",
+                    "ec2:DescribeSecurityGroups",
+                ],
+                resources=["*"],  # Describe* actions have no resource-level permissions
+            )
+        )
+        principal.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ManageJobNetworkInterfaces",
+                actions=[
+                    "ec2:CreateNetworkInterface",
+                    "ec2:CreateNetworkInterfacePermission",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:DeleteNetworkInterfacePermission",
+                ],
+                resources=[
+                    ec2_arn("network-interface", "*"),  # ENI ids are created by SageMaker at job start
+                    ec2_arn("security-group", self.security_group.security_group_id),
+                    *(ec2_arn("subnet", subnet.subnet_id) for subnet in self.subnets),
+                ],
+            )
+        )
 
 
 class JobNetwork(Construct):
@@ -97,11 +140,11 @@ class JobNetwork(Construct):
             removal_policy=removal_policy(settings),
         )
         self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group))
-        self.endpoint_security_group: ec2.SecurityGroup | None = None
+        self._endpoint_security_group: ec2.SecurityGroup | None = None
         endpoints = [self.INTERFACE_ENDPOINTS[name] for name in settings.network.interface_endpoints]
         if not endpoints:
             return
-        self.endpoint_security_group = ec2.SecurityGroup(
+        self._endpoint_security_group = ec2.SecurityGroup(
             self,
             "EndpointSecurityGroup",
             vpc=self.vpc,
@@ -115,37 +158,47 @@ class JobNetwork(Construct):
                     service=service,
                     private_dns_enabled=True,
                     open=False,
-                    security_groups=[self.endpoint_security_group],
+                    security_groups=[self._endpoint_security_group],
                 )
+
+    def allow_endpoint_access_from(self, peer: ec2.ISecurityGroup) -> None:
+        """Let `peer` (the jobs' group) reach the interface endpoints over HTTPS; nothing to do without any."""
+        if self._endpoint_security_group is not None:
+            self._endpoint_security_group.add_ingress_rule(peer, HTTPS, "HTTPS from the SageMaker jobs")
 
 
 class NetworkStack(Stack):
-    """Where the jobs run. `vpc` and `security_group` are None when network.mode is 'none'."""
+    """Where the jobs run. `vpc`, `security_group` and `job_security_group` are None when network.mode is
+    'none'."""
 
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, key: kms.IKey, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         network = settings.network
         self.vpc: ec2.IVpc | None = None
         self.security_group: ec2.ISecurityGroup | None = None
+        self.job_security_group: EfaSecurityGroup | None = None
         self.subnets: list[ec2.ISubnet] = []
         if network.mode == "none":
             return
         job_network = None
+        vpc: ec2.IVpc
         if network.mode == "create":
             job_network = JobNetwork(self, "JobNetwork", settings=settings, key=key)
-            self.vpc = job_network.vpc
+            vpc = job_network.vpc
+        elif network.existing_vpc_id is None:
+            raise ValueError("network.mode=existing needs network.existing_vpc_id")  # settings validation says so
         else:
-            self.vpc = ec2.Vpc.from_vpc_attributes(
+            vpc = ec2.Vpc.from_vpc_attributes(
                 self,
                 "ExistingVpc",
                 vpc_id=network.existing_vpc_id,
                 availability_zones=list(network.existing_availability_zones),
                 isolated_subnet_ids=list(network.existing_subnet_ids),
             )
-        self.subnets = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED).subnets
-        self.security_group = EfaSecurityGroup(self, "EfaSecurityGroup", vpc=self.vpc).security_group
-        if job_network is not None and job_network.endpoint_security_group is not None:
-            job_network.endpoint_security_group.add_ingress_rule(
-                self.security_group, HTTPS, "HTTPS from the SageMaker jobs"
-            )
+        self.vpc = vpc
+        self.subnets = vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED).subnets
+        self.job_security_group = EfaSecurityGroup(self, "EfaSecurityGroup", vpc=vpc, subnets=self.subnets)
+        self.security_group = self.job_security_group.security_group
+        if job_network is not None:
+            job_network.allow_endpoint_access_from(self.security_group)
         CfnOutput(self, "EfaSecurityGroupId", value=self.security_group.security_group_id)

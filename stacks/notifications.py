@@ -8,6 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk.interfaces.aws_events import IRuleRef
 from constructs import Construct
 
 FINAL_STATUSES = ["Failed", "Succeeded", "Stopped"]
@@ -27,13 +28,13 @@ class RuleScopedTopicTarget:
         self.topic = topic
         self.message = message
 
-    def bind(self, rule: events.IRule, _id: str | None = None) -> events.RuleTargetConfig:
+    def bind(self, rule: IRuleRef, id: str | None = None) -> events.RuleTargetConfig:  # IRuleTarget's signature
         self.topic.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal("events.amazonaws.com")],
                 actions=["sns:Publish"],
                 resources=[self.topic.topic_arn],
-                conditions={"ArnEquals": {"aws:SourceArn": rule.rule_arn}},
+                conditions={"ArnEquals": {"aws:SourceArn": rule.rule_ref.rule_arn}},
             )
         )
         return events.RuleTargetConfig(arn=self.topic.topic_arn, input=self.message)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from aws_cdk import CfnOutput, Fn, Stack
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
@@ -34,17 +33,18 @@ class TrainingCodeAsset(Construct):
         tarball = write_source_tarball(TRAINING_CODE, build_dir)
         self.asset = s3_assets.Asset(self, "SourceDir", path=str(tarball))
 
-    def grant_download(self, role: iam.IRole) -> None:
+    def grant_download(self, grantee: iam.IGrantable) -> None:
         """Read exactly this object (and list its key), nothing else in the assets bucket."""
         bucket_arn = f"arn:{Stack.of(self).partition}:s3:::{self.asset.s3_bucket_name}"
-        role.add_to_principal_policy(
+        principal = grantee.grant_principal
+        principal.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ReadTrainingCode",
                 actions=["s3:GetObject"],
                 resources=[f"{bucket_arn}/{self.asset.s3_object_key}"],
             )
         )
-        role.add_to_principal_policy(
+        principal.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ListTrainingCode",
                 actions=["s3:ListBucket"],
@@ -70,11 +70,9 @@ class PipelineStack(Stack):
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        # Buckets referenced by their deterministic names: policies and the pipeline definition then
-        # need no cross-stack exports, and the finding ids of cdk-nag stay stable.
+        # The buckets' grants and the pipeline definition name them by their deterministic names (no
+        # cross-stack exports): the dependency says what the names alone do not.
         self.add_stack_dependency(data)
-        datasets_bucket = s3.Bucket.from_bucket_name(self, "DatasetsBucket", data.bucket_names["datasets"])
-        artifacts_bucket = s3.Bucket.from_bucket_name(self, "ArtifactsBucket", data.bucket_names["artifacts"])
         self.model_package_group_name = settings.model_package_group_name
         model_package_group = sagemaker.CfnModelPackageGroup(
             self,
@@ -86,19 +84,18 @@ class PipelineStack(Stack):
             self,
             "JobRole",
             settings=settings,
-            key=data.key,
-            datasets_bucket=datasets_bucket,
-            artifacts_bucket=artifacts_bucket,
-            subnets=network.subnets,
-            security_group=network.security_group,
+            key=data.project_key,
+            datasets=data.datasets,
+            artifacts=data.artifacts,
+            job_security_group=network.job_security_group,
         ).role
         self.pipeline_role = PipelineRole(
             self,
             "PipelineRole",
             settings=settings,
-            key=data.key,
+            key=data.project_key,
             job_role=self.job_role,
-            artifacts_bucket=artifacts_bucket,
+            artifacts=data.artifacts,
             model_package_group_name=self.model_package_group_name,
         ).role
         code = TrainingCodeAsset(self, "TrainingCode", build_dir=build_dir)

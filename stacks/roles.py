@@ -1,42 +1,22 @@
-"""Least-privilege IAM roles: one the jobs run as, one the pipeline runs as."""
+"""Least-privilege IAM roles: one the jobs run as, one the pipeline runs as.
+
+Composition: each role is granted access to the key, buckets and network by the constructs that own them;
+only the grants on AWS-owned resources (images, log groups, metrics, SageMaker jobs) are written here.
+"""
 
 from __future__ import annotations
 
 from aws_cdk import ArnFormat, Stack
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from config import Settings
 from config.settings import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
+from stacks.data import ProjectKey, SecureBucket
+from stacks.network import EfaSecurityGroup
 
 SAGEMAKER = iam.ServicePrincipal("sagemaker.amazonaws.com")
 JOB_LOG_GROUPS = ("/aws/sagemaker/TrainingJobs", "/aws/sagemaker/ProcessingJobs")
-
-
-def _kms_grant_for_job_volumes(key: kms.IKey) -> iam.PolicyStatement:
-    """SageMaker creates grants on the key to encrypt job volumes; only for AWS resources."""
-    return iam.PolicyStatement(
-        actions=["kms:CreateGrant", "kms:DescribeKey"],
-        resources=[key.key_arn],
-        conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
-    )
-
-
-def read_objects(sid: str, bucket: s3.IBucket, key_patterns: list[str]) -> iam.PolicyStatement:
-    """s3:GetObject on the given key patterns of one bucket (explicit action, no wildcard)."""
-    return iam.PolicyStatement(
-        sid=sid, actions=["s3:GetObject"], resources=[bucket.arn_for_objects(pattern) for pattern in key_patterns]
-    )
-
-
-def use_key_for_s3(key: kms.IKey) -> iam.PolicyStatement:
-    """What SSE-KMS reads and writes need from the project key."""
-    return iam.PolicyStatement(
-        sid="UseProjectKey", actions=["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey"], resources=[key.key_arn]
-    )
 
 
 class JobRole(Construct):
@@ -48,11 +28,10 @@ class JobRole(Construct):
         construct_id: str,
         *,
         settings: Settings,
-        key: kms.IKey,
-        datasets_bucket: s3.IBucket,
-        artifacts_bucket: s3.IBucket,
-        subnets: list[ec2.ISubnet],
-        security_group: ec2.ISecurityGroup | None,
+        key: ProjectKey,
+        datasets: SecureBucket,
+        artifacts: SecureBucket,
+        job_security_group: EfaSecurityGroup | None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -64,24 +43,15 @@ class JobRole(Construct):
             description=f"{settings.name_prefix}: SageMaker processing and training jobs",
         )
         role = self.role
-        role.add_to_policy(read_objects("ReadDatasets", datasets_bucket, ["*"]))
-        role.add_to_policy(read_objects("ReadBaseModels", artifacts_bucket, [f"{layout.base_models}/*"]))
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="WriteJobArtifacts",
-                actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
-                resources=[artifacts_bucket.arn_for_objects(f"{prefix}/*") for prefix in layout.writable_by_jobs()],
-            )
-        )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ListDataBuckets",
-                actions=["s3:ListBucket"],
-                resources=[datasets_bucket.bucket_arn, artifacts_bucket.bucket_arn],
-            )
-        )
-        role.add_to_policy(use_key_for_s3(key))
-        role.add_to_policy(_kms_grant_for_job_volumes(key))
+        datasets.grant_read_objects(role, ["*"])
+        datasets.grant_list(role)
+        artifacts.grant_read_objects(role, [f"{layout.base_models}/*"])
+        artifacts.grant_write_objects(role, layout.writable_by_jobs())
+        artifacts.grant_list(role)
+        key.grant_sse_kms(role)
+        key.grant_job_volume_encryption(role)
+        if job_security_group is not None:
+            job_security_group.grant_job_network_interfaces(role)
         role.add_to_policy(
             iam.PolicyStatement(
                 sid="PullDeepLearningContainers",
@@ -126,43 +96,6 @@ class JobRole(Construct):
                 conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*"]}},
             )
         )
-        if security_group is not None:
-            self._allow_vpc_networking(stack, subnets, security_group)
-
-    def _allow_vpc_networking(
-        self, stack: Stack, subnets: list[ec2.ISubnet], security_group: ec2.ISecurityGroup
-    ) -> None:
-        """What SageMaker needs to attach jobs to the VPC: ENIs in our subnets with our security group."""
-        ec2_arn = lambda kind, name: stack.format_arn(service="ec2", resource=kind, resource_name=name)  # noqa: E731
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                sid="DescribeNetwork",
-                actions=[
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeVpcs",
-                    "ec2:DescribeDhcpOptions",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeSecurityGroups",
-                ],
-                resources=["*"],  # Describe* actions have no resource-level permissions
-            )
-        )
-        self.role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ManageJobNetworkInterfaces",
-                actions=[
-                    "ec2:CreateNetworkInterface",
-                    "ec2:CreateNetworkInterfacePermission",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:DeleteNetworkInterfacePermission",
-                ],
-                resources=[
-                    ec2_arn("network-interface", "*"),  # ENI ids are created by SageMaker at job start
-                    ec2_arn("security-group", security_group.security_group_id),
-                    *(ec2_arn("subnet", subnet.subnet_id) for subnet in subnets),
-                ],
-            )
-        )
 
 
 class PipelineRole(Construct):
@@ -174,9 +107,9 @@ class PipelineRole(Construct):
         construct_id: str,
         *,
         settings: Settings,
-        key: kms.IKey,
+        key: ProjectKey,
         job_role: iam.IRole,
-        artifacts_bucket: s3.IBucket,
+        artifacts: SecureBucket,
         model_package_group_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -222,17 +155,9 @@ class PipelineRole(Construct):
         job_role.grant_pass_role(role)
         layout = settings.layout
         # The pipeline reads the property files its conditions test (evaluation.json, claim.json, stats.json).
-        role.add_to_policy(
-            read_objects(
-                "ReadModelsAndPropertyFiles",
-                artifacts_bucket,
-                [
-                    f"{layout.models}/*",
-                    f"{layout.evaluation}/*",
-                    f"{layout.claims}/*",
-                    f"{layout.processed}/*/stats/*",
-                ],
-            )
+        artifacts.grant_read_objects(
+            role,
+            [f"{layout.models}/*", f"{layout.evaluation}/*", f"{layout.claims}/*", f"{layout.processed}/*/stats/*"],
         )
-        role.add_to_policy(use_key_for_s3(key))
-        role.add_to_policy(_kms_grant_for_job_volumes(key))
+        key.grant_sse_kms(role)
+        key.grant_job_volume_encryption(role)

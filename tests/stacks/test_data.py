@@ -1,4 +1,5 @@
-"""DataStack: KMS key, buckets and their security properties."""
+"""DataStack as composed in the whole app: which bucket gets the key, the access logs, which lifecycle rules
+and events; the per-construct baseline is in test_key_and_buckets.py."""
 
 from __future__ import annotations
 
@@ -18,23 +19,8 @@ def bucket(env, purpose):
     return logical_id, resource["Properties"]
 
 
-def test_customer_managed_key_rotates(dev):
-    dev.template("data").has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
-
-
-def test_every_bucket_blocks_public_access_and_is_encrypted(dev):
-    assert len(buckets(dev)) == 3
-    for props in (r["Properties"] for r in buckets(dev).values()):
-        assert props["PublicAccessBlockConfiguration"] == {
-            "BlockPublicAcls": True,
-            "BlockPublicPolicy": True,
-            "IgnorePublicAcls": True,
-            "RestrictPublicBuckets": True,
-        }
-        assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
-
-
 def test_data_buckets_use_the_project_key_and_versioning(dev):
+    assert len(buckets(dev)) == 3
     for purpose in ("datasets", "artifacts"):
         _, props = bucket(dev, purpose)
         sse = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
@@ -53,23 +39,12 @@ def test_server_access_logging_goes_to_the_log_bucket(dev):
         assert props["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": log_bucket_id}
 
 
-def test_every_bucket_denies_plain_http(dev):
-    policies = resources_of_type(dev.templates["data"], "AWS::S3::BucketPolicy")
-    assert len(policies) == 3
-    for policy in policies.values():
-        statements = policy["Properties"]["PolicyDocument"]["Statement"]
-        assert any(
-            s["Effect"] == "Deny" and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
-            for s in statements
-        )
-
-
 def test_lifecycle_rules(dev):
     for purpose in ("datasets", "artifacts", "access-logs"):
         rules = bucket(dev, purpose)[1]["LifecycleConfiguration"]["Rules"]
         assert any(r.get("AbortIncompleteMultipartUpload") == {"DaysAfterInitiation": 7} for r in rules), purpose
     artifacts_rules = bucket(dev, "artifacts")[1]["LifecycleConfiguration"]["Rules"]
-    [checkpoint_rule] = [r for r in artifacts_rules if r.get("Prefix") == "checkpoints/"]
+    [checkpoint_rule] = [r for r in artifacts_rules if r.get("Prefix") == f"{dev.settings.layout.checkpoints}/"]
     assert checkpoint_rule["ExpirationInDays"] == dev.settings.checkpoint_retention_days
 
 
@@ -81,22 +56,11 @@ def test_datasets_bucket_sends_events_to_eventbridge_without_a_lambda(dev):
 
 def test_checkpoint_uri_prefix_is_exposed(dev):
     prefix = dev.stacks.data.checkpoint_s3_uri_prefix
-    assert prefix.startswith("s3://hfqa-dev-artifacts-") and prefix.endswith("/checkpoints/")
+    layout = dev.settings.layout
+    assert prefix.startswith(f"s3://{dev.settings.name_prefix}-artifacts-") and prefix.endswith(
+        f"/{layout.checkpoints}/"
+    )
     dev.template("data").has_output("CheckpointS3UriPrefix", {"Value": Match.any_value()})
-
-
-def test_dev_destroys_and_auto_deletes(dev):
-    for resource in buckets(dev).values():
-        assert resource["DeletionPolicy"] == "Delete"
-    assert len(resources_of_type(dev.templates["data"], "Custom::S3AutoDeleteObjects")) == 3
-
-
-def test_prod_retains_buckets_and_key(prod):
-    for resource in buckets(prod).values():
-        assert resource["DeletionPolicy"] == "Retain"
-    assert not resources_of_type(prod.templates["data"], "Custom::S3AutoDeleteObjects")
-    [key] = resources_of_type(prod.templates["data"], "AWS::KMS::Key").values()
-    assert key["DeletionPolicy"] == "Retain"
 
 
 RESOURCE_POLICIES = {

@@ -11,7 +11,6 @@ from local_runner.assembly import synthesized_definition
 from pipeline_steps.walk import find_step
 from stacks.app_builder import build_stacks
 from tests.conftest import resources_of_type
-from tools.idle_cost import idle_cost
 
 
 def synth(cdk_context, tmp_path, **overrides):
@@ -52,34 +51,3 @@ def test_no_vpc_mode_has_no_network_resources_and_no_eni_permissions(cdk_context
     text = json.dumps(templates["pipeline"])
     assert "ec2:CreateNetworkInterface" not in text
     assert "VpcConfig" not in text
-
-
-def test_opt_in_interface_endpoints_accept_https_from_the_job_group_only(cdk_context, tmp_path):
-    templates = synth(cdk_context, tmp_path, **{"network.interface_endpoints": '["ecr", "logs"]'})
-    network = templates["network"]
-    endpoints = [r["Properties"] for r in resources_of_type(network, "AWS::EC2::VPCEndpoint").values()]
-    interface = [e for e in endpoints if e.get("VpcEndpointType") == "Interface"]
-    services = sorted(json.dumps(e["ServiceName"]).split(".")[-1].strip('"]}') for e in interface)
-    assert services == ["api", "dkr", "logs"]
-    assert all(e["PrivateDnsEnabled"] for e in interface)
-    groups = resources_of_type(network, "AWS::EC2::SecurityGroup")
-    [(endpoint_group_id, endpoint_group)] = [(k, v) for k, v in groups.items() if "Endpoint" in k]
-    [efa_group_id] = [k for k in groups if "Efa" in k]
-    assert "SecurityGroupIngress" not in endpoint_group["Properties"]
-    ingress = [
-        r["Properties"]
-        for r in resources_of_type(network, "AWS::EC2::SecurityGroupIngress").values()
-        if endpoint_group_id in json.dumps(r["Properties"]["GroupId"])
-    ]
-    assert ingress == [
-        {
-            "Description": "HTTPS from the SageMaker jobs",
-            "FromPort": 443,
-            "GroupId": {"Fn::GetAtt": [endpoint_group_id, "GroupId"]},
-            "IpProtocol": "tcp",
-            "SourceSecurityGroupId": {"Fn::GetAtt": [efa_group_id, "GroupId"]},
-            "ToPort": 443,
-        }
-    ]
-    cost = idle_cost(list(templates.values()))
-    assert cost.endpoint_zone_hours_per_hour == 3 * 2  # three endpoints in each of two zones

@@ -1,103 +1,158 @@
-"""Least-privilege IAM: what the job and pipeline roles may do, and what they may not."""
+"""JobRole and PipelineRole alone in a bare stack, granted access by the owners of the key, the buckets and
+the network (a DataStack and an EFA group in other stacks, as in the app)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import aws_cdk as cdk
 import pytest
+from aws_cdk.assertions import Template
 
-from tests.conftest import as_list, dumps, resources_of_type
+from config.settings import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
+from stacks.data import DataStack
+from stacks.roles import JOB_LOG_GROUPS, JobRole, PipelineRole
+from tests.conftest import as_list, dumps
+from tests.stacks.conftest import SUBNET_IDS, bucket_arn, efa_group_in_imported_vpc, environment, joined, new_app
+
+ARN = "arn:<partition>:{service}:<region>:{account}:{resource}"
 
 
-def role_statements(env, role_prefix):
-    template = env.templates["pipeline"]
-    [role_id] = [k for k in resources_of_type(template, "AWS::IAM::Role") if k.startswith(role_prefix)]
+@pytest.fixture(scope="module")
+def roles(cdk_context, dev_settings, tmp_path_factory) -> dict[str, Template]:
+    """Stack name -> template: 'Roles' (jobs in a VPC) and 'RolesWithoutVpc', synthesized once."""
+    app = new_app(cdk_context, tmp_path_factory.mktemp("roles"))
+    env = environment(dev_settings)
+    data = DataStack(app, "Data", settings=dev_settings, env=env)
+    efa_group = efa_group_in_imported_vpc(cdk.Stack(app, "Network", env=env))
+    stacks = {}
+    for name, job_security_group in (("Roles", efa_group), ("RolesWithoutVpc", None)):
+        stack = cdk.Stack(app, name, env=env)
+        job_role = JobRole(
+            stack,
+            "JobRole",
+            settings=dev_settings,
+            key=data.project_key,
+            datasets=data.datasets,
+            artifacts=data.artifacts,
+            job_security_group=job_security_group,
+        )
+        PipelineRole(
+            stack,
+            "PipelineRole",
+            settings=dev_settings,
+            key=data.project_key,
+            job_role=job_role.role,
+            artifacts=data.artifacts,
+            model_package_group_name=dev_settings.model_package_group_name,
+        )
+        stacks[name] = stack
+    return {name: Template.from_stack(stack) for name, stack in stacks.items()}
+
+
+def role_statements(template: Template, role_prefix: str) -> list[dict[str, Any]]:
+    [role_id] = [k for k in template.find_resources("AWS::IAM::Role") if k.startswith(role_prefix)]
     return [
         statement
-        for policy in resources_of_type(template, "AWS::IAM::Policy").values()
+        for policy in template.find_resources("AWS::IAM::Policy").values()
         if {"Ref": role_id} in policy["Properties"]["Roles"]
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
     ]
 
 
-def actions(statements):
-    return {action for s in statements for action in as_list(s["Action"])}
+def with_action(statements: list[dict[str, Any]], action: str) -> list[dict[str, Any]]:
+    return [s for s in statements if action in as_list(s["Action"])]
 
 
-@pytest.mark.parametrize("role_prefix", ["JobRole", "PipelineRole"])
-def test_no_wildcard_actions_and_no_managed_full_access(dev, role_prefix):
-    statements = role_statements(dev, role_prefix)
-    assert statements
-    assert all(s["Effect"] == "Allow" for s in statements)
-    for action in actions(statements):
-        assert "*" not in action, f"{role_prefix}: wildcard action {action}"
-    for role in resources_of_type(dev.templates["pipeline"], "AWS::IAM::Role").values():
+def test_roles_are_assumed_by_sagemaker_and_carry_no_managed_policy(roles):
+    template = roles["Roles"]
+    template.resource_count_is("AWS::IAM::Role", 2)
+    for role in template.find_resources("AWS::IAM::Role").values():
+        assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
+            {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}
+        ]
         assert "ManagedPolicyArns" not in role["Properties"]
 
 
-def test_star_resources_only_for_actions_that_cannot_be_scoped(dev):
-    unscopable = {
-        "ecr:GetAuthorizationToken",
-        "cloudwatch:PutMetricData",
-        "ec2:DescribeNetworkInterfaces",
-        "ec2:DescribeVpcs",
-        "ec2:DescribeDhcpOptions",
-        "ec2:DescribeSubnets",
-        "ec2:DescribeSecurityGroups",
-    }
-    for role_prefix in ("JobRole", "PipelineRole"):
-        for statement in role_statements(dev, role_prefix):
-            if "*" in as_list(statement["Resource"]):
-                assert set(as_list(statement["Action"])) <= unscopable, statement
+def test_job_role_reads_datasets_and_base_models_and_writes_only_job_prefixes(roles, dev_settings):
+    statements = role_statements(roles["Roles"], "JobRole")
+    layout = dev_settings.layout
+    reads = [s["Resource"] for s in statements if s["Action"] == "s3:GetObject"]
+    assert reads == [
+        bucket_arn(dev_settings, "datasets", "/*"),
+        bucket_arn(dev_settings, "artifacts", f"/{layout.base_models}/*"),
+    ]
+    [write] = with_action(statements, "s3:PutObject")
+    assert write["Action"] == ["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"]
+    assert write["Resource"] == [
+        bucket_arn(dev_settings, "artifacts", f"/{prefix}/*") for prefix in sorted(layout.writable_by_jobs())
+    ]
+    lists = [s["Resource"] for s in with_action(statements, "s3:ListBucket")]
+    assert lists == [bucket_arn(dev_settings, "datasets"), bucket_arn(dev_settings, "artifacts")]
 
 
-def test_job_role_reads_datasets_and_writes_only_artifact_prefixes(dev):
-    statements = role_statements(dev, "JobRole")
-    writes = [s for s in statements if "s3:PutObject" in as_list(s["Action"])]
-    assert len(writes) == 1
-    written = dumps(writes[0]["Resource"])
-    for prefix in ("checkpoints/*", "processed/*", "models/*", "evaluation/*"):
-        assert f"/{prefix}" in written
-    assert "datasets" not in written and "base-models" not in written
-    reads = dumps([s["Resource"] for s in statements if as_list(s["Action"]) == ["s3:GetObject"]])
-    assert "hfqa-dev-datasets-" in reads and "/base-models/*" in reads
+def test_only_the_key_arn_is_imported_from_the_data_stack(roles):
+    """The buckets' grants name them by their deterministic names: no export for them."""
+    resources = [r for s in role_statements(roles["Roles"], "JobRole") for r in as_list(s["Resource"])]
+    from_data_stack = {dumps(r) for r in resources if '"Fn::ImportValue": "Data:' in dumps(r)}
+    assert len(from_data_stack) == 1 and "ProjectKey" in from_data_stack.pop()
 
 
-def test_job_role_pulls_only_hugging_face_containers(dev):
-    [pull] = [s for s in role_statements(dev, "JobRole") if "ecr:BatchGetImage" in as_list(s["Action"])]
-    assert ":763104351884:repository/huggingface-pytorch-*" in dumps(pull["Resource"])
+def test_job_role_pulls_only_the_hugging_face_containers(roles):
+    [pull] = with_action(role_statements(roles["Roles"], "JobRole"), "ecr:BatchGetImage")
+    resource = ARN.format(service="ecr", account=DLC_REGISTRY_ACCOUNT, resource=f"repository/{DLC_REPOSITORIES}")
+    assert pull["Resource"] == joined(resource)
 
 
-def test_job_role_uses_the_project_key_and_grants_only_for_aws_resources(dev):
-    statements = role_statements(dev, "JobRole")
-    [grant] = [s for s in statements if "kms:CreateGrant" in as_list(s["Action"])]
+@pytest.mark.parametrize("role_prefix", ["JobRole", "PipelineRole"])
+def test_roles_use_the_project_key_and_grant_it_only_for_aws_resources(roles, role_prefix):
+    statements = role_statements(roles["Roles"], role_prefix)
+    [grant] = with_action(statements, "kms:CreateGrant")
     assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
-    [use] = [s for s in statements if "kms:GenerateDataKey" in as_list(s["Action"])]
-    assert "ProjectKey" in dumps(use["Resource"])
+    [use] = with_action(statements, "kms:GenerateDataKey")
+    assert use["Action"] == ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
+    assert "ProjectKey" in dumps(use["Resource"]) and use["Resource"] == grant["Resource"]
 
 
-def test_job_role_may_create_enis_only_in_the_project_subnets_and_group(dev):
-    [eni] = [s for s in role_statements(dev, "JobRole") if "ec2:CreateNetworkInterface" in as_list(s["Action"])]
+def test_job_role_may_create_enis_only_in_the_job_subnets_and_group(roles):
+    [eni] = with_action(role_statements(roles["Roles"], "JobRole"), "ec2:CreateNetworkInterface")
     resources = dumps(eni["Resource"])
     assert "network-interface/*" in resources
+    assert all(f"subnet/{subnet_id}" in resources for subnet_id in SUBNET_IDS)
     assert "subnet/*" not in resources and "security-group/*" not in resources
-    assert resources.count("ImportValue") == dev.settings.network.max_azs + 1  # subnets + EFA group
+    assert resources.count("ImportValue") == 1  # the EFA group's id
 
 
-def test_job_role_writes_logs_only_to_sagemaker_log_groups(dev):
-    [logs] = [s for s in role_statements(dev, "JobRole") if "logs:PutLogEvents" in as_list(s["Action"])]
-    assert "/aws/sagemaker/TrainingJobs:*" in dumps(logs["Resource"])
-    assert "/aws/sagemaker/ProcessingJobs:*" in dumps(logs["Resource"])
+def test_job_role_outside_a_vpc_gets_no_ec2_permission(roles):
+    statements = role_statements(roles["RolesWithoutVpc"], "JobRole")
+    assert statements and not [s for s in statements if "ec2:" in dumps(s["Action"])]
 
 
-def test_pipeline_role_passes_only_the_job_role_and_registers_in_its_group(dev):
-    statements = role_statements(dev, "PipelineRole")
-    [pass_role] = [s for s in statements if "iam:PassRole" in as_list(s["Action"])]
-    assert "JobRole" in dumps(pass_role["Resource"]) and "*" not in dumps(pass_role["Resource"])
-    [register] = [s for s in statements if "sagemaker:CreateModelPackage" in as_list(s["Action"])]
-    assert "model-package/hfqa-dev-qa-models/*" in dumps(register["Resource"])
-    assert "model-package-group/hfqa-dev-qa-models" in dumps(register["Resource"])
+def test_job_role_writes_logs_only_to_the_sagemaker_job_log_groups(roles):
+    [logs] = with_action(role_statements(roles["Roles"], "JobRole"), "logs:PutLogEvents")
+    groups = sorted(JOB_LOG_GROUPS)
+    assert logs["Resource"] == [
+        joined(ARN.format(service="logs", account="<account>", resource=f"log-group:{group}:*")) for group in groups
+    ]
 
 
-def test_model_package_group_exists(dev):
-    dev.template("pipeline").has_resource_properties(
-        "AWS::SageMaker::ModelPackageGroup", {"ModelPackageGroupName": "hfqa-dev-qa-models"}
-    )
+def test_pipeline_role_passes_only_the_job_role_and_registers_in_its_group(roles, dev_settings):
+    template = roles["Roles"]
+    statements = role_statements(template, "PipelineRole")
+    [job_role_id] = [k for k in template.find_resources("AWS::IAM::Role") if k.startswith("JobRole")]
+    [pass_role] = with_action(statements, "iam:PassRole")
+    assert pass_role["Resource"] == {"Fn::GetAtt": [job_role_id, "Arn"]}
+    [register] = with_action(statements, "sagemaker:CreateModelPackage")
+    group = dev_settings.model_package_group_name
+    assert register["Resource"] == [
+        joined(ARN.format(service="sagemaker", account="<account>", resource=f"model-package-group/{group}")),
+        joined(ARN.format(service="sagemaker", account="<account>", resource=f"model-package/{group}/*")),
+    ]
+
+
+def test_pipeline_role_reads_only_models_and_property_files(roles, dev_settings):
+    layout = dev_settings.layout
+    [read] = with_action(role_statements(roles["Roles"], "PipelineRole"), "s3:GetObject")
+    patterns = [f"{layout.models}/*", f"{layout.evaluation}/*", f"{layout.claims}/*", f"{layout.processed}/*/stats/*"]
+    assert read["Action"] == "s3:GetObject"
+    assert read["Resource"] == [bucket_arn(dev_settings, "artifacts", f"/{p}") for p in sorted(patterns)]

@@ -1,0 +1,88 @@
+"""JobNetwork alone in a bare stack: isolated VPC, endpoints, flow logs; opt-in endpoints open to the job group."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_kms as kms
+from aws_cdk.assertions import Template
+
+from config import Settings, load_settings
+from stacks.network import EfaSecurityGroup, JobNetwork
+from tests.conftest import dumps
+from tests.stacks.conftest import BareStack, logical_id
+from tools.idle_cost import idle_cost
+
+
+def job_network(bare_stack: BareStack, settings: Settings) -> Template:
+    """JobNetwork with an EFA group opened to its endpoints, as NetworkStack wires them."""
+    stack = bare_stack(settings)
+    network = JobNetwork(stack, "JobNetwork", settings=settings, key=kms.Key(stack, "Key"))
+    group = EfaSecurityGroup(stack, "EfaSecurityGroup", vpc=network.vpc, subnets=network.vpc.isolated_subnets)
+    network.allow_endpoint_access_from(group.security_group)
+    return Template.from_stack(stack)
+
+
+def test_only_isolated_subnets_and_no_route_out(bare_stack, dev_settings):
+    template = job_network(bare_stack, dev_settings)
+    template.resource_count_is("AWS::EC2::VPC", 1)
+    template.resource_count_is("AWS::EC2::NatGateway", 0)
+    template.resource_count_is("AWS::EC2::InternetGateway", 0)
+    subnets = template.find_resources("AWS::EC2::Subnet")
+    assert len(subnets) == dev_settings.network.max_azs
+    assert all(subnet["Properties"]["MapPublicIpOnLaunch"] is False for subnet in subnets.values())
+
+
+def test_only_the_free_s3_gateway_endpoint_by_default(bare_stack, dev_settings):
+    """The jobs need no interface endpoint (SageMaker pulls images and ships logs itself); each would bill
+    per zone-hour while idle."""
+    assert not dev_settings.network.interface_endpoints
+    template = job_network(bare_stack, dev_settings)
+    template.resource_count_is("AWS::EC2::VPCEndpoint", 1)
+    [endpoint] = template.find_resources("AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Gateway"}})
+    assert ".s3" in dumps(template.to_json()["Resources"][endpoint]["Properties"]["ServiceName"])
+    template.resource_count_is("AWS::EC2::SecurityGroup", 1)  # the EFA group; no endpoint group
+
+
+def test_flow_logs_are_encrypted_and_kept_as_configured(bare_stack, dev_settings):
+    template = job_network(bare_stack, dev_settings)
+    template.resource_count_is("AWS::EC2::FlowLog", 1)
+    key_arn = {"Fn::GetAtt": [logical_id(template, "AWS::KMS::Key"), "Arn"]}
+    [log_group] = template.find_resources("AWS::Logs::LogGroup", {"Properties": {"KmsKeyId": key_arn}}).values()
+    assert log_group["Properties"]["RetentionInDays"] >= dev_settings.log_retention_days
+
+
+def test_default_security_group_is_stripped_of_its_rules(bare_stack, dev_settings):
+    """`@aws-cdk/aws-ec2:restrictDefaultSecurityGroup`: nothing can use the VPC's default group by accident."""
+    job_network(bare_stack, dev_settings).resource_count_is("Custom::VpcRestrictDefaultSG", 1)
+
+
+def test_opt_in_interface_endpoints_accept_https_from_the_job_group_only(bare_stack, cdk_context):
+    settings = load_settings({**cdk_context, "network.interface_endpoints": '["ecr", "logs"]'})
+    template = job_network(bare_stack, settings)
+    expected = sum(len(JobNetwork.INTERFACE_ENDPOINTS[name]) for name in settings.network.interface_endpoints)
+    interface = template.find_resources("AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Interface"}})
+    assert len(interface) == expected
+    assert all(endpoint["Properties"]["PrivateDnsEnabled"] for endpoint in interface.values())
+    groups = template.find_resources("AWS::EC2::SecurityGroup")
+    [endpoint_group] = [k for k in groups if k.startswith("JobNetworkEndpointSecurityGroup")]
+    [efa_group] = [k for k in groups if k.startswith("EfaSecurityGroup")]
+    assert "SecurityGroupIngress" not in groups[endpoint_group]["Properties"]
+    ingress = template.find_resources(
+        "AWS::EC2::SecurityGroupIngress",
+        {"Properties": {"GroupId": {"Fn::GetAtt": [endpoint_group, "GroupId"]}}},
+    )
+    assert [r["Properties"] for r in ingress.values()] == [
+        {
+            "Description": "HTTPS from the SageMaker jobs",
+            "FromPort": 443,
+            "GroupId": {"Fn::GetAtt": [endpoint_group, "GroupId"]},
+            "IpProtocol": "tcp",
+            "SourceSecurityGroupId": {"Fn::GetAtt": [efa_group, "GroupId"]},
+            "ToPort": 443,
+        }
+    ]
+    template.has_resource_properties(
+        "AWS::EC2::VPCEndpoint",
+        {"VpcEndpointType": "Interface", "SecurityGroupIds": [{"Fn::GetAtt": [endpoint_group, "GroupId"]}]},
+    )
+    zones = len(template.find_resources("AWS::EC2::Subnet"))
+    assert idle_cost([template.to_json()]).endpoint_zone_hours_per_hour == expected * zones
