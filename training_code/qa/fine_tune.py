@@ -1,0 +1,387 @@
+"""The training job in four phases, run in order by train.py: build, resume, train, save.
+
+`TrainingRun` is what `build` prepares for the other phases and never changes; `Progress` is where the loop
+stands: restored by `resume`, advanced by `train`, recorded in every checkpoint. Imported only once the
+launcher's variables are translated (qa.distributed.prepare_environment): Accelerate reads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import inference
+import torch
+from accelerate import Accelerator, PartialState
+from accelerate.data_loader import DataLoaderShard
+from accelerate.scheduler import AcceleratedScheduler
+from accelerate.utils import DataLoaderConfiguration, set_seed
+from tqdm.auto import tqdm
+from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, get_linear_schedule_with_warmup
+
+from qa import checkpoints
+from qa.base_model import load_question_answering_model
+from qa.cli import setup_logging
+from qa.distributed import ddp_kwargs, describe_ddp
+from qa.features import length_limit_error
+from qa.training import (
+    CheckpointTimer,
+    DynamicPaddingCollator,
+    FeatureDataset,
+    LengthGroupedSampler,
+    StopRequest,
+    any_rank,
+    build_optimizer,
+    capture_rng,
+    parameter_digest,
+    resolve_precision,
+    restore_rng,
+    steps_per_epoch,
+)
+
+log = logging.getLogger("qa")  # the job's log, configured by setup_logging
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How long the run is, in optimizer steps, and how many samples each step takes."""
+
+    global_batch: int  # samples per optimizer step, all processes together
+    updates_per_epoch: int
+    total_steps: int
+    warmup_steps: int
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """What `build` prepares for the other phases: the same for the whole run."""
+
+    args: argparse.Namespace
+    accelerator: Accelerator
+    stop: StopRequest | None  # None with --control_steps 0: SIGTERM is then not caught
+    tokenizer: PreTrainedTokenizerBase
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: AcceleratedScheduler
+    loader: DataLoaderShard
+    sampler: LengthGroupedSampler
+    features: int  # training features in the dataset
+    batches_per_epoch: int  # this process's share, after prepare()
+    schedule: Schedule
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.stop is not None and self.stop.requested
+
+
+@dataclass
+class Progress:
+    """Where the loop stands: restored by `resume`, advanced by `train`, recorded in every checkpoint."""
+
+    global_step: int = 0
+    epoch: int = 0
+    batches_in_epoch: int = 0  # batches of `epoch` this process has consumed (or, on resume, will skip)
+    samples_seen: int = 0
+    complete_steps: list[int] = field(default_factory=list)  # checkpoints known complete: resumed and saved
+    resume_rng: dict[str, Any] | None = None  # RNG state to re-apply after the first resumed batch
+
+    def position(self, batches_per_epoch: int) -> checkpoints.LoopState:
+        """What a checkpoint taken now records: at the end of an epoch, a resume starts the next one."""
+        if self.batches_in_epoch >= batches_per_epoch:
+            return checkpoints.LoopState(self.global_step, self.epoch + 1, 0, self.samples_seen)
+        return checkpoints.LoopState(self.global_step, self.epoch, self.batches_in_epoch, self.samples_seen)
+
+
+@dataclass
+class LossInterval:
+    """The training loss summed on the device between two log lines: read (one host sync) only when logged."""
+
+    total: torch.Tensor
+    batches: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def add(self, loss: torch.Tensor) -> None:
+        self.total += loss
+        self.batches += 1
+
+    def log_and_restart(self, run: TrainingRun, step: int) -> None:
+        """Print the `step=… loss=…` line the pipeline's metric definitions parse (main process only)."""
+        elapsed = time.perf_counter() - self.started
+        accelerator = run.accelerator
+        mean_loss = accelerator.reduce(self.total, reduction="mean").item() / max(1, self.batches)
+        samples = self.batches * run.args.per_device_train_batch_size * accelerator.num_processes
+        if accelerator.is_main_process:
+            print(
+                f"step={step} epoch={step / run.schedule.updates_per_epoch:.3f} loss={mean_loss:.4f} "
+                f"learning_rate={run.scheduler.get_last_lr()[0]:.3e} samples_per_second={samples / elapsed:.2f}",
+                flush=True,
+            )
+        self.total.zero_()
+        self.batches, self.started = 0, time.perf_counter()
+
+
+def build(args: argparse.Namespace) -> TrainingRun | None:
+    """Accelerator, data, model, optimizer and scheduler, prepared by Accelerate; None (after printing why on
+    stderr) when the longest training feature does not fit the model."""
+    stop = StopRequest() if args.control_steps > 0 else None
+    accelerator = start_accelerator(args)
+    world = accelerator.num_processes
+    set_seed(args.seed)
+    if torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = True
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
+    dataset = FeatureDataset.from_parquet(args.train_dir)
+    config = AutoConfig.from_pretrained(args.model_name_or_path)
+    too_long = length_limit_error(max(dataset.lengths), tokenizer, config, "the longest training feature")
+    if too_long:
+        print(f"error: {too_long}", file=sys.stderr, flush=True)
+        return None
+    model = load_question_answering_model(args.model_name_or_path, log)
+    global_batch = args.per_device_train_batch_size * world * args.gradient_accumulation_steps
+    loader, sampler = feature_loader(args, dataset, tokenizer, global_batch)
+    optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
+    # Sizes per process: Accelerate shards the batches across processes.
+    updates_per_epoch = steps_per_epoch(math.ceil(len(loader) / world), args.gradient_accumulation_steps)
+    total_steps = args.max_steps if args.max_steps > 0 else math.ceil(args.epochs * updates_per_epoch)
+    schedule = Schedule(global_batch, updates_per_epoch, total_steps, math.ceil(args.warmup_ratio * total_steps))
+    # Accelerate steps a prepared scheduler once per process per optimizer step: scale both counts by it.
+    scheduler = get_linear_schedule_with_warmup(optimizer, schedule.warmup_steps * world, total_steps * world)
+    model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        log.info("ddp: %s", describe_ddp(model))
+    return TrainingRun(
+        args=args,
+        accelerator=accelerator,
+        stop=stop,
+        tokenizer=tokenizer,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        loader=loader,
+        sampler=sampler,
+        features=len(dataset),
+        batches_per_epoch=len(loader),
+        schedule=schedule,
+    )
+
+
+def start_accelerator(args: argparse.Namespace) -> Accelerator:
+    """The process group first (its backend decides the DDP settings), then the Accelerator; logs both."""
+    cuda = torch.cuda.is_available()
+    PartialState(cpu=not cuda)  # initialises the process group
+    backend = torch.distributed.get_backend() if torch.distributed.is_initialized() else None
+    precision = resolve_precision(args.precision)
+    accelerator = Accelerator(
+        cpu=not cuda,
+        mixed_precision=precision,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        # non_blocking: host-to-device copies from pinned memory overlap the running step.
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, non_blocking=cuda),
+        kwargs_handlers=[ddp_kwargs(backend, precision)],
+    )
+    setup_logging(accelerator.is_main_process)
+    log.info(
+        "distributed=%s backend=%s world_size=%d device=%s precision=%s",
+        accelerator.distributed_type,
+        backend or "none",
+        accelerator.num_processes,
+        accelerator.device,
+        accelerator.mixed_precision,
+    )
+    return accelerator
+
+
+def feature_loader(
+    args: argparse.Namespace, dataset: FeatureDataset, tokenizer: PreTrainedTokenizerBase, global_batch: int
+) -> tuple[torch.utils.data.DataLoader[Any], LengthGroupedSampler]:
+    """The (not yet prepared) loader of dynamically padded batches, and its length-grouped sampler."""
+    cuda = torch.cuda.is_available()
+    sampler = LengthGroupedSampler(dataset.lengths, group_size=global_batch, seed=args.seed, shuffle=True)
+    # Multiples of 8 keep tensor-core shapes on GPUs.
+    collator = DynamicPaddingCollator.for_tokenizer(tokenizer, 8 if cuda else None)
+    # On GPUs, collation runs in worker processes into pinned memory, off the training thread.
+    workers = args.dataloader_num_workers if args.dataloader_num_workers >= 0 else (2 if cuda else 0)
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_size=args.per_device_train_batch_size,
+        sampler=sampler if args.group_by_length else None,
+        shuffle=not args.group_by_length,
+        collate_fn=collator,
+        num_workers=workers,
+        persistent_workers=workers > 0,
+        pin_memory=cuda,
+    )
+    return loader, sampler
+
+
+def resume(accelerator: Accelerator, checkpoint_dir: Path) -> Progress:
+    """Load the newest complete checkpoint (model, optimizer, scheduler, RNG states) and return its position in
+    the run; a fresh start when there is none."""
+    latest = checkpoints.find_latest_complete(checkpoint_dir, accelerator.num_processes)
+    if latest is None:
+        return Progress()
+    rank = accelerator.process_index
+    accelerator.load_state(str(latest))
+    if not (latest / f"random_states_{rank}.pkl").is_file():
+        log.warning("checkpoint %s has no RNG state for rank %d: dropout will differ", latest.name, rank)
+    saved = checkpoints.read_loop_state(latest, rank)
+    progress = Progress(
+        saved.global_step,
+        saved.epoch,
+        saved.batches_in_epoch,
+        saved.samples_seen,
+        complete_steps=[saved.global_step],
+        # Creating the resumed iterator draws from the RNG; re-apply the saved state after its first batch.
+        resume_rng=capture_rng() if saved.batches_in_epoch else None,
+    )
+    log.info(
+        "resumed from %s: step %d, epoch %d, batch %d of the epoch",
+        latest.name,
+        progress.global_step,
+        progress.epoch,
+        progress.batches_in_epoch,
+    )
+    return progress
+
+
+def train(run: TrainingRun, progress: Progress) -> bool:
+    """The epoch loop, from `progress` to the last step; True when a SIGTERM stopped it after a checkpoint."""
+    schedule = run.schedule
+    log.info(
+        "training: %d features, %d optimizer steps (%d per epoch), global batch %d, warmup %d",
+        run.features,
+        schedule.total_steps,
+        schedule.updates_per_epoch,
+        schedule.global_batch,
+        schedule.warmup_steps,
+    )
+    bar = tqdm(
+        total=schedule.total_steps,
+        initial=progress.global_step,
+        disable=not (run.accelerator.is_main_process and sys.stderr.isatty()),
+    )
+    run.model.train()
+    interval = LossInterval(torch.zeros((), device=run.accelerator.device))
+    timer = CheckpointTimer(run.args.checkpoint_minutes)
+    interrupted = False
+    while progress.global_step < schedule.total_steps and not interrupted:
+        interrupted = train_epoch(run, progress, interval, timer, bar)
+        progress.epoch += 1
+        progress.batches_in_epoch = 0
+    bar.close()
+    return interrupted
+
+
+def train_epoch(
+    run: TrainingRun, progress: Progress, interval: LossInterval, timer: CheckpointTimer, bar: tqdm
+) -> bool:
+    """The rest of `progress.epoch`, or up to the last step; True when a SIGTERM stopped it after a checkpoint."""
+    skip = progress.batches_in_epoch
+    epoch_loader = run.accelerator.skip_first_batches(run.loader, skip) if skip else run.loader
+    # Accelerate re-seeds the sampler with the loader's own iteration count: keep both at `epoch`.
+    epoch_loader.set_epoch(progress.epoch)
+    run.sampler.set_epoch(progress.epoch)
+    for batch in epoch_loader:
+        if progress.resume_rng is not None:
+            restore_rng(progress.resume_rng)
+            progress.resume_rng = None
+        interval.add(training_step(run, batch))
+        progress.batches_in_epoch += 1
+        if not run.accelerator.sync_gradients:
+            continue
+        progress.global_step += 1
+        progress.samples_seen += run.schedule.global_batch
+        bar.update(1)
+        if progress.global_step % run.args.logging_steps == 0 or progress.global_step == run.schedule.total_steps:
+            interval.log_and_restart(run, progress.global_step)
+        if checkpoint_if_due(run, progress, timer):
+            log.warning("stop requested (SIGTERM): checkpoint at step %d saved, exiting", progress.global_step)
+            return True
+        if progress.global_step >= run.schedule.total_steps:
+            break
+    return False
+
+
+def training_step(run: TrainingRun, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Forward and backward; clipping and the optimizer update when gradients sync. Returns the detached loss."""
+    accelerator, model, optimizer = run.accelerator, run.model, run.optimizer
+    with accelerator.accumulate(model):
+        loss: torch.Tensor = model(**batch).loss
+        accelerator.backward(loss)
+        if accelerator.sync_gradients:
+            accelerator.clip_grad_norm_(model.parameters(), run.args.max_grad_norm)
+        optimizer.step()
+        run.scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+def checkpoint_if_due(run: TrainingRun, progress: Progress, timer: CheckpointTimer) -> bool:
+    """After an optimizer step: save a checkpoint if one is due (steps, timer, SIGTERM on any rank). True when
+    a SIGTERM asks the run to stop."""
+    args, step = run.args, progress.global_step
+    # Ordinary steps never wait for the device: the ranks compare notes every --control_steps only.
+    stop_now = timed_due = False
+    if args.control_steps > 0 and step % args.control_steps == 0:
+        stop_now, timed_due = any_rank(run.accelerator, [run.stop_requested, timer.due()])
+    step_due = args.checkpoint_steps > 0 and step % args.checkpoint_steps == 0
+    if stop_now or timed_due or step_due:
+        save_checkpoint(run, progress)
+        timer.restart()
+    return stop_now
+
+
+def save_checkpoint(run: TrainingRun, progress: Progress) -> None:
+    """Every rank writes its files of step-N/ and then its completion marker; then older checkpoints go."""
+    accelerator, args = run.accelerator, run.args
+    rank = accelerator.process_index
+    started = time.perf_counter()
+    target = checkpoints.step_dir(args.checkpoint_dir, progress.global_step)
+    log.info("writing checkpoint %s", target.name)
+    checkpoints.begin(target, rank)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(target), safe_serialization=True)
+    checkpoints.write_rank_manifest(target, rank, progress.position(run.batches_per_epoch))
+    accelerator.wait_for_everyone()
+    progress.complete_steps.append(progress.global_step)
+    if accelerator.is_local_main_process:
+        checkpoints.prune(args.checkpoint_dir, progress.complete_steps, args.keep_checkpoints)
+    accelerator.wait_for_everyone()
+    log.info("checkpoint saved: step %d in %.1f s", progress.global_step, time.perf_counter() - started)
+
+
+def save(run: TrainingRun, progress: Progress) -> None:
+    """The final model (safetensors + config), the tokenizer, the endpoint's code and a summary in --output_dir."""
+    accelerator, output_dir = run.accelerator, run.args.output_dir
+    # Every rank prints a digest of its parameters: data-parallel replicas must agree bit for bit.
+    # One write per line: ranks share stdout, and a single short write is not interleaved.
+    digest = parameter_digest(accelerator.unwrap_model(run.model))
+    sys.stdout.write(f"rank={accelerator.process_index} parameter_sha256={digest}\n")
+    sys.stdout.flush()
+    accelerator.wait_for_everyone()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    accelerator.unwrap_model(run.model).save_pretrained(
+        output_dir,
+        is_main_process=accelerator.is_main_process,
+        save_function=accelerator.save,
+        state_dict=accelerator.get_state_dict(run.model),
+        safe_serialization=True,
+    )
+    if accelerator.is_main_process:
+        run.tokenizer.save_pretrained(output_dir)
+        inference.copy_into(output_dir)  # the endpoint's entry point travels inside model.tar.gz
+        summary = {
+            "global_step": progress.global_step,
+            "samples_seen": progress.samples_seen,
+            "processes": accelerator.num_processes,
+        }
+        (output_dir / "training_summary.json").write_text(json.dumps(summary, indent=2))
+        log.info("model saved to %s", output_dir)
