@@ -52,12 +52,13 @@ demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally 
 	$(PY) -m tools.summarize $(ASSEMBLY)
 	$(PY) -m local_runner --assembly $(ASSEMBLY) $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $(DEMO_ARGS)
 
-test: bootstrap ## Run the whole test suite (offline)
+test: lint ## Lint and type-check, then run the whole test suite (offline)
 	$(PY) -m pytest
 
-lint: bootstrap ## ruff
+lint: bootstrap ## ruff check, ruff format --check, mypy (configured in pyproject.toml)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 upload-dataset: bootstrap ## Validate and upload DATASET=<dir> as NAME=<name> [VERSION=v1]; the manifest last (VALIDATE_ONLY=1: no AWS)
 	@test -n "$(DATASET)" -a -n "$(NAME)" || { echo "usage: make upload-dataset DATASET=<dir> NAME=<name> [VERSION=v1] [VALIDATE_ONLY=1] [ENV=dev]"; exit 2; }

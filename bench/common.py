@@ -12,13 +12,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 TRAINING_CODE = ROOT / "training_code"
+K = TypeVar("K")  # what names a configuration in alternate()
 
 
 def squad_like_lengths(count: int, seed: int = 0, max_len: int = 384) -> list[int]:
@@ -92,9 +93,9 @@ def machine() -> dict[str, Any]:
     }
 
 
-def alternate(runs: dict[str, Callable[[], dict[str, float]]], pairs: int) -> dict[str, list[dict[str, float]]]:
+def alternate(runs: Mapping[K, Callable[[], dict[str, float]]], pairs: int) -> dict[K, list[dict[str, float]]]:
     """Run each configuration once per round, in the same order, `pairs` rounds (A B A B ...)."""
-    results: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
+    results: dict[K, list[dict[str, float]]] = {name: [] for name in runs}
     for round_index in range(pairs):
         for name, run in runs.items():
             outcome = run()

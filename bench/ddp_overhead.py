@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from functools import partial
 
 from bench.common import alternate, median, run_python, save, table, torchrun
 
@@ -85,7 +86,7 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.length, args.steps)
         return
-    results = alternate({mode: (lambda mode=mode: run(mode, args.length, args.steps)) for mode in MODES}, args.pairs)
+    results = alternate({mode: partial(run, mode, args.length, args.steps) for mode in MODES}, args.pairs)
     seconds = {mode: median(results[mode], "seconds_per_step") for mode in MODES}
     retained = seconds["replicas"] / seconds["DDP"]
     rows = [[mode, f"{seconds[mode]:.3f}", f"{retained:.2f}" if mode == "DDP" else ""] for mode in MODES]

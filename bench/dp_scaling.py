@@ -13,6 +13,7 @@ efficiency before any communication; it rises towards 1 as mega-batches grow wit
 from __future__ import annotations
 
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from bench.common import (
@@ -68,9 +69,7 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp())
     model = minilm if args.model == "minilm" else build_tiny_model(scratch / "tiny", hidden_size=64)
     features = write_features(scratch / "features", minilm, count=args.epoch_steps * args.batch)
-    results = alternate(
-        {p: (lambda p=p: run(model, features, p, args.epoch_steps, args.batch)) for p in (1, 2)}, args.pairs
-    )
+    results = alternate({p: partial(run, model, features, p, args.epoch_steps, args.batch) for p in (1, 2)}, args.pairs)
     one, two = (median(results[p], "samples_per_second") for p in (1, 2))
     efficiency = two / (2 * one)
     ceiling = padding_ceiling(squad_like_lengths(args.epoch_steps * args.batch), args.batch)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from bench.common import alternate, median, run_python, run_train_py, save, table, training_parser, write_features
@@ -57,9 +58,9 @@ def main() -> None:
     for label, model in models.items():
         print(f"{label}:", flush=True)
         runs = {
-            "ours": lambda m=model: ours(m, features, args.epoch_steps, args.batch),
-            "trainer_pad_384": lambda m=model: trainer(m, features, args.epoch_steps, args.batch, True),
-            "trainer_dynamic": lambda m=model: trainer(m, features, args.epoch_steps, args.batch, False),
+            "ours": partial(ours, model, features, args.epoch_steps, args.batch),
+            "trainer_pad_384": partial(trainer, model, features, args.epoch_steps, args.batch, True),
+            "trainer_dynamic": partial(trainer, model, features, args.epoch_steps, args.batch, False),
         }
         results = alternate(runs, args.pairs)
         sps = {name: median(values, "samples_per_second") for name, values in results.items()}

@@ -102,9 +102,10 @@ def hardware_facts(name: str, measured: tuple[str, float] | None = None) -> tupl
         return {**fields, "mfu": measured[1]}, f"MFU measured on {measured[0]} (bench/results/gpu_throughput.json)"
     basis = ASSUMED_LIKE.get(gpu.name, gpu.name)
     reference = THROUGHPUT_REFERENCES.get(basis)
-    if reference is None:
+    basis_peak_tflops = GPU_MODELS[basis].peak_dense_tflops
+    if reference is None or basis_peak_tflops is None:
         raise KeyError(f"no throughput reference for GPU {gpu.name}: add one to config/costs.py")
     # The reference's sequences/s on the basis GPU, scaled to this GPU's peak: the same MFU.
-    scaled = reference.sequences_per_second * gpu.peak_dense_tflops / GPU_MODELS[basis].peak_dense_tflops
+    scaled = reference.sequences_per_second * gpu.peak_dense_tflops / basis_peak_tflops
     source = reference.source if basis == gpu.name else f"MFU assumed equal to {basis}'s ({reference.source})"
     return {**fields, "reference_sequences_per_second": scaled}, source

@@ -6,6 +6,7 @@ import json
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,12 @@ COMPARISONS = {
     "LessThanOrEqualTo": lambda a, b: a <= b,
     "Equals": lambda a, b: a == b,
 }
-PARAMETER_TYPES = {"String": str, "Integer": int, "Float": float, "Boolean": lambda v: str(v).lower() == "true"}
+PARAMETER_TYPES: dict[str, Callable[[Any], Any]] = {
+    "String": str,
+    "Integer": int,
+    "Float": float,
+    "Boolean": lambda v: str(v).lower() == "true",
+}
 
 
 @dataclass

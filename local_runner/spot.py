@@ -27,7 +27,7 @@ class SpotInterruption:
     def due(self, line: str) -> bool:
         if self.mid_checkpoint:
             match = CHECKPOINT_WRITE.search(line)
-            return bool(match) and int(match.group(1)) >= self.after_step
+            return match is not None and int(match.group(1)) >= self.after_step
         return line.startswith("step=") and int(line.split()[0].split("=")[1]) >= self.after_step
 
 

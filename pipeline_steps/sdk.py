@@ -30,8 +30,8 @@ def _validate_config_once(config_json: str) -> None:
     validate_sagemaker_config(json.loads(config_json))
 
 
-def _validate_each_config_once(config: dict | None = None) -> None:
-    _validate_config_once(json.dumps(config, sort_keys=True))
+def _validate_each_config_once(sagemaker_config: dict | None = None) -> None:
+    _validate_config_once(json.dumps(sagemaker_config, sort_keys=True))
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from config import read_cdk_json_context
@@ -179,7 +180,7 @@ def run_checks(deployment: Deployment, env_name: str, quotas_client: Any) -> lis
         *(
             row
             for stack_name in deployment.stack_names
-            for row in guarded(f"stack {stack_name}", lambda name=stack_name: check_stack(deployment, name, env_name))
+            for row in guarded(f"stack {stack_name}", partial(check_stack, deployment, stack_name, env_name))
         ),
         *guarded("pipeline", lambda: check_pipeline(deployment, env_name)),
         *guarded("base model staged", lambda: check_base_model(deployment, env_name)),

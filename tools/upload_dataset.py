@@ -155,7 +155,7 @@ def expected_parameters(plan: UploadPlan, manifest: dict[str, Any], defined: set
         "ManifestKey": plan.manifest_key,
         "ManifestVersionId": manifest.get("VersionId"),
     }
-    return {name: values[name] for name in MATCHED_PARAMETERS if name in defined and values[name] is not None}
+    return {name: value for name in MATCHED_PARAMETERS if name in defined and (value := values[name]) is not None}
 
 
 def find_execution(

@@ -11,6 +11,7 @@ from sagemaker.workflow.conditions import ConditionLessThanOrEqualTo
 from sagemaker.workflow.fail_step import FailStep
 from sagemaker.workflow.functions import Join, JsonGet
 from sagemaker.workflow.properties import PropertyFile
+from sagemaker.workflow.step_collections import StepCollection
 from sagemaker.workflow.steps import ProcessingStep, Step
 
 from pipeline_steps.steps.context import BuildContext
@@ -20,7 +21,9 @@ FAIL_STEP = "TrainingCostAboveLimit"
 COST_PATH = "cost_estimate.training_on_demand_usd"
 
 
-def build(ctx: BuildContext, preprocess: ProcessingStep, stats: PropertyFile, then: list[Step]) -> ConditionStep:
+def build(
+    ctx: BuildContext, preprocess: ProcessingStep, stats: PropertyFile, then: list[Step | StepCollection]
+) -> ConditionStep:
     cost = JsonGet(step_name=preprocess.name, property_file=stats, json_path=COST_PATH)
     fail = FailStep(
         name=FAIL_STEP,
@@ -37,7 +40,8 @@ def build(ctx: BuildContext, preprocess: ProcessingStep, stats: PropertyFile, th
     )
     return ConditionStep(
         name=CONDITION_STEP,
-        conditions=[ConditionLessThanOrEqualTo(left=cost, right=ctx.params.max_training_cost)],
+        # arg-type ignored: the SDK's ConditionValueType omits JsonGet, a PipelineVariable that conditions accept.
+        conditions=[ConditionLessThanOrEqualTo(left=cost, right=ctx.params.max_training_cost)],  # type: ignore[arg-type]
         if_steps=then,
         else_steps=[fail],
         description="Train only when the estimated training cost is within MaxTrainingCostUSD",

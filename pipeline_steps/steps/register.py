@@ -61,7 +61,8 @@ def build(ctx: BuildContext, train: TrainingStep, evaluate: ProcessingStep, repo
     )
     return ConditionStep(
         name=CONDITION_STEP,
-        conditions=[ConditionGreaterThanOrEqualTo(left=f1, right=ctx.params.f1_threshold)],
+        # arg-type ignored: the SDK's ConditionValueType omits JsonGet, a PipelineVariable that conditions accept.
+        conditions=[ConditionGreaterThanOrEqualTo(left=f1, right=ctx.params.f1_threshold)],  # type: ignore[arg-type]
         if_steps=[register],
         else_steps=[fail],
         description="Register only models whose validation F1 reaches the threshold",

@@ -106,7 +106,8 @@ def find_latest_complete(checkpoint_dir: Path, world_size: int) -> Path | None:
     """The newest complete checkpoint; incomplete ones are reported and skipped, never loaded."""
     if not checkpoint_dir.is_dir():
         return None
-    candidates = sorted((p for p in checkpoint_dir.iterdir() if _step_of(p) is not None), key=_step_of, reverse=True)
+    steps = {p: step for p in checkpoint_dir.iterdir() if (step := _step_of(p)) is not None}
+    candidates = sorted(steps, key=steps.__getitem__, reverse=True)
     for candidate in candidates:
         complete, reason = is_complete(candidate, world_size)
         if complete:

@@ -153,8 +153,8 @@ def _read_records(path: Path, display: str, problems: list[Problem]) -> Iterator
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        problems.append(Problem(display, f"line {line}", None, None, f"not UTF-8 ({err.reason})", "save as UTF-8"))
+        number = raw[: err.start].count(b"\n") + 1
+        problems.append(Problem(display, f"line {number}", None, None, f"not UTF-8 ({err.reason})", "save as UTF-8"))
         return
     if path.suffix == ".json":
         try:

@@ -135,7 +135,8 @@ class DynamicPaddingCollator:
 def build_optimizer(model: torch.nn.Module, learning_rate: float, weight_decay: float) -> torch.optim.Optimizer:
     """AdamW without weight decay on biases and norms, with the fused kernel where this PyTorch has one for
     the device (CUDA; CPU since PyTorch 2.4), else the foreach implementation."""
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for name, parameter in model.named_parameters():
         if not parameter.requires_grad:
             continue
