@@ -107,14 +107,14 @@ def as_list(value: Any) -> list[Any]:
 def unshare_works() -> bool:
     """Whether this machine can run a command in a fresh network namespace (root or user namespaces)."""
     unshare = shutil.which("unshare")
-    return bool(unshare) and subprocess.run([unshare, "-n", "true"], capture_output=True).returncode == 0
+    return unshare is not None and subprocess.run([unshare, "-n", "true"], capture_output=True).returncode == 0
 
 
 def run_without_network(args: list[str], env: dict[str, str], timeout: int = 300) -> subprocess.CompletedProcess:
     """Run `args` from the repository root under `unshare -n` (no network at all) with exactly `env`."""
-    return subprocess.run(
-        [shutil.which("unshare"), "-n", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    unshare = shutil.which("unshare")
+    assert unshare is not None, "unshare is not installed: skip with unshare_works()"
+    return subprocess.run([unshare, "-n", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def dumps(value: Any) -> str:

@@ -41,6 +41,7 @@ def article_job(name: str, count: int) -> tuple[float, float]:
     """(wall seconds, billed USD) of the article's single training job: start-up, tokenizing SQuAD, training,
     evaluating on the job's GPUs, all on the training instances (start-up not billed)."""
     hardware = Hardware.from_dict(name, hardware_facts(name)[0])
+    assert hardware.usd_per_hour is not None, f"{name} has no list price in config/costs.py"
     result = estimate(article_workload(), hardware, count)
     work = (
         ARTICLE_EXAMPLES / ASSUMPTIONS.preprocess_examples_per_second
