@@ -10,7 +10,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -23,6 +22,7 @@ from typing import Any
 from config.instance_types import INSTANCE_TYPES
 from local_runner.errors import StepFailed, UnsupportedDefinition
 from local_runner.job_log import JobLog, Printer
+from local_runner.launch import hyperparameter_args, job_environment, launcher
 from local_runner.spot import SpotInterruption, reclaim
 from local_runner.store import LocalObjectStore
 
@@ -81,7 +81,7 @@ class Container:
 
 def _python_env(extra: dict[str, str]) -> dict[str, str]:
     """This interpreter first on PATH (the container's `python3`), plus the job's variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "RANK", "LOCAL_RANK", "WORLD_SIZE"))}
+    env = job_environment()
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.update({"PYTHONUNBUFFERED": "1", **extra})
     return env
@@ -209,12 +209,6 @@ def _decode_hyperparameter(value: str) -> str:
     return json.loads(value) if value.startswith('"') else value
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run_training(
     name: str,
     args: dict[str, Any],
@@ -286,11 +280,6 @@ def run_training(
             **{k: str(v) for k, v in args.get("Environment", {}).items()},
         }
     )
-    argv = [item for key, value in user_hps.items() for item in (f"--{key}", str(value))]
-    launcher = [sys.executable]
-    if processes > 1:
-        launcher += ["-m", "torch.distributed.run", f"--nproc_per_node={processes}", "--master_addr=127.0.0.1"]
-        launcher += [f"--master_port={_free_port()}"]
     interrupted: list[str] = []
 
     def watch(line: str, proc: subprocess.Popen) -> None:
@@ -300,7 +289,8 @@ def run_training(
             out(f"    >> spot reclaim: SIGKILL to all {killed} processes of the job, just after: {line.strip()}")
 
     with sync:
-        code = _stream([*launcher, program, *argv], env, code_dir, job_dir / JOB_LOG, out, watch)
+        command = [*launcher(processes), program, *hyperparameter_args(user_hps)]
+        code = _stream(command, env, code_dir, job_dir / JOB_LOG, out, watch)
     if interrupted:
         return TrainingOutcome(interrupted_after=interrupted[0], properties={})
     if code != 0:
