@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from local_runner.launch import launcher
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 TRAINING_CODE = ROOT / "training_code"
@@ -108,38 +110,37 @@ def median(values: list[dict[str, float]], key: str) -> float:
     return statistics.median(v[key] for v in values)
 
 
-def torchrun(processes: int, port: int) -> list[str]:
-    """Interpreter arguments that start `processes` local workers with torchrun on a fixed port."""
-    launcher = ["-m", "torch.distributed.run", f"--nproc_per_node={processes}"]
-    return [*launcher, "--master_addr=127.0.0.1", f"--master_port={port}"]
+def run_command(command: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> tuple[str, float]:
+    """Run `command` to its end; its stdout and the seconds it took. A failure raises with its output."""
+    started = time.perf_counter()
+    result = subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        raise RuntimeError(f"{command} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
+    return result.stdout, elapsed
 
 
 def run_python(args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> tuple[str, float]:
-    started = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True
-    )
-    elapsed = time.perf_counter() - started
-    if result.returncode != 0:
-        raise RuntimeError(f"{args} failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
-    return result.stdout, elapsed
+    """This interpreter with `args`, as run_command runs it."""
+    return run_command([sys.executable, *args], env, cwd)
 
 
 def run_train_py(
     model: Path,
     features: Path,
-    launcher: list[str],
+    processes: int,
     epoch_steps: int,
     hyperparameters: list[str],
     env: dict[str, str] | None = None,
 ) -> dict[str, float]:
-    """training_code/train.py the SageMaker way for two epochs of `epoch_steps` optimizer steps; samples/s
-    and mean loss of the second epoch (one logging interval), and the seconds of each checkpoint it saved."""
+    """training_code/train.py the SageMaker way (torchrun for more than one process) for two epochs of
+    `epoch_steps` optimizer steps; samples/s and mean loss of the second epoch (one logging interval), and the
+    seconds of each checkpoint it saved."""
     schedule = ["--max_steps", str(2 * epoch_steps), "--logging_steps", str(epoch_steps)]
     with tempfile.TemporaryDirectory() as scratch:
-        out, _ = run_python(
+        out, _ = run_command(
             [
-                *launcher,
+                *launcher(processes),
                 "train.py",
                 "--checkpoint_steps",
                 "0",

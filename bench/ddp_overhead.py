@@ -17,7 +17,8 @@ import json
 import time
 from functools import partial
 
-from bench.common import alternate, median, run_python, save, table, torchrun
+from bench.common import alternate, median, run_command, save, table
+from local_runner.launch import launcher
 
 MODES = ("replicas", "DDP")
 
@@ -71,8 +72,7 @@ def worker(mode: str, length: int, steps: int) -> None:
 
 def run(mode: str, length: int, steps: int) -> dict[str, float]:
     worker_args = ["--worker", mode, "--length", str(length), "--steps", str(steps)]
-    args = [*torchrun(2, port=29612), "-m", "bench.ddp_overhead", *worker_args]
-    out, _ = run_python(args, env={"OMP_NUM_THREADS": "1"})
+    out, _ = run_command([*launcher(2), "-m", "bench.ddp_overhead", *worker_args], env={"OMP_NUM_THREADS": "1"})
     return json.loads(out.strip().splitlines()[-1])
 
 

@@ -23,7 +23,6 @@ from bench.common import (
     save,
     squad_like_lengths,
     table,
-    torchrun,
     training_parser,
     write_features,
 )
@@ -31,10 +30,9 @@ from tools.demo_models import build_tiny_model, bundled_model_dir
 
 
 def run(model: Path, features: Path, processes: int, epoch_steps: int, batch: int) -> dict[str, float]:
-    launcher = [] if processes == 1 else torchrun(processes, port=29611)
     hyperparameters = ["--per_device_train_batch_size", str(batch)]
     return run_train_py(
-        model, features, launcher, epoch_steps // processes, hyperparameters, env={"OMP_NUM_THREADS": "1"}
+        model, features, processes, epoch_steps // processes, hyperparameters, env={"OMP_NUM_THREADS": "1"}
     )
 
 

@@ -104,7 +104,7 @@ def measure_loop(config, tokenizer_dir: Path, batch: int, seq_len: int, steps: i
     AutoTokenizer.from_pretrained(str(tokenizer_dir)).save_pretrained(model_dir)
     features = write_features(work / "features", tokenizer_dir, steps * batch, fixed_length=seq_len)
     hyperparameters = ["--per_device_train_batch_size", str(batch), "--group_by_length", "false"]
-    result = run_train_py(model_dir, features, [], steps, [*hyperparameters, "--checkpoint_steps", str(2 * steps)])
+    result = run_train_py(model_dir, features, 1, steps, [*hyperparameters, "--checkpoint_steps", str(2 * steps)])
     tokens_per_second = result["samples_per_second"] * seq_len
     in_matmuls = matmul_parameters(BertForQuestionAnswering(config))
     return {

@@ -21,7 +21,7 @@ from tools.demo_models import build_tiny_model, bundled_model_dir
 
 def ours(model: Path, features: Path, epoch_steps: int, batch: int) -> dict[str, float]:
     hyperparameters = ["--learning_rate", "3e-5", "--per_device_train_batch_size", str(batch)]
-    return run_train_py(model, features, [], epoch_steps, [*hyperparameters, "--warmup_ratio", "0.1"])
+    return run_train_py(model, features, 1, epoch_steps, [*hyperparameters, "--warmup_ratio", "0.1"])
 
 
 def trainer(model: Path, features: Path, epoch_steps: int, batch: int, pad: bool) -> dict[str, float]:

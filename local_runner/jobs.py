@@ -10,7 +10,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -23,6 +22,7 @@ from typing import Any
 from config.instance_types import INSTANCE_TYPES
 from local_runner.errors import StepFailed, UnsupportedDefinition
 from local_runner.job_log import JobLog, Printer
+from local_runner.launch import hyperparameter_args, job_environment, launcher
 from local_runner.spot import SpotInterruption, reclaim
 from local_runner.store import LocalObjectStore
 
@@ -81,7 +81,7 @@ class Container:
 
 def _python_env(extra: dict[str, str]) -> dict[str, str]:
     """This interpreter first on PATH (the container's `python3`), plus the job's variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "RANK", "LOCAL_RANK", "WORLD_SIZE"))}
+    env = job_environment()
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.update({"PYTHONUNBUFFERED": "1", **extra})
     return env
@@ -93,7 +93,7 @@ def _stream(
     cwd: Path,
     log_path: Path,
     out: Printer,
-    on_line: Callable[[str, subprocess.Popen], None] | None = None,
+    on_line: Callable[[str, subprocess.Popen[str]], None] | None = None,
 ) -> int:
     """Run a command in a session of its own: all output into the job's log file, stdout echoed, stderr echoed
     without library noise."""
@@ -206,13 +206,168 @@ class CheckpointSync:
 
 def _decode_hyperparameter(value: str) -> str:
     """The SDK JSON-encodes string hyperparameters ('"bf16"'); numbers arrive as plain text."""
-    return json.loads(value) if value.startswith('"') else value
+    decoded: str = json.loads(value) if value.startswith('"') else value
+    return decoded
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+@dataclass(frozen=True)
+class TrainingJob:
+    """A CreateTrainingJob request resolved for this machine: what to start, with what, and where."""
+
+    step_name: str
+    job_name: str
+    container: Container
+    submit_directory: str  # S3 URI of the source archive (tar.gz)
+    program: str
+    hyperparameters: dict[str, str]  # the entry point's own, overrides applied
+    channel_uris: dict[str, str]  # input channel -> S3 prefix
+    checkpoint_uri: str | None
+    checkpoint_dir: Path
+    environment: dict[str, str]  # the request's own variables
+    instance_type: str
+    instance_count: int
+    requested_processes: int  # one per GPU of every instance (one per CPU-only instance)
+    processes: int  # what runs here: capped to this machine's cores; 1 without data parallelism
+    backend: str | None  # the data-parallel launcher as named to the user; None for a single process
+    artifact_uri: str  # where model.tar.gz goes
+
+    @property
+    def code_dir(self) -> Path:
+        return self.container.opt_ml / "code"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.container.opt_ml / "model"
+
+    def channel_dir(self, channel: str) -> Path:
+        return self.container.opt_ml / "input" / "data" / channel
+
+
+def resolve_training_job(
+    step_name: str, args: dict[str, Any], job_dir: Path, job_name: str, hyperparameter_overrides: dict[str, str]
+) -> TrainingJob:
+    """Check and decode a TrainingStep's arguments; nothing is downloaded or started yet."""
+    check_fields(step_name, args, TRAINING_FIELDS)
+    hps = {k: str(v) for k, v in args.get("HyperParameters", {}).items()}
+    user_hps = {k: _decode_hyperparameter(v) for k, v in hps.items() if not k.startswith("sagemaker_")}
+    unknown = sorted(set(hyperparameter_overrides) - set(user_hps))
+    if unknown:
+        raise UnsupportedDefinition(
+            f"step {step_name!r}: no hyperparameters {unknown} to override; has {sorted(user_hps)}"
+        )
+    smddp = hps.get("sagemaker_distributed_dataparallel_enabled") == "true"
+    distributed = smddp or hps.get("sagemaker_torch_distributed_enabled") == "true"
+    resources = args["ResourceConfig"]
+    instance_type, instance_count = resources["InstanceType"], int(resources["InstanceCount"])
+    # One process per GPU under torchrun (one per node on CPU-only types).
+    gpus = INSTANCE_TYPES[instance_type].gpus if instance_type in INSTANCE_TYPES else 1
+    requested = instance_count * max(1, gpus)
+    checkpoint_config = args.get("CheckpointConfig") or {}
+    container = Container(job_dir)
+    return TrainingJob(
+        step_name=step_name,
+        job_name=job_name,
+        container=container,
+        submit_directory=_decode_hyperparameter(hps["sagemaker_submit_directory"]),
+        program=_decode_hyperparameter(hps["sagemaker_program"]),
+        hyperparameters={**user_hps, **hyperparameter_overrides},
+        channel_uris={
+            channel["ChannelName"]: channel["DataSource"]["S3DataSource"]["S3Uri"]
+            for channel in args.get("InputDataConfig", [])
+        },
+        checkpoint_uri=checkpoint_config.get("S3Uri"),
+        checkpoint_dir=container.path(checkpoint_config.get("LocalPath", "/opt/ml/checkpoints")),
+        environment={k: str(v) for k, v in args.get("Environment", {}).items()},
+        instance_type=instance_type,
+        instance_count=instance_count,
+        requested_processes=requested,
+        processes=max(1, min(requested, os.cpu_count() or 1)) if distributed else 1,
+        backend=("SMDDP (run locally with torchrun + gloo)" if smddp else "torchrun") if distributed else None,
+        artifact_uri=f"{args['OutputDataConfig']['S3OutputPath'].rstrip('/')}/{job_name}/output/model.tar.gz",
+    )
+
+
+def prepare_container(job: TrainingJob, store: LocalObjectStore, checkpoints: CheckpointSync, out: Printer) -> None:
+    """Fill the container's folders as SageMaker does before the entry point starts: the source code, one
+    folder per input channel, the checkpoints restored from S3, an empty model folder."""
+    job.code_dir.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(store.path(job.submit_directory)) as tar:
+        tar.extractall(job.code_dir, filter="data")
+    for channel, uri in job.channel_uris.items():
+        local = job.channel_dir(channel)
+        local.mkdir(parents=True, exist_ok=True)
+        if not store.download_prefix(uri, local):
+            raise StepFailed(f"{job.step_name}: channel {channel!r}: nothing at {uri}")
+    restored = checkpoints.restore()
+    if restored:
+        out(f"    restored {restored} checkpoint file(s) from {job.checkpoint_uri}")
+    job.model_dir.mkdir(parents=True, exist_ok=True)
+
+
+def _training_environment(job: TrainingJob) -> dict[str, str]:
+    """The training toolkit's variables for the entry point, container paths mapped into the job's folder."""
+    return _python_env(
+        {
+            "SM_MODEL_DIR": str(job.model_dir),
+            "SM_OUTPUT_DATA_DIR": str(job.container.opt_ml / "output" / "data"),
+            "SM_CHANNELS": json.dumps(sorted(job.channel_uris)),
+            "SM_HPS": json.dumps(job.hyperparameters),
+            "SM_NUM_GPUS": "0",
+            "SM_CURRENT_HOST": "algo-1",
+            "SM_HOSTS": json.dumps(["algo-1"]),
+            "QA_CHECKPOINT_DIR": str(job.checkpoint_dir),
+            "OMP_NUM_THREADS": "1" if job.processes > 1 else os.environ.get("OMP_NUM_THREADS", "2"),
+            **{f"SM_CHANNEL_{channel.upper()}": str(job.channel_dir(channel)) for channel in job.channel_uris},
+            **job.environment,
+        }
+    )
+
+
+@dataclass
+class SpotReclaimWatch:
+    """Reads the job's output; at the first line for which the interruption is due, SIGKILLs every process
+    of the job and keeps that line."""
+
+    interruption: SpotInterruption | None
+    out: Printer
+    reclaimed_after: str | None = None
+
+    def __call__(self, line: str, proc: subprocess.Popen[str]) -> None:
+        if self.interruption is None or self.reclaimed_after is not None or not self.interruption.due(line):
+            return
+        self.reclaimed_after = line.strip()
+        killed = reclaim(proc.pid)
+        self.out(f"    >> spot reclaim: SIGKILL to all {killed} processes of the job, just after: {line.strip()}")
+
+
+def launch_training(
+    job: TrainingJob, checkpoints: CheckpointSync, out: Printer, interruption: SpotInterruption | None
+) -> str | None:
+    """Run the entry point to its end while the checkpoint folder syncs to S3; the last line it logged before
+    a spot reclaim killed it, or None when it completed. A failed job raises StepFailed."""
+    if job.backend is not None:
+        out(
+            f"    {job.instance_count} x {job.instance_type} = {job.requested_processes} data-parallel processes "
+            f"requested; running {job.processes} CPU process(es) with {job.backend} (capped to this machine's cores)"
+        )
+    command = [*launcher(job.processes), job.program, *hyperparameter_args(job.hyperparameters)]
+    watch = SpotReclaimWatch(interruption, out)
+    with checkpoints:
+        code = _stream(command, _training_environment(job), job.code_dir, job.container.root / JOB_LOG, out, watch)
+    if watch.reclaimed_after is None and code != 0:
+        raise StepFailed(f"{job.step_name}: the training job exited with code {code} (its messages are above)")
+    return watch.reclaimed_after
+
+
+def collect_model(job: TrainingJob, store: LocalObjectStore) -> dict[str, Any]:
+    """Pack the model folder into model.tar.gz at the job's output path, as SageMaker uploads it; the job's
+    properties."""
+    archive = job.container.root / "model.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted(job.model_dir.iterdir()):
+            tar.add(path, arcname=path.name)
+    store.put_file(archive, job.artifact_uri)
+    return {"ModelArtifacts": {"S3ModelArtifacts": job.artifact_uri}, "TrainingJobName": job.job_name}
 
 
 def run_training(
@@ -225,93 +380,13 @@ def run_training(
     interruption: SpotInterruption | None = None,
     hyperparameter_overrides: dict[str, str] | None = None,
 ) -> TrainingOutcome:
-    """A TrainingStep's job as the HF training toolkit would run it (torchrun for data parallel)."""
-    check_fields(name, args, TRAINING_FIELDS)
-    container = Container(job_dir)
-    hps = {k: str(v) for k, v in args.get("HyperParameters", {}).items()}
-    code_dir = container.opt_ml / "code"
-    code_dir.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(store.path(_decode_hyperparameter(hps["sagemaker_submit_directory"]))) as tar:
-        tar.extractall(code_dir, filter="data")
-    program = _decode_hyperparameter(hps["sagemaker_program"])
-    channels = {}
-    for channel in args.get("InputDataConfig", []):
-        local = container.opt_ml / "input" / "data" / channel["ChannelName"]
-        local.mkdir(parents=True, exist_ok=True)
-        uri = channel["DataSource"]["S3DataSource"]["S3Uri"]
-        if not store.download_prefix(uri, local):
-            raise StepFailed(f"{name}: channel {channel['ChannelName']!r}: nothing at {uri}")
-        channels[channel["ChannelName"]] = local
-    checkpoint_config = args.get("CheckpointConfig")
-    checkpoint_dir = container.path(
-        checkpoint_config.get("LocalPath", "/opt/ml/checkpoints") if checkpoint_config else "/opt/ml/checkpoints"
-    )
-    sync = CheckpointSync(store, checkpoint_dir, checkpoint_config["S3Uri"] if checkpoint_config else None)
-    restored = sync.restore()
-    if restored:
-        out(f"    restored {restored} checkpoint file(s) from {checkpoint_config['S3Uri']}")
-    user_hps = {k: _decode_hyperparameter(v) for k, v in hps.items() if not k.startswith("sagemaker_")}
-    unknown = sorted(set(hyperparameter_overrides or {}) - set(user_hps))
-    if unknown:
-        raise UnsupportedDefinition(f"step {name!r}: no hyperparameters {unknown} to override; has {sorted(user_hps)}")
-    user_hps.update(hyperparameter_overrides or {})
-    resources = args["ResourceConfig"]
-    distributed = hps.get("sagemaker_torch_distributed_enabled") == "true" or (
-        hps.get("sagemaker_distributed_dataparallel_enabled") == "true"
-    )
-    # One process per GPU under torchrun (one per node on CPU-only types).
-    gpus = INSTANCE_TYPES[resources["InstanceType"]].gpus if resources["InstanceType"] in INSTANCE_TYPES else 1
-    wanted = int(resources["InstanceCount"]) * max(1, gpus)
-    processes = max(1, min(wanted, os.cpu_count() or 1)) if distributed else 1
-    if distributed:
-        backend = "SMDDP (run locally with torchrun + gloo)" if "dataparallel" in str(hps) else "torchrun"
-        out(
-            f"    {resources['InstanceCount']} x {resources['InstanceType']} = {wanted} data-parallel processes "
-            f"requested; running {processes} CPU process(es) with {backend} (capped to this machine's cores)"
-        )
-    model_dir = container.opt_ml / "model"
-    model_dir.mkdir(parents=True, exist_ok=True)
-    env = _python_env(
-        {
-            "SM_MODEL_DIR": str(model_dir),
-            "SM_OUTPUT_DATA_DIR": str(container.opt_ml / "output" / "data"),
-            "SM_CHANNELS": json.dumps(sorted(channels)),
-            "SM_HPS": json.dumps(user_hps),
-            "SM_NUM_GPUS": "0",
-            "SM_CURRENT_HOST": "algo-1",
-            "SM_HOSTS": json.dumps(["algo-1"]),
-            "QA_CHECKPOINT_DIR": str(checkpoint_dir),
-            "OMP_NUM_THREADS": "1" if processes > 1 else os.environ.get("OMP_NUM_THREADS", "2"),
-            **{f"SM_CHANNEL_{c.upper()}": str(p) for c, p in channels.items()},
-            **{k: str(v) for k, v in args.get("Environment", {}).items()},
-        }
-    )
-    argv = [item for key, value in user_hps.items() for item in (f"--{key}", str(value))]
-    launcher = [sys.executable]
-    if processes > 1:
-        launcher += ["-m", "torch.distributed.run", f"--nproc_per_node={processes}", "--master_addr=127.0.0.1"]
-        launcher += [f"--master_port={_free_port()}"]
-    interrupted: list[str] = []
-
-    def watch(line: str, proc: subprocess.Popen) -> None:
-        if interruption is not None and not interrupted and interruption.due(line):
-            interrupted.append(line.strip())
-            killed = reclaim(proc.pid)
-            out(f"    >> spot reclaim: SIGKILL to all {killed} processes of the job, just after: {line.strip()}")
-
-    with sync:
-        code = _stream([*launcher, program, *argv], env, code_dir, job_dir / JOB_LOG, out, watch)
-    if interrupted:
-        return TrainingOutcome(interrupted_after=interrupted[0], properties={})
-    if code != 0:
-        raise StepFailed(f"{name}: the training job exited with code {code} (its messages are above)")
-    artifact_uri = f"{args['OutputDataConfig']['S3OutputPath'].rstrip('/')}/{job_name}/output/model.tar.gz"
-    archive = job_dir / "model.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        for path in sorted(model_dir.iterdir()):
-            tar.add(path, arcname=path.name)
-    store.put_file(archive, artifact_uri)
-    return TrainingOutcome(
-        interrupted_after=None,
-        properties={"ModelArtifacts": {"S3ModelArtifacts": artifact_uri}, "TrainingJobName": job_name},
-    )
+    """A TrainingStep's job as the HF training toolkit would run it (torchrun for data parallel): resolve the
+    request, prepare the container's folders, launch the entry point, collect the model. One attempt: the
+    runner retries a spot-reclaimed job on a fresh job folder."""
+    job = resolve_training_job(name, args, job_dir, job_name, hyperparameter_overrides or {})
+    checkpoints = CheckpointSync(store, job.checkpoint_dir, job.checkpoint_uri)
+    prepare_container(job, store, checkpoints, out)
+    interrupted_after = launch_training(job, checkpoints, out, interruption)
+    if interrupted_after is not None:
+        return TrainingOutcome(interrupted_after=interrupted_after, properties={})
+    return TrainingOutcome(interrupted_after=None, properties=collect_model(job, store))

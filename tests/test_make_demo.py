@@ -1,23 +1,33 @@
-"""`make synth` and `make demo` keep each environment in its own assembly, so any order of them works.
+"""`make synth` and `make demo` keep each environment in its own assembly, so any order of them works; the tiny
+demo runs the synthesized pipeline end to end.
 
 One checkout, the Makefile's own commands: `make synth ENV=prod`, then `make demo TINY=1` (dev), then
 `make demo TINY=1 ENV=prod`. To keep this to two real synths and two tiny runs on CI's two cores, the CDK
 CLI is wrapped so that a repeated synth with the same arguments replays the first one's output (synth is
 deterministic); only CDK_OUT (where the per-environment folders go) and the demo's work dir point into a
-temporary folder.
+temporary folder. The dev demo is also the suite's one tiny local run that passes every step: it delivers
+the upload's event twice (`--deliver-event-twice`), and the tests below check its steps, the duplicate
+delivery, the registered package and what that package serves.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from config import load_settings
+from config import Settings, load_settings
+from local_runner.assembly import synthesized_definition, synthesized_templates
+from local_runner.errors import InvocationFailed
+from local_runner.registry import LocalModelRegistry, ModelPackage
+from local_runner.serving import invoke
+from pipeline_steps.walk import all_steps
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -36,7 +46,12 @@ cp -r "$output" "$cache"
 class Sequence:
     cdk_out: Path
     work_dir: Path
-    runs: dict[str, subprocess.CompletedProcess]
+    runs: dict[str, subprocess.CompletedProcess[str]]
+
+    def packages(self, settings: Settings) -> list[ModelPackage]:
+        """The model packages that the demos registered in the environment's group."""
+        registry = LocalModelRegistry(self.work_dir / "model-registry.sqlite")
+        return registry.packages(settings.model_package_group_name)
 
 
 @pytest.fixture(scope="module")
@@ -49,20 +64,24 @@ def sequence(tmp_path_factory) -> Sequence:
     cdk.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("ENV", "TINY", "MAKEFLAGS")}
 
-    def make(target: str, *variables: str) -> subprocess.CompletedProcess:
+    def make(target: str, variables: list[str], demo_args: list[str]) -> subprocess.CompletedProcess[str]:
         command = ["make", "--no-print-directory", "-C", str(ROOT), target, *variables]
         # -o: never reinstall .venv or node_modules from here, whatever the timestamps say.
         command += ["-o", ".venv/.installed", "-o", "node_modules/.installed"]
-        command += [f"CDK={cdk}", f"CDK_OUT={tmp / 'cdk.out'}", f"DEMO_ARGS=--work-dir {tmp / 'runs'}"]
+        command += [
+            f"CDK={cdk}",
+            f"CDK_OUT={tmp / 'cdk.out'}",
+            f"DEMO_ARGS={' '.join(['--work-dir', str(tmp / 'runs'), *demo_args])}",
+        ]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
 
     runs = {}
-    for name, target, variables in (
-        ("synth prod", "synth", ["ENV=prod"]),
-        ("demo", "demo", ["TINY=1"]),
-        ("demo prod", "demo", ["TINY=1", "ENV=prod"]),
+    for name, target, variables, demo_args in (
+        ("synth prod", "synth", ["ENV=prod"], []),
+        ("demo", "demo", ["TINY=1"], ["--deliver-event-twice"]),
+        ("demo prod", "demo", ["TINY=1", "ENV=prod"], []),
     ):
-        runs[name] = make(target, *variables)
+        runs[name] = make(target, variables, demo_args)
         assert runs[name].returncode == 0, f"make {name}:\n{runs[name].stdout[-4000:]}\n{runs[name].stderr[-4000:]}"
     return Sequence(cdk_out=tmp / "cdk.out", work_dir=tmp / "runs", runs=runs)
 
@@ -93,3 +112,67 @@ def test_demo_says_the_head_is_new_once_and_keeps_load_reports_in_the_job_log(se
     for job_log in job_logs:
         text = job_log.read_text()
         assert "LOAD REPORT" in text and "qa_outputs.weight" in text and "MISSING" in text
+
+
+def test_tiny_demo_passes_every_step_registers_with_metrics_and_ignores_a_duplicate_event(sequence, cdk_context):
+    out = sequence.runs["demo"].stdout
+    assert "trigger rule matched the Object Created event" in out
+    first, duplicate = out.split("the same Object Created event is delivered again")
+    for name in (
+        "ClaimManifest",
+        "ValidateAndTokenize",
+        "CheckTrainingCost",
+        "FineTune",
+        "Evaluate",
+        "CheckF1",
+        "RegisterModel",
+    ):
+        assert f"> {name}" in first
+    # The cost guard let it through: the estimate (a few cents) is within the default MaxTrainingCostUSD.
+    [guard] = re.findall(r"    ([0-9.e+-]+) LessThanOrEqualTo 1000.0: True", first)
+    assert 0 < float(guard) < 1
+    # The second delivery claims nothing: no preprocessing, no training, no second model, no failure.
+    assert "> ClaimManifest" in duplicate and "ok FirstDelivery: false -> ElseSteps" in duplicate
+    assert "> FineTune" not in duplicate and "> ValidateAndTokenize" not in duplicate
+    assert ": Succeeded" in duplicate
+    assert "running 2 CPU process(es) with torchrun" in out
+    [package] = sequence.packages(load_settings({**cdk_context, "env": "dev"}))
+    assert package.approval_status == "PendingManualApproval"
+    assert set(package.metrics["metrics"]) == {"f1", "exact_match"}
+    assert package.model_data.endswith("/output/model.tar.gz")
+    assert (sequence.work_dir / "s3" / package.model_data.removeprefix("s3://")).is_file()
+    assert "execution local-" in out and ": Succeeded" in out
+    # The demo ends by asking the registered model the first validation question.
+    question, answer = out.rstrip().splitlines()[-2:]
+    assert question.startswith("question (val-000-0, validation set): What ")
+    assert answer.startswith('answer of the registered model: "') and "(score " in answer
+
+
+def test_the_registered_package_serves_under_the_inference_toolkit_contract(sequence, cdk_context, tmp_path):
+    """model.tar.gz answers under the inference toolkit's contract for the registered container."""
+    settings = load_settings({**cdk_context, "env": "dev"})
+    [package] = sequence.packages(settings)
+    template = synthesized_templates(sequence.cdk_out / "dev")[f"{settings.name_prefix}-pipeline"]
+    definition = json.loads(synthesized_definition(template)[0])
+    [register] = [s for s in all_steps(definition["Steps"]) if s["Type"] == "RegisterModel"]
+    [container] = register["Arguments"]["InferenceSpecification"]["Containers"]
+    container = {**container, "ModelDataUrl": package.model_data}
+    archive = sequence.work_dir / "s3" / package.model_data.removeprefix("s3://")
+    with tarfile.open(archive) as tar:
+        assert {"config.json", "model.safetensors", "code/inference.py", "code/qa/answering.py"} <= set(tar.getnames())
+    context = "The lighthouse of Port Avel was built in 1887 by Ines Marrow. It is painted red and white."
+    questions = [
+        {"question": "Who built the lighthouse?", "context": context},
+        {"question": "When?", "context": context},
+    ]
+    endpoint = tmp_path / "endpoint"
+    single = invoke(container, archive, endpoint, {"inputs": questions[0]})
+    assert set(single) == {"answer", "score", "start", "end"}
+    assert single["answer"] and context[single["start"] : single["end"]] == single["answer"]
+    assert 0.0 <= single["score"] <= 1.0
+    batch = invoke(container, archive, endpoint, {"inputs": questions, "parameters": {"doc_stride": 16}})
+    assert len(batch) == 2 and batch[0]["answer"] == single["answer"]
+    with pytest.raises(InvocationFailed, match="expected"):
+        invoke(container, archive, endpoint, {"inputs": "no context"})
+    with pytest.raises(InvocationFailed, match="sets no SAGEMAKER_PROGRAM"):
+        invoke({**container, "Environment": {"HF_TASK": "question-answering"}}, archive, endpoint, {})

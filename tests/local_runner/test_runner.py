@@ -1,4 +1,8 @@
-"""The local runner executes the synthesized pipeline (the template's definition) end to end on CPU."""
+"""The local runner executes the synthesized pipeline (the template's definition) end to end on CPU.
+
+The tiny run that passes every step, registers a model and ignores a duplicate event is the dev run of
+tests/test_make_demo.py (`make demo TINY=1`), asserted there; here: the runs that stop early or recover.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +10,16 @@ import copy
 import json
 import re
 import shutil
-import tarfile
 
 import pytest
 
 from local_runner.__main__ import main as run_local
 from local_runner.assembly import synthesized_definition
-from local_runner.errors import InvocationFailed, UnsupportedDefinition
+from local_runner.errors import UnsupportedDefinition
 from local_runner.registry import LocalModelRegistry
 from local_runner.runner import LocalPipelineRunner, execution_order
-from local_runner.serving import invoke
 from local_runner.store import LocalObjectStore
-from pipeline_steps.walk import all_steps, find_step
+from pipeline_steps.walk import find_step
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
@@ -45,68 +47,6 @@ def local_run(dev, tmp_path, *extra: str, dataset=SAMPLE) -> int:
 
 def packages(tmp_path, dev):
     return LocalModelRegistry(tmp_path / "model-registry.sqlite").packages(dev.settings.model_package_group_name)
-
-
-def test_tiny_run_passes_every_step_registers_with_metrics_and_ignores_a_duplicate_event(dev, tmp_path, capsys):
-    assert local_run(dev, tmp_path, "--param", "F1Threshold=0", "--deliver-event-twice") == 0
-    out = capsys.readouterr().out
-    assert "trigger rule matched the Object Created event" in out
-    first, duplicate = out.split("the same Object Created event is delivered again")
-    for name in (
-        "ClaimManifest",
-        "ValidateAndTokenize",
-        "CheckTrainingCost",
-        "FineTune",
-        "Evaluate",
-        "CheckF1",
-        "RegisterModel",
-    ):
-        assert f"> {name}" in first
-    # The cost guard let it through: the estimate (a few cents) is within the default MaxTrainingCostUSD.
-    [guard] = re.findall(r"    ([0-9.e+-]+) LessThanOrEqualTo 1000.0: True", first)
-    assert 0 < float(guard) < 1
-    # The second delivery claims nothing: no preprocessing, no training, no second model, no failure.
-    assert "> ClaimManifest" in duplicate and "ok FirstDelivery: false -> ElseSteps" in duplicate
-    assert "> FineTune" not in duplicate and "> ValidateAndTokenize" not in duplicate
-    assert ": Succeeded" in duplicate
-    assert "running 2 CPU process(es) with torchrun" in out
-    [package] = packages(tmp_path, dev)
-    assert package.approval_status == "PendingManualApproval"
-    assert set(package.metrics["metrics"]) == {"f1", "exact_match"}
-    assert package.model_data.endswith("/output/model.tar.gz")
-    assert (tmp_path / "s3" / package.model_data.removeprefix("s3://")).is_file()
-    assert "execution local-" in out and ": Succeeded" in out
-    # The demo ends by asking the registered model the first validation question.
-    question, answer = out.rstrip().splitlines()[-2:]
-    assert question.startswith("question (val-000-0, validation set): What ")
-    assert answer.startswith('answer of the registered model: "') and "(score " in answer
-    assert_the_package_serves(dev, tmp_path, package)
-
-
-def assert_the_package_serves(dev, tmp_path, package):
-    """model.tar.gz answers under the inference toolkit's contract for the registered container."""
-    definition = json.loads(synthesized_definition(dev.templates["pipeline"])[0])
-    [register] = [s for s in all_steps(definition["Steps"]) if s["Type"] == "RegisterModel"]
-    [container] = register["Arguments"]["InferenceSpecification"]["Containers"]
-    container = {**container, "ModelDataUrl": package.model_data}
-    archive = tmp_path / "s3" / package.model_data.removeprefix("s3://")
-    with tarfile.open(archive) as tar:
-        assert {"config.json", "model.safetensors", "code/inference.py", "code/qa/answering.py"} <= set(tar.getnames())
-    context = "The lighthouse of Port Avel was built in 1887 by Ines Marrow. It is painted red and white."
-    questions = [
-        {"question": "Who built the lighthouse?", "context": context},
-        {"question": "When?", "context": context},
-    ]
-    single = invoke(container, archive, tmp_path / "endpoint", {"inputs": questions[0]})
-    assert set(single) == {"answer", "score", "start", "end"}
-    assert single["answer"] and context[single["start"] : single["end"]] == single["answer"]
-    assert 0.0 <= single["score"] <= 1.0
-    batch = invoke(container, archive, tmp_path / "endpoint", {"inputs": questions, "parameters": {"doc_stride": 16}})
-    assert len(batch) == 2 and batch[0]["answer"] == single["answer"]
-    with pytest.raises(InvocationFailed, match="expected"):
-        invoke(container, archive, tmp_path / "endpoint", {"inputs": "no context"})
-    with pytest.raises(InvocationFailed, match="sets no SAGEMAKER_PROGRAM"):
-        invoke({**container, "Environment": {"HF_TASK": "question-answering"}}, archive, tmp_path / "endpoint", {})
 
 
 def test_threshold_above_achievable_f1_ends_in_the_fail_step(dev, tmp_path, capsys):

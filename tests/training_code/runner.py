@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from local_runner.launch import hyperparameter_args, job_environment, launcher
 from local_runner.spot import reclaim
 from tests.conftest import ENTRY_POINT_PYTHONPATH
 from tests.training_code.conftest import TRAINING_CODE
@@ -30,40 +28,18 @@ class TrainRun:
         return [part.split("=", 1)[1] for line in self.lines("step=") for part in line.split() if part.startswith(name)]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def train_command(processes: int, hyperparameters: dict[str, object], script: str = "train.py") -> list[str]:
-    args = [item for key, value in hyperparameters.items() for item in (f"--{key}", str(value))]
-    if processes == 1:
-        return [sys.executable, script, *args]
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc_per_node={processes}",
-        "--master_addr=127.0.0.1",
-        f"--master_port={free_port()}",
-        script,
-        *args,
-    ]
-
-
 def train_env(model_dir: Path, features_dir: Path, out_dir: Path, checkpoint_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "RANK", "LOCAL_RANK", "WORLD_SIZE"))}
-    env.update(
-        SM_CHANNEL_MODEL=str(model_dir),
-        SM_CHANNEL_TRAIN=str(features_dir / "train"),
-        SM_MODEL_DIR=str(out_dir),
-        QA_CHECKPOINT_DIR=str(checkpoint_dir),
-        OMP_NUM_THREADS="1",
-        PYTHONUNBUFFERED="1",
-        TOKENIZERS_PARALLELISM="false",
-    )
-    return env
+    """The SageMaker channels and folders of one run, in this process's environment less any outer job's."""
+    return {
+        **job_environment(),
+        "SM_CHANNEL_MODEL": str(model_dir),
+        "SM_CHANNEL_TRAIN": str(features_dir / "train"),
+        "SM_MODEL_DIR": str(out_dir),
+        "QA_CHECKPOINT_DIR": str(checkpoint_dir),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
 
 
 def run_training(
@@ -82,8 +58,9 @@ def run_training(
     env = train_env(model_dir, features_dir, work / "model", work / "checkpoints")
     if instrument is not None:
         env.update(instrument, PYTHONPATH=ENTRY_POINT_PYTHONPATH)  # the instrumented script imports train.py
+    script = str(INSTRUMENTED) if instrument is not None else "train.py"
     proc = subprocess.Popen(
-        train_command(processes, hyperparameters, str(INSTRUMENTED) if instrument is not None else "train.py"),
+        [*launcher(processes), script, *hyperparameter_args(hyperparameters)],
         cwd=TRAINING_CODE,
         env=env,
         stdout=subprocess.PIPE,

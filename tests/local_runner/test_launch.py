@@ -1,0 +1,104 @@
+"""How training jobs are started here: the launcher, the inherited environment, the resolved training request."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.instance_types import INSTANCE_TYPES
+from local_runner.errors import UnsupportedDefinition
+from local_runner.jobs import resolve_training_job
+from local_runner.launch import hyperparameter_args, job_environment, launcher
+
+
+def test_the_environment_of_a_started_job_drops_an_outer_jobs_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    outer = {"SM_HPS": "{}", "SM_CHANNEL_TRAIN": "/x", "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"}
+    for name, value in {**outer, "QA_KEEP": "yes"}.items():
+        monkeypatch.setenv(name, value)
+    environment = job_environment()
+    assert not set(outer) & set(environment)
+    assert environment["QA_KEEP"] == "yes"
+
+
+def test_one_process_runs_the_interpreter_and_more_run_torchrun_on_a_local_free_port() -> None:
+    assert launcher(1) == [sys.executable]
+    command = launcher(2)
+    assert command[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert {"--nproc_per_node=2", "--master_addr=127.0.0.1"} <= set(command)
+    [port] = [part.removeprefix("--master_port=") for part in command if part.startswith("--master_port=")]
+    assert 0 < int(port) < 65536
+
+
+def test_hyperparameters_are_passed_as_name_value_arguments() -> None:
+    assert hyperparameter_args({"epochs": 3, "precision": "bf16"}) == ["--epochs", "3", "--precision", "bf16"]
+
+
+def training_request(instance_type: str = "ml.p4d.24xlarge", **hyperparameters: str) -> dict[str, Any]:
+    """A CreateTrainingJob request in the shape the SDK writes (string hyperparameters JSON-encoded)."""
+    return {
+        "AlgorithmSpecification": {"TrainingImage": "image", "TrainingInputMode": "File"},
+        "OutputDataConfig": {"S3OutputPath": "s3://artifacts/models/"},
+        "ResourceConfig": {"InstanceType": instance_type, "InstanceCount": 2, "VolumeSizeInGB": 100},
+        "RoleArn": "arn:aws:iam::000000000000:role/job",
+        "InputDataConfig": [
+            {"ChannelName": name, "DataSource": {"S3DataSource": {"S3Uri": f"s3://data/{name}/"}}}
+            for name in ("train", "model")
+        ],
+        "HyperParameters": {
+            "epochs": "3",
+            "precision": '"bf16"',
+            "sagemaker_program": '"train.py"',
+            "sagemaker_submit_directory": '"s3://code/source.tar.gz"',
+            **hyperparameters,
+        },
+        "CheckpointConfig": {"S3Uri": "s3://artifacts/checkpoints/", "LocalPath": "/opt/ml/checkpoints"},
+    }
+
+
+def test_a_torchrun_request_resolves_to_one_process_per_core_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    request = training_request(sagemaker_torch_distributed_enabled="true")
+    job = resolve_training_job("FineTune", request, tmp_path, "exec-FineTune", {"epochs": "1"})
+    assert job.requested_processes == 2 * INSTANCE_TYPES["ml.p4d.24xlarge"].gpus
+    assert (job.processes, job.backend) == (2, "torchrun")
+    assert job.program == "train.py" and job.submit_directory == "s3://code/source.tar.gz"
+    assert job.hyperparameters == {"epochs": "1", "precision": "bf16"}
+    assert job.channel_uris == {"train": "s3://data/train/", "model": "s3://data/model/"}
+    opt_ml = tmp_path / "opt" / "ml"
+    assert (job.code_dir, job.model_dir, job.channel_dir("train")) == (
+        opt_ml / "code",
+        opt_ml / "model",
+        opt_ml / "input" / "data" / "train",
+    )
+    assert (job.checkpoint_uri, job.checkpoint_dir) == ("s3://artifacts/checkpoints/", opt_ml / "checkpoints")
+    assert job.artifact_uri == "s3://artifacts/models/exec-FineTune/output/model.tar.gz"
+
+
+@pytest.mark.parametrize(
+    ("hyperparameters", "processes", "backend"),
+    [
+        ({"sagemaker_distributed_dataparallel_enabled": "true"}, 2, "SMDDP (run locally with torchrun + gloo)"),
+        ({}, 1, None),
+    ],
+)
+def test_smddp_runs_with_torchrun_here_and_a_job_without_data_parallelism_in_one_process(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    hyperparameters: dict[str, str],
+    processes: int,
+    backend: str | None,
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    job = resolve_training_job("FineTune", training_request(**hyperparameters), tmp_path, "j", {})
+    assert (job.processes, job.backend) == (processes, backend)
+
+
+def test_an_override_of_a_hyperparameter_the_step_lacks_is_rejected_by_name(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedDefinition, match=r"no hyperparameters \['epoch'\] to override"):
+        resolve_training_job("FineTune", training_request(), tmp_path, "j", {"epoch": "1"})
