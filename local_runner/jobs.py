@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from config.instance_types import INSTANCE_TYPES
 from local_runner.errors import StepFailed, UnsupportedDefinition
@@ -101,8 +101,10 @@ def _stream(
         command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
     assert proc.stdout is not None and proc.stderr is not None
-    # Lines end at "\n" only, so that a progress bar's "\r" redraws stay one line.
-    stderr = io.TextIOWrapper(proc.stderr.detach(), encoding="utf-8", errors="replace", newline="\n")
+    # Lines end at "\n" only, so that a progress bar's "\r" redraws stay one line. (In text mode Popen's pipes
+    # are TextIOWrappers; typeshed declares them IO[str].)
+    raw_stderr = cast(io.TextIOWrapper, proc.stderr).detach()
+    stderr = io.TextIOWrapper(raw_stderr, encoding="utf-8", errors="replace", newline="\n")
     log = JobLog(log_path, out, lambda line: print(line, file=sys.stderr, flush=True))
     stderr_reader = threading.Thread(target=log.follow_stderr, args=(stderr,), daemon=True)
     stderr_reader.start()

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from config import Settings, load_settings, read_cdk_json_context
+from local_runner.launch import free_port
 from stacks.app_builder import ProjectStacks, build_stacks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,16 +126,10 @@ def dumps(value: Any) -> str:
 REGION = "us-east-1"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def moto_url(tmp_path_factory) -> Iterator[str]:
     """Start `moto_server` on a free local port for the session; stopped by its process id."""
-    port = _free_port()
+    port = free_port()
     log = (tmp_path_factory.mktemp("moto") / "moto_server.log").open("w")
     server = Path(sys.executable).with_name("moto_server")
     process = subprocess.Popen([str(server), "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log)

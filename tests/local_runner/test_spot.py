@@ -29,7 +29,7 @@ def test_reclaim_kills_descendants_in_sessions_of_their_own_and_leaves_the_exit_
         "print('ready', flush=True); time.sleep(120)"
     )
     proc = subprocess.Popen([sys.executable, "-c", launcher], stdout=subprocess.PIPE, text=True, start_new_session=True)
-    assert proc.stdout.readline().strip() == "ready"
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     [worker] = psutil.Process(proc.pid).children()
     assert reclaim(proc.pid) == 2
     assert proc.wait(timeout=30) == -9

@@ -187,7 +187,7 @@ def test_retries_cover_spot_capacity(definition):
 
 def test_metric_definitions_parse_the_training_log_line(definition):
     metrics = step(definition, "FineTune")["Arguments"]["AlgorithmSpecification"]["MetricDefinitions"]
-    parsed = {m["Name"]: re.search(m["Regex"], TRAIN_LINE).group(1) for m in metrics}
+    parsed = {m["Name"]: match.group(1) for m in metrics if (match := re.search(m["Regex"], TRAIN_LINE))}
     assert parsed == {
         "train:loss": "1.2345",
         "train:learning_rate": "2.500e-05",

@@ -13,9 +13,15 @@ import pytest
 from tests.conftest import ROOT, run_without_network, unshare_works
 
 
+def node_bin_dir() -> Path:
+    node = shutil.which("node")
+    assert node is not None, "node is not on PATH (the CDK runs on it)"
+    return Path(node).parent
+
+
 @pytest.mark.skipif(not unshare_works(), reason="unshare -n needs root or user namespaces (CI runs as root)")
 def test_synth_in_an_empty_environment_without_network(tmp_path):
-    node_dir = Path(shutil.which("node")).parent
+    node_dir = node_bin_dir()
     env = {"PATH": f"{Path(sys.executable).parent}:{node_dir}:/usr/bin:/bin", "CDK_OUTDIR": str(tmp_path)}
     # No CDK_VALIDATION here: this is the one synth that runs CDK's built-in template validation.
     result = run_without_network([sys.executable, "app.py"], env)
@@ -27,7 +33,7 @@ def test_synth_in_an_empty_environment_without_network(tmp_path):
 
 
 def test_invalid_settings_stop_synth_with_the_message(tmp_path):
-    env = {"PATH": f"{Path(sys.executable).parent}:{Path(shutil.which('node')).parent}:/usr/bin:/bin"}
+    env = {"PATH": f"{Path(sys.executable).parent}:{node_bin_dir()}:/usr/bin:/bin"}
     context = json.dumps({"training.max_wait_seconds": "10", "training.max_run_seconds": "20"})
     result = subprocess.run(
         [sys.executable, "app.py"],

@@ -16,9 +16,7 @@ def test_table_lists_every_choice_with_time_cost_and_sources(capsys):
     assert "2 x ml.p4d.24xlarge (configured)" in out
     assert "LIST prices" in out and "us-east-1" in out
     assert "MFU 26.2% from NVIDIA DeepLearningExamples" in out
-    rows = {
-        re.match(r"\d+ x ml\.\S+", line).group(): line for line in out.splitlines() if re.match(r"\d+ x ml\.", line)
-    }
+    rows = {match.group(): line for line in out.splitlines() if (match := re.match(r"\d+ x ml\.\S+", line))}
     # More p4d nodes cost more: data-parallel efficiency falls as the all-reduce crosses more nodes.
     costs = [float(re.findall(r"\$([0-9.,]+)", rows[f"{n} x ml.p4d.24xlarge"])[0]) for n in (1, 2, 4)]
     assert costs == sorted(costs)

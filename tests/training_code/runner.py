@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +46,7 @@ def run_training(
     model_dir: Path,
     features_dir: Path,
     work: Path,
-    hyperparameters: dict[str, object],
+    hyperparameters: Mapping[str, object],
     processes: int = 1,
     sigterm_at_step: int | None = None,
     kill_when: Callable[[str], bool] | None = None,

@@ -64,4 +64,5 @@ def test_serving_caps_windows_at_the_position_embeddings(tmp_path):
     model = inference.model_fn(str(build_tiny_model(tmp_path / "short-model", max_position_embeddings=64)))
     context = " ".join(f"Item {i} is stored in hall {i % 7}." for i in range(60))  # ~500 tokens
     answer = inference.predict_fn({"inputs": {"question": "Where is item 42?", "context": context}}, model)
+    assert isinstance(answer, dict)  # one question in, one answer out
     assert answer["answer"] and context[answer["start"] : answer["end"]] == answer["answer"]

@@ -157,7 +157,7 @@ def test_sigkill_at_any_moment_then_resume_matches_an_uninterrupted_run(
 
     final = run_training(tiny_dropout_model_dir, sample_features, work, hps, processes)
     assert final.returncode == 0, final.output[-3000:]
-    assert resumed_step(final) >= 15
+    assert (step := resumed_step(final)) is not None and step >= 15
     assert_same_weights(load_weights(tmp_path / "ref" / "model"), load_weights(work / "model"))
     # Pruned to the newest two, the torn step-10 included (the sync mirrors the deletions to S3).
     assert sorted(p.name for p in (work / "checkpoints").iterdir()) == ["step-00000015", "step-00000020"]
@@ -188,7 +188,7 @@ def test_ordinary_steps_make_no_host_sync_and_no_collective(tmp_path, tiny_model
         events = json.loads((log_dir / f"rank{rank}.json").read_text())
         assert any(batch == 0 for batch, _ in events), "start-up syncs are counted (the instrument works)"
         per_batch = {b: Counter(name for batch, name in events if batch == b) for b in range(1, 13)}
-        expected = {b: Counter() for b in range(1, 13)}
+        expected: dict[int, Counter[str]] = {b: Counter() for b in range(1, 13)}
         for b in (4, 8, 12):
             expected[b].update({"all_reduce": 1, "item": 1})
         for b in (6, 12):
