@@ -23,7 +23,6 @@ from pipeline_steps.definition import build_definition
 from pipeline_steps.parameters import MANIFEST_VERSION_UNSET
 from pipeline_steps.walk import all_steps, find_step
 from stacks.trigger import PIPELINE_PARAMETERS_FROM_EVENT
-from tests.training_code import conftest as _training_code_path  # noqa: F401  (puts training_code/ on sys.path)
 
 TRAINING_TYPES = sorted(name for name, row in INSTANCE_TYPES.items() if row.training)
 
