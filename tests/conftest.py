@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -30,6 +31,8 @@ from config import Settings, load_settings, read_cdk_json_context
 from local_runner.launch import free_port
 from stacks.app_builder import ProjectStacks, build_stacks
 
+# The SDK logs its config-file lookups at INFO when test modules import it (as definition_cache does for synth).
+logging.getLogger("sagemaker.config").setLevel(logging.WARNING)
 ROOT = Path(__file__).resolve().parents[1]
 # For entry points started in a subprocess: the import roots that the Makefile exports as PYTHONPATH.
 ENTRY_POINT_PYTHONPATH = os.pathsep.join((str(ROOT), str(ROOT / "training_code")))
