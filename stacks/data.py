@@ -88,6 +88,14 @@ class ProjectKey(Construct):
             )
         )
 
+    def grant_job_output_encryption(self, grantee: iam.IGrantable) -> None:
+        """kms:Encrypt for the execution role of jobs whose outputs name this key: "If you use a KMS key ID or an
+        alias of your KMS key, the SageMaker execution role must include permissions to call kms:Encrypt"
+        (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_OutputDataConfig.html)."""
+        grantee.grant_principal.add_to_principal_policy(
+            iam.PolicyStatement(sid="EncryptJobOutputs", actions=["kms:Encrypt"], resources=[self.key.key_arn])
+        )
+
     def grant_job_volume_encryption(self, grantee: iam.IGrantable) -> None:
         """SageMaker creates grants on this key to encrypt job volumes: only grants for AWS resources."""
         grantee.grant_principal.add_to_principal_policy(

@@ -49,6 +49,7 @@ class JobRole(Construct):
         artifacts.grant_write_objects(role, layout.writable_by_jobs())
         artifacts.grant_list(role)
         key.grant_sse_kms(role)
+        key.grant_job_output_encryption(role)
         key.grant_job_volume_encryption(role)
         if job_security_group is not None:
             job_security_group.grant_job_network_interfaces(role)

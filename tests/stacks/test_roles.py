@@ -114,6 +114,12 @@ def test_roles_use_the_project_key_and_grant_it_only_for_aws_resources(roles, ro
     assert "ProjectKey" in dumps(use["Resource"]) and use["Resource"] == grant["Resource"]
 
 
+def test_only_the_job_role_may_encrypt_job_outputs_with_the_project_key(roles):
+    [encrypt] = with_action(role_statements(roles["Roles"], "JobRole"), "kms:Encrypt")
+    assert encrypt["Action"] == "kms:Encrypt" and "ProjectKey" in dumps(encrypt["Resource"])
+    assert not with_action(role_statements(roles["Roles"], "PipelineRole"), "kms:Encrypt")
+
+
 def test_job_role_may_create_enis_only_in_the_job_subnets_and_group(roles):
     [eni] = with_action(role_statements(roles["Roles"], "JobRole"), "ec2:CreateNetworkInterface")
     resources = dumps(eni["Resource"])
