@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from local_runner.errors import AssemblyNotFound, UnsupportedDefinition
-from pipeline_steps.placeholders import DeployTimeValues
+from pipeline_steps.placeholders import PLACEHOLDER, DeployTimeValues
 
 PIPELINE_TYPE = "AWS::SageMaker::Pipeline"
-PSEUDO = re.compile(r"\$\{(AWS::[A-Za-z]+|[A-Za-z0-9]+)\}")
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,7 @@ def resolve_intrinsics(value: Any, refs: dict[str, str]) -> Any:
                     raise UnsupportedDefinition(f"no local value for ${{{match.group(1)}}}")
                 return scope[match.group(1)]
 
-            return PSEUDO.sub(substitute, text)
+            return PLACEHOLDER.sub(substitute, text)
     if isinstance(value, dict):
         return {k: resolve_intrinsics(v, refs) for k, v in value.items()}
     if isinstance(value, list):

@@ -1,7 +1,7 @@
 """Reuse a built pipeline definition while nothing that shapes it has changed.
 
 Building the definition imports the SageMaker SDK (~2 s) and runs it (~1 s) on every synth. The result is a
-pure function of the settings, the deploy-time placeholders, this package's and `config`'s source, and the
+pure function of the settings (which fix the deploy-time placeholders), this package's and `config`'s source, and the
 versions of the SDK and Python, so each build is stored under a SHA-256 of exactly those inputs and the
 next synth with the same inputs reads it back without importing the SDK. Any change to an input is a new key:
 a stale definition cannot be returned. Delete the directory to drop every entry.
@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 
 from config import Settings
-from pipeline_steps.placeholders import placeholders
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIRS = (PROJECT_ROOT / "pipeline_steps", PROJECT_ROOT / "config")
@@ -35,7 +34,6 @@ def inputs_digest(settings: Settings) -> str:
     for name in SDK_DISTRIBUTIONS:
         digest.update(f"{name} {importlib.metadata.version(name)}\n".encode())
     digest.update(settings.model_dump_json().encode())
-    digest.update(repr(placeholders(settings)).encode())
     for directory in SOURCE_DIRS:
         for path in sorted(directory.rglob("*.py")):
             digest.update(str(path.relative_to(directory.parent)).encode())

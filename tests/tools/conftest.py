@@ -32,7 +32,13 @@ from typing import Any
 import boto3
 import pytest
 
-from local_runner.assembly import extract_event_value, pipeline_properties, resolve_intrinsics, synthesized_definition
+from local_runner.assembly import (
+    LocalAccount,
+    extract_event_value,
+    pipeline_properties,
+    resolve_intrinsics,
+    synthesized_definition,
+)
 from local_runner.trigger import s3_object_created_event
 from tests.conftest import ENTRY_POINT_PYTHONPATH, REGION, ROOT, aws_environment, pointed_at
 from tests.training_code.conftest import pretrained_dir  # noqa: F401  (shared model fixture)
@@ -42,12 +48,7 @@ EMPTY_REGION = "eu-west-1"  # nothing is deployed there
 ACCOUNT = "123456789012"  # moto's default account
 BOOTSTRAP_TEMPLATE = ROOT / "node_modules" / "aws-cdk" / "lib" / "api" / "bootstrap" / "bootstrap-template.yaml"
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"  # the CDK's default qualifier
-PSEUDO_PARAMETERS = {
-    "AWS::AccountId": ACCOUNT,
-    "AWS::Region": REGION,
-    "AWS::Partition": "aws",
-    "AWS::URLSuffix": "amazonaws.com",
-}
+PSEUDO_PARAMETERS = LocalAccount(account=ACCOUNT, region=REGION).pseudo()
 
 
 def moto_template(template: dict[str, Any]) -> dict[str, Any]:
