@@ -1,0 +1,37 @@
+"""The contract between the code that runs in AWS (training job, processing job, pipeline Lambda functions)
+and the pipeline definition that reads what it writes: file names, container paths, metric lines, JSON paths.
+
+One home for each of these facts. `pipeline_steps/` and `local_runner/` import them from here (downward);
+this module imports nothing, so the containers and the Lambda runtime can load it as it is.
+"""
+
+from __future__ import annotations
+
+# Container paths that SageMaker defines (training jobs).
+CHECKPOINT_DIR = "/opt/ml/checkpoints"  # synced both ways with CheckpointConfig.S3Uri
+TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # TensorBoardOutputConfig.LocalPath (SageMaker's default)
+MODEL_DIR = "/opt/ml/model"  # uploaded as model.tar.gz at the end of the job
+
+# Seams of the local runner: environment variables that move a container path on this machine.
+LOCAL_S3_ROOT_ENV = "LOCAL_S3_ROOT"  # s3://bucket/key -> <root>/bucket/key
+LOCAL_CHECKPOINT_DIR_ENV = "QA_CHECKPOINT_DIR"
+
+# ManifestVersionId's default: code that reads a manifest refuses it, so a run started by hand without the
+# manifest's S3 version id fails before any instance instead of reading whatever version is current.
+MANIFEST_VERSION_UNSET = "unset"
+
+# Files the training job writes into the model directory (so into model.tar.gz), beside the weights.
+EVALUATION_FILE = "evaluation.json"  # SQuAD EM/F1 on the validation set (SageMaker model-quality shape)
+LOG_HISTORY_FILE = "log_history.json"  # one entry per logging step and per evaluation, Trainer-like
+EVALUATION_F1_PATH = "metrics.f1.value"  # JSON path of F1 in evaluation.json
+EVALUATION_EXACT_MATCH_PATH = "metrics.exact_match.value"
+
+# The one line the training job prints after evaluating; the metric definitions below parse it, and the
+# pipeline reads the values back as FineTune.properties.FinalMetricDataList['eval:f1'].Value.
+EVALUATION_LINE = "evaluation: exact_match={exact_match:.4f} f1={f1:.4f}"
+METRIC_EVAL_F1 = "eval:f1"
+METRIC_EVAL_EXACT_MATCH = "eval:exact_match"
+EVALUATION_METRIC_REGEXES = {
+    METRIC_EVAL_EXACT_MATCH: r"evaluation: exact_match=([0-9.]+)",
+    METRIC_EVAL_F1: r"evaluation: exact_match=[0-9.]+ f1=([0-9.]+)",
+}
