@@ -252,5 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> None:
     sys.exit(run_tool(main))
+
+
+if __name__ == "__main__":
+    cli()
