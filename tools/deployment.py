@@ -65,8 +65,8 @@ def fail(message: str) -> NoReturn:
 class ToolParser(argparse.ArgumentParser):
     """An argument parser whose usage errors end, like every other failure, in one `error:` line."""
 
-    def __init__(self, doc: str | None) -> None:
-        super().__init__(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    def __init__(self, doc: str | None = None, **kwargs: Any) -> None:  # sub-command parsers get prog=...
+        super().__init__(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         fail(f"{message} (see --help)")
