@@ -276,7 +276,8 @@ def existing_manifest_etag(s3: Any, plan: UploadPlan) -> str | None:
 def refuse_existing(plan: UploadPlan) -> None:
     fail(
         f"dataset {plan.name}/{plan.version} already exists (s3://{plan.bucket}/{plan.manifest_key}): upload a "
-        "new --version, or pass --replace to replace its manifest (executions already started keep their data)"
+        "new --version, or pass --replace (REPLACE=1) to replace its manifest (executions already started keep "
+        "their data)"
     )
 
 
