@@ -75,7 +75,7 @@ stage-model: venv ## Copy MODEL=<hub id or dir> weights + tokenizer to the artif
 	@test -n "$$MODEL" || { echo "usage: make stage-model MODEL=<hub id or local dir> [NAME=<folder under base-models/>] [REPLACE=1] [FORCE=1] [ENV=dev]"; exit 2; }
 	$(PY) -m tools.stage_model --model "$$MODEL" --env "$$ENV" $${NAME:+--name "$$NAME"} $${REPLACE:+--replace} $${FORCE:+--force}
 
-preflight: venv ## Check bootstrap, stacks, staged model, quotas and buckets with your AWS credentials (ENV=dev|prod)
+preflight: venv ## Check the CDK bootstrap, stacks, staged model, quotas and buckets with your AWS credentials (ENV=dev|prod)
 	$(PY) -m tools.preflight --env "$$ENV"
 
 deploy: venv ## cdk deploy --all with your own AWS credentials (ENV=dev|prod)

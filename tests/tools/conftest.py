@@ -170,7 +170,7 @@ class Deployed:
 def deployed_session(moto_url, dev) -> Deployed:
     """`cdk bootstrap` (the CDK's bootstrap template) and the synthesized dev stacks, deployed once."""
     if not BOOTSTRAP_TEMPLATE.is_file():
-        pytest.fail(f"{BOOTSTRAP_TEMPLATE} is missing: install the CDK CLI first (make bootstrap)")
+        pytest.fail(f"{BOOTSTRAP_TEMPLATE} is missing: install the CDK CLI first (make venv)")
     with pointed_at(aws_environment(moto_url)):
         cfn = boto3.client("cloudformation")
         cfn.create_stack(
