@@ -209,6 +209,7 @@ def test_spot_interrupted_execution_shows_retries_and_savings(reports):
 
 
 def test_command_against_moto_before_any_execution(deployed, deployed_env):
+    deployed.replace_pipeline(deployed.pipeline_definition)  # the session's earlier executions go with it
     result = run_cli("tools.runs", "--env", "dev", env=deployed_env)
     assert result.returncode == 0, result.stderr
     assert f"no executions of {deployed.pipeline_name} yet" in result.stdout
@@ -249,6 +250,7 @@ def test_aws_region_alone_selects_the_region(deployed, deployed_env):
     """boto3 reads only AWS_DEFAULT_REGION; the tools map AWS_REGION onto their sessions."""
     environment = {k: v for k, v in deployed_env.items() if k != "AWS_DEFAULT_REGION"}
     assert environment["AWS_REGION"] == REGION
+    deployed.replace_pipeline(deployed.pipeline_definition)  # the session's earlier executions go with it
     result = run_cli("tools.runs", env=environment)
     assert result.returncode == 0, result.stderr
     assert f"no executions of {deployed.pipeline_name} yet" in result.stdout
