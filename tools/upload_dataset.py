@@ -157,7 +157,7 @@ def check_own_manifest(dataset_dir: Path, keys: list[str]) -> None:
     if isinstance(manifest, list):
         listed = [k for k in manifest[1:] if isinstance(k, str)]
     elif isinstance(manifest, dict) and isinstance(manifest.get("files"), list):
-        listed = [f.get("key") for f in manifest["files"] if isinstance(f, dict)]
+        listed = [f["key"] for f in manifest["files"] if isinstance(f, dict) and isinstance(f.get("key"), str)]
     else:
         fail(f"{path} is neither a ManifestFile list nor a manifest v2 object: {fix}")
     missing, extra = sorted(set(keys) - set(listed)), sorted(set(listed) - set(keys))
