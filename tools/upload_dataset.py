@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from qa.data import SPLITS, load_dataset_files, summarize_problems
-from qa.outputs import DATASET_MANIFEST_FORMAT
+from qa.outputs import MANIFEST_V2_FORMAT
 
 from config.layout import DatasetLayout
 from tools.deployment import (
@@ -98,7 +98,7 @@ class UploadPlan:
     def manifest(self, uploaded: list[UploadedFile]) -> dict[str, Any]:
         """Manifest v2: each data file with the S3 version id its upload created and its SHA-256."""
         return {
-            "format": DATASET_MANIFEST_FORMAT,
+            "format": MANIFEST_V2_FORMAT,
             "dataset": self.name,
             "version": self.version,
             "files": [{"key": f.key, "version_id": f.version_id, "sha256": f.sha256, "size": f.size} for f in uploaded],

@@ -92,8 +92,11 @@ def deployed_definition(template: dict[str, Any], stack_name: str) -> tuple[str,
             return physical[value["Ref"]]
         if isinstance(value, dict) and "Fn::ImportValue" in value:
             return exports[value["Fn::ImportValue"]]
-        if isinstance(value, dict) and "Fn::GetAtt" in value:  # only role ARNs here
-            return iam.get_role(RoleName=physical[value["Fn::GetAtt"][0]])["Role"]["Arn"]
+        if isinstance(value, dict) and "Fn::GetAtt" in value:  # role ARNs, and the ARNs of Lambda functions
+            logical_id = value["Fn::GetAtt"][0]
+            if template["Resources"][logical_id]["Type"] == "AWS::Lambda::Function":  # not created (see above)
+                return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{logical_id}"
+            return iam.get_role(RoleName=physical[logical_id])["Role"]["Arn"]
         return resolve_intrinsics(value, pseudo)
 
     pipeline = pipeline_properties(template)

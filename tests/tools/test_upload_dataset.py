@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from qa.outputs import DATASET_MANIFEST_FORMAT
+from qa.outputs import MANIFEST_V2_FORMAT
 
 from tests.conftest import ROOT
 from tests.tools.conftest import assert_one_line_error, run_cli, stage_base_model
@@ -133,7 +133,7 @@ def test_upload_reports_the_execution_its_manifest_started(deployed, deployed_en
     )
     manifest = json.loads(s3.get_object(Bucket=deployed.datasets_bucket, Key=MANIFEST_KEY)["Body"].read())
     assert (manifest["format"], manifest["dataset"], manifest["version"]) == (
-        DATASET_MANIFEST_FORMAT,
+        MANIFEST_V2_FORMAT,
         "sample-squad",
         "v1",
     )

@@ -37,12 +37,12 @@ EVALUATION_METRIC_REGEXES = {
 }
 
 # The dataset manifest (datasets/<name>/<version>/manifest.json) the upload tool writes last:
-# {"format": DATASET_MANIFEST_FORMAT, "dataset": name, "version": version,
+# {"format": MANIFEST_V2_FORMAT, "dataset": name, "version": version,
 #  "files": [{"key": "train/train.jsonl", "version_id": S3 VersionId, "sha256": hex, "size": bytes}, ...]}
 # keys relative to the manifest's folder. Readers also accept the older SageMaker ManifestFile list (no pins).
-DATASET_MANIFEST_FORMAT = "hfqa-dataset-manifest/2"
+MANIFEST_V2_FORMAT = "hfqa-dataset-manifest/2"
 
 # CustomerMetadataProperties of a registered model package (RecordModel -> RegisterModel): the model archive's
 # SHA-256 and S3 version id, which `make verify-model` checks the archive against.
-MODEL_ARCHIVE_SHA256_KEY = "ModelArchiveSha256"
-MODEL_ARCHIVE_VERSION_ID_KEY = "ModelArchiveVersionId"
+MODEL_ARCHIVE_SHA256_KEY = "model_archive_sha256"
+MODEL_ARCHIVE_VERSION_ID_KEY = "model_archive_version_id"
