@@ -1,7 +1,7 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
 # Values users pass (ENV, DATASET, NAME, VERSION, MODEL, PARAMS, EXECUTION, STEP, PACKAGE, LIMIT) reach the
 # recipes only through the environment ("$$NAME"), never spliced into the shell text, so no value is
-# evaluated by the shell.
+# evaluated by the shell. (CDK_TARGET too.)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV ?= dev
@@ -15,6 +15,9 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 QUIET_PIP := 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 # The venv first on PATH for every command the targets run (cdk.json runs the app with .venv/bin/python).
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# jsii's own switch for its "Node 20 is end-of-life" banner, printed by every CDK Python process (synth, diff,
+# deploy, bootstrap), takes the Node major versions to keep quiet about:
+# https://github.com/aws/jsii/blob/main/packages/%40jsii/check-node/src/run.ts. Exported to every target.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export SAGEMAKER_SUPPRESS_V2_WARNING := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
@@ -22,9 +25,9 @@ export PYTHONDONTWRITEBYTECODE := 1
 # Import roots of every entry point: the project, and training_code/ (its modules import `qa` as the
 # SageMaker containers do). Outside make: export PYTHONPATH=$PWD:$PWD/training_code
 export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
-export ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE
+export ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE CDK_TARGET
 
-.PHONY: help venv synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs \
+.PHONY: help venv cdk-bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs \
 	start retry logs verify-model
 
 help: ## List the targets
@@ -77,6 +80,9 @@ stage-model: venv ## Copy MODEL=<hub id or dir> weights + tokenizer to the artif
 
 preflight: venv ## Check the CDK bootstrap, stacks, staged model, quotas and buckets with your AWS credentials (ENV=dev|prod)
 	$(PY) -m tools.preflight --env "$$ENV"
+
+cdk-bootstrap: venv ## cdk bootstrap of your credentials' account and region, once (CDK_TARGET=aws://<account>/<region> names one)
+	$(CDK) bootstrap -c env="$$ENV" $${CDK_TARGET:+"$$CDK_TARGET"}
 
 deploy: venv ## cdk deploy --all with your own AWS credentials (ENV=dev|prod)
 	$(CDK) deploy --all -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
