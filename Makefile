@@ -23,7 +23,8 @@ export SAGEMAKER_SUPPRESS_V2_WARNING := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 # Import roots of every entry point: the project, and training_code/ (its modules import `qa` as the
-# SageMaker containers do). Outside make: export PYTHONPATH=$PWD:$PWD/training_code
+# SageMaker containers do). Outside make the editable install (make venv) gives the same roots; exported here
+# as well, so a second checkout that shares the venv runs its own code.
 export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
 export ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE CDK_TARGET
 
