@@ -19,7 +19,7 @@ from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
 from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli
-from tools.runs import format_report, recent_executions
+from tools.runs import format_report, recent_executions, training_run
 
 PIPELINE = "hfqa-dev-qa-fine-tuning"
 ACCOUNT_ARN = "arn:aws:sagemaker:us-east-1:111122223333"
@@ -97,7 +97,9 @@ def stub_execution(sm: Stubber, s3: Stubber, name: str, kind: str) -> None:
     )
     train = {"TrainingJob": {"Arn": f"{ACCOUNT_ARN}:training-job/pipelines-train"}}
     evaluate = {"ProcessingJob": {"Arn": f"{ACCOUNT_ARN}:processing-job/eval-{name}"}}
+    claim = {"Lambda": {"Arn": "arn:aws:lambda:us-east-1:111122223333:function:hfqa-dev-claim"}}
     steps = [
+        step("ClaimManifest", "Succeeded", 0, 0, claim),
         step("ValidateAndTokenize", "Succeeded", 0, 4, {"ProcessingJob": {"Arn": f"{ACCOUNT_ARN}:processing-job/p"}}),
         step("CheckTrainingCost", "Succeeded", 4, 4, {"Condition": {"Outcome": "True"}}),
         step("FineTune", "Succeeded", 4, 40 if kind == "spot" else 30, train, attempts=2 if kind == "spot" else 1),
@@ -176,7 +178,8 @@ def test_newest_first_with_trigger_and_step_durations(reports):
     assert list(reports) == ["spot-3", "f1-2", "ok-1"]
     ok = reports["ok-1"]
     assert ok.manifest_key == "datasets/squad/ok-1/manifest.json"
-    assert [(s.name, s.seconds) for s in ok.steps][:3] == [
+    assert [(s.name, s.seconds) for s in ok.steps][:4] == [
+        ("ClaimManifest", 0.0),
         ("ValidateAndTokenize", 240.0),
         ("CheckTrainingCost", 0.0),
         ("FineTune", 1560.0),
@@ -232,6 +235,7 @@ def test_report_names_each_job_with_its_log_group_and_console_links(reports):
         f"  Evaluate: ProcessingJob eval-ok-1, logs /aws/sagemaker/ProcessingJobs {console}processing-jobs/eval-ok-1"
         in text
     )
+    assert "  ClaimManifest: Lambda hfqa-dev-claim, logs /aws/lambda/hfqa-dev-claim\n" in text
 
 
 @pytest.mark.parametrize("limit", ["0", "-3", "101", "ten"])
@@ -254,3 +258,13 @@ def test_aws_region_alone_selects_the_region(deployed, deployed_env):
     result = run_cli("tools.runs", env=environment)
     assert result.returncode == 0, result.stderr
     assert f"no executions of {deployed.pipeline_name} yet" in result.stdout
+
+
+def test_the_training_jobs_evaluation_metric_is_the_f1():
+    """The step graph where FineTune evaluates: F1 is FinalMetricDataList['eval:f1'] of the training job."""
+    sagemaker = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    job = {**training_job(1500, 1500, False), "FinalMetricDataList": [{"MetricName": "eval:f1", "Value": 88.5}]}
+    with Stubber(sagemaker) as stub:
+        stub.add_response("describe_training_job", job, {"TrainingJobName": "pipelines-train"})
+        run = training_run(sagemaker, f"{ACCOUNT_ARN}:training-job/pipelines-train")
+    assert run.f1 == 88.5
