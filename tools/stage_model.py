@@ -19,6 +19,7 @@ from tools.deployment import (
     Deployment,
     ToolParser,
     bucket_exists,
+    check_name,
     fail,
     load_deployment,
     missing_model_parts,
@@ -168,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
+    if args.name is not None:
+        check_name("--name", args.name)
     model_dir = local_model_dir(args.model)
     if model_dir is not None:
         model_files(model_dir)  # refuse an incomplete folder before any AWS call

@@ -154,3 +154,9 @@ def test_unknown_model_id(deployed, deployed_env):
         hub.shutdown()
     line = assert_one_line_error(result, "has no model 'org/no-such-model' you may read")
     assert "check the model id" in line and "HF_TOKEN" in line
+
+
+def test_a_folder_name_outside_the_rules_is_one_line(aws, tmp_path):
+    model = small_model(tmp_path / "m", BERT_LARGE_CONFIG)
+    result = run_cli("tools.stage_model", "--model", str(model), "--name", "../other", env=aws)
+    assert_one_line_error(result, "--name '../other' must start with a letter or a digit")
