@@ -201,7 +201,7 @@ class Progress:
         self.bytes_done = 0
         # Small uploads take seconds: a line per file is enough.
         self._next_report = self.total_bytes / 10 if self.total_bytes >= LARGE_UPLOAD_BYTES else float("inf")
-        self._lock = threading.Lock()  # the transfer manager calls back from its worker threads
+        self._lock = threading.Lock()  # parts of a large file go up from several threads
 
     def add_bytes(self, count: int) -> None:
         with self._lock:
