@@ -222,8 +222,9 @@ def staged_model_problems(s3: Any, uri: str) -> list[str]:
     return missing_model_parts(names)
 
 
-def pipeline_parameter_defaults(sagemaker: Any, pipeline_name: str) -> dict[str, Any] | None:
-    """Name -> default value of the deployed pipeline's parameters; None when the pipeline does not exist."""
+def pipeline_parameters(sagemaker: Any, pipeline_name: str) -> list[dict[str, Any]] | None:
+    """The deployed pipeline's parameter declarations (Name, Type, DefaultValue, EnumValues); None when the
+    pipeline does not exist."""
     from botocore.exceptions import ClientError
 
     try:
@@ -233,7 +234,13 @@ def pipeline_parameter_defaults(sagemaker: Any, pipeline_name: str) -> dict[str,
         if err.response["Error"]["Code"] in ("ResourceNotFound", "ValidationException"):
             return None
         raise
-    return {p["Name"]: p.get("DefaultValue") for p in json.loads(definition).get("Parameters", [])}
+    return list(json.loads(definition).get("Parameters", []))
+
+
+def pipeline_parameter_defaults(sagemaker: Any, pipeline_name: str) -> dict[str, Any] | None:
+    """Name -> default value of the deployed pipeline's parameters; None when the pipeline does not exist."""
+    parameters = pipeline_parameters(sagemaker, pipeline_name)
+    return None if parameters is None else {p["Name"]: p.get("DefaultValue") for p in parameters}
 
 
 def describe_aws_failure(err: Exception) -> str | None:

@@ -28,6 +28,7 @@ from tools.deployment import (
     execution_console_url,
     fail,
     load_deployment,
+    pipeline_parameters,
     run_tool,
     short,
 )
@@ -52,19 +53,12 @@ class PipelineParameter:
 
 def deployed_parameters(sagemaker: Any, pipeline_name: str, region: str) -> dict[str, PipelineParameter]:
     """The deployed pipeline's parameters by name; fails when the pipeline is not deployed in `region`."""
-    import json
-
-    from botocore.exceptions import ClientError
-
-    try:
-        definition = json.loads(sagemaker.describe_pipeline(PipelineName=pipeline_name)["PipelineDefinition"])
-    except ClientError as err:
-        if err.response["Error"]["Code"] in ("ResourceNotFound", "ValidationException"):
-            fail(f"pipeline {pipeline_name} not found in {region}: check AWS_REGION or make deploy")
-        raise
+    declared = pipeline_parameters(sagemaker, pipeline_name)
+    if declared is None:
+        fail(f"pipeline {pipeline_name} not found in {region}: check AWS_REGION or make deploy")
     return {
         p["Name"]: PipelineParameter(p["Name"], p["Type"], p.get("DefaultValue"), tuple(p.get("EnumValues", ())))
-        for p in definition.get("Parameters", [])
+        for p in declared
     }
 
 
