@@ -485,6 +485,16 @@ class Settings(StrictModel):
         return f"{self.name_prefix}-qa-fine-tuning"
 
     @property
+    def notification_topic_name(self) -> str:
+        """Fixed, so the key policy (data stack) can name the topic of the pipeline stack without an export."""
+        return f"{self.name_prefix}-notifications"
+
+    @property
+    def trigger_dead_letter_queue_name(self) -> str:
+        """Fixed, like the topic's name: the key policy names the queue."""
+        return f"{self.name_prefix}-trigger-dead-letters"
+
+    @property
     def training_image(self) -> TrainingImage:
         """The backend's newest image, unless an allowed training type is Volta (ml.p3dn.24xlarge): then the
         newest one whose CUDA build still has Volta kernels."""

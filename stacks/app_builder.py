@@ -36,9 +36,13 @@ def build_stacks(
     """
     build_dir = build_dir or Path(tempfile.gettempdir()) / "hfqa-build"
     env = cdk.Environment(account=settings.account, region=settings.region)
+    # Production stacks cannot be deleted by a stray `cdk destroy` (CloudFormation termination protection).
+    protection = settings.production
     prefix = settings.name_prefix
-    data = DataStack(app, f"{prefix}-data", settings=settings, env=env)
-    network = NetworkStack(app, f"{prefix}-network", settings=settings, key=data.key, env=env)
+    data = DataStack(app, f"{prefix}-data", settings=settings, env=env, termination_protection=protection)
+    network = NetworkStack(
+        app, f"{prefix}-network", settings=settings, key=data.key, env=env, termination_protection=protection
+    )
     pipeline = PipelineStack(
         app,
         f"{prefix}-pipeline",
@@ -48,6 +52,7 @@ def build_stacks(
         build_dir=build_dir,
         definition_cache=definition_cache,
         env=env,
+        termination_protection=protection,
     )
     stacks = ProjectStacks(data=data, network=network, pipeline=pipeline)
     for stack in stacks.all():
