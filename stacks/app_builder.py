@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from config import Settings
 from stacks.data import DataStack
 from stacks.network import NetworkStack
 from stacks.pipeline import PipelineStack
+from stacks.source_bundle import DEFAULT_BUILD_DIR
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def build_stacks(
     `build_dir` receives the training-code bundle before CDK copies it into the assembly; `definition_cache`
     keeps built pipeline definitions for the next synth with the same inputs (None: always build).
     """
-    build_dir = build_dir or Path(tempfile.gettempdir()) / "hfqa-build"
+    build_dir = build_dir or DEFAULT_BUILD_DIR
     env = cdk.Environment(account=settings.account, region=settings.region)
     # Production stacks cannot be deleted by a stray `cdk destroy` (CloudFormation termination protection).
     protection = settings.production

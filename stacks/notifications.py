@@ -35,7 +35,6 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.interfaces.aws_events import IRuleRef
 from constructs import Construct
-
 from qa.outputs import MODEL_METADATA_F1, MODEL_METADATA_MANIFEST_KEY
 
 SAGEMAKER_SOURCE = ["aws.sagemaker"]
@@ -161,9 +160,7 @@ class PipelineNotifications(Construct):
             f"({_field('$.detail.ApprovalDescription')}): {quality}. {where}",
         )
 
-    def _rule(
-        self, construct_id: str, description: str, detail_type: str, detail: dict, message: str
-    ) -> events.Rule:
+    def _rule(self, construct_id: str, description: str, detail_type: str, detail: dict, message: str) -> events.Rule:
         return events.Rule(
             self,
             construct_id,

@@ -149,7 +149,9 @@ class PipelineRole(Construct):
                 sid="RegisterModels",
                 actions=["sagemaker:CreateModelPackage"],
                 resources=packages,
-                conditions={"StringEquals": {"sagemaker:ModelApprovalStatus": list(settings.registry.approval_statuses)}},
+                conditions={
+                    "StringEquals": {"sagemaker:ModelApprovalStatus": list(settings.registry.approval_statuses)}
+                },
             )
         )
         role.add_to_policy(

@@ -219,7 +219,10 @@ def test_only_dev_opts_in_to_approved_registration(cdk_context, env_name, status
     ("overrides", "message"),
     [
         ({"registry.allow_approved_registration": "true"}, r"allow_approved_registration=true is not allowed in prod"),
-        ({"evaluation.min_f1_threshold": "0", "evaluation.f1_threshold": "0"}, r"needs evaluation\.min_f1_threshold > 0"),
+        (
+            {"evaluation.min_f1_threshold": "0", "evaluation.f1_threshold": "0"},
+            r"needs evaluation\.min_f1_threshold > 0",
+        ),
         ({"evaluation.f1_threshold": "50"}, r"f1_threshold \(50\.0\) is below evaluation\.min_f1_threshold \(90\.0\)"),
         ({"production": "false"}, r"the environment named prod must set production=true"),
         ({"removal_policy": "destroy"}, r"production needs removal_policy=retain"),

@@ -86,10 +86,15 @@ def topics(env) -> dict[str, dict[str, Any]]:
 
 def test_every_topic_and_queue_eventbridge_writes_to_is_encrypted_with_the_project_key(env):
     pipeline = env.templates["pipeline"]
-    targets = [target for rule in resources_of_type(pipeline, "AWS::Events::Rule").values() for target in rule[
-        "Properties"]["Targets"]]
+    targets = [
+        target
+        for rule in resources_of_type(pipeline, "AWS::Events::Rule").values()
+        for target in rule["Properties"]["Targets"]
+    ]
     written = {target["Arn"]["Ref"] for target in targets if isinstance(target["Arn"], dict) and "Ref" in target["Arn"]}
-    written |= {target["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0] for target in targets if "DeadLetterConfig" in target}
+    written |= {
+        target["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0] for target in targets if "DeadLetterConfig" in target
+    }
     assert written == set(topics(env)) | set(resources_of_type(pipeline, "AWS::SQS::Queue"))
     for logical in written:
         properties = pipeline["Resources"][logical]["Properties"]
@@ -105,7 +110,10 @@ def test_eventbridge_and_the_alarm_may_publish_to_the_encrypted_topic(env):
     assert policy["Properties"]["Topics"] == [{"Ref": logical}]
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     assert any(
-        EVENTS in services(s) and allows(s, "sns:Publish") and s["Resource"] == {"Ref": logical} and not s.get("Condition")
+        EVENTS in services(s)
+        and allows(s, "sns:Publish")
+        and s["Resource"] == {"Ref": logical}
+        and not s.get("Condition")
         for s in statements
     )
     [alarm] = resources_of_type(env.templates["pipeline"], "AWS::CloudWatch::Alarm")

@@ -10,10 +10,10 @@ import pytest
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Template
+from qa.outputs import MODEL_METADATA_F1, MODEL_METADATA_MANIFEST_KEY
 
 from config import Settings
 from local_runner.event_pattern import matches
-from qa.outputs import MODEL_METADATA_F1, MODEL_METADATA_MANIFEST_KEY
 from pipeline_steps.steps.claim import CONDITION_STEP
 from stacks.notifications import FIRST_DELIVERY_STEP, PipelineNotifications
 from tests.conftest import as_list, resources_of_type
@@ -169,9 +169,16 @@ def input_templates(template: Template) -> dict[str, Any]:
 def test_messages_name_what_happened(template):
     transformers = input_templates(template)
     paths = {logical: set(t["InputPathsMap"].values()) for logical, t in transformers.items()}
-    by_rule = {next(r for r in paths if r.startswith(f"Notifications{name}")): name for name in (
-        "ExecutionFinished", "StepFailed", "DuplicateDelivery", "ModelPendingApproval", "ModelApprovalDecided"
-    )}
+    by_rule = {
+        next(r for r in paths if r.startswith(f"Notifications{name}")): name
+        for name in (
+            "ExecutionFinished",
+            "StepFailed",
+            "DuplicateDelivery",
+            "ModelPendingApproval",
+            "ModelApprovalDecided",
+        )
+    }
     needed = {
         "ExecutionFinished": {"$.detail.currentPipelineExecutionStatus", "$.detail.pipelineExecutionArn"},
         "StepFailed": {"$.detail.stepName", "$.detail.failureReason", "$.detail.pipelineExecutionArn"},

@@ -136,5 +136,7 @@ def test_no_route_to_an_approved_registration_in_prod(synthesized, env_name, sta
     assert approval["DefaultValue"] == "PendingManualApproval"
     [register] = registration_statements(env)
     assert register["Condition"] == {"StringEquals": {"sagemaker:ModelApprovalStatus": statuses}}
-    every_action = [a for template in env.templates.values() for s in policy_statements(template) for a in as_list(s["Action"])]
+    every_action = [
+        a for template in env.templates.values() for s in policy_statements(template) for a in as_list(s["Action"])
+    ]
     assert "sagemaker:UpdateModelPackage" not in every_action

@@ -168,4 +168,3 @@ def test_other_event_types_do_not_match(template, datasets_bucket):
 )
 def test_what_the_wildcard_cannot_refuse_still_reaches_the_claim_step(template, datasets_bucket, key):
     assert matches(event_pattern(template), s3_event(datasets_bucket, key))
-
