@@ -35,7 +35,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.interfaces.aws_events import IRuleRef
 from constructs import Construct
-from qa.outputs import MODEL_METADATA_F1, MODEL_METADATA_MANIFEST_KEY
+
+from pipeline_steps.names import FIRST_DELIVERY_STEP, MODEL_METADATA_DATASET_MANIFEST, MODEL_METADATA_F1
 
 SAGEMAKER_SOURCE = ["aws.sagemaker"]
 EXECUTION_STATUS_CHANGE = "SageMaker Model Building Pipeline Execution Status Change"
@@ -44,9 +45,6 @@ MODEL_PACKAGE_STATE_CHANGE = "SageMaker Model Package State Change"
 # Failed executions are told by their failing step (with its reason); these by the execution.
 EXECUTION_STATUSES_TOLD = ["Succeeded", "Stopped"]
 DECISIONS = ["Approved", "Rejected"]
-# The condition step whose False outcome is a duplicate delivery (pipeline_steps/steps/claim.py CONDITION_STEP;
-# not imported: that would load the SageMaker SDK on every synth, tests/stacks/test_notifications.py compares).
-FIRST_DELIVERY_STEP = "FirstDelivery"
 
 
 @jsii.implements(events.IRuleTarget)
@@ -135,10 +133,9 @@ class PipelineNotifications(Construct):
         )
         package = _field("$.detail.ModelPackageArn")
         metadata = "$.detail.CustomerMetadataProperties"
-        quality = (
-            f"F1 {_field(f'{metadata}.{MODEL_METADATA_F1}')} on {_field(f'{metadata}.{MODEL_METADATA_MANIFEST_KEY}')}, "
-            f"report {_field('$.detail.ModelMetrics.ModelQuality.Statistics.S3Uri')}"
-        )
+        f1 = _field(f"{metadata}.{MODEL_METADATA_F1}")
+        dataset = _field(f"{metadata}.{MODEL_METADATA_DATASET_MANIFEST}")
+        quality = f"F1 {f1} on {dataset}, report {_field('$.detail.ModelMetrics.ModelQuality.Statistics.S3Uri')}"
         self.approval_rule = self._rule(
             "ModelPendingApproval",
             "A real run registered a model that waits for manual approval",

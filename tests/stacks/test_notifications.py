@@ -10,12 +10,12 @@ import pytest
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Template
-from qa.outputs import MODEL_METADATA_F1, MODEL_METADATA_MANIFEST_KEY
 
 from config import Settings
 from local_runner.event_pattern import matches
+from pipeline_steps.names import FIRST_DELIVERY_STEP, MODEL_METADATA_DATASET_MANIFEST, MODEL_METADATA_F1
 from pipeline_steps.steps.claim import CONDITION_STEP
-from stacks.notifications import FIRST_DELIVERY_STEP, PipelineNotifications
+from stacks.notifications import PipelineNotifications
 from tests.conftest import as_list, resources_of_type
 from tests.stacks.conftest import BareStack, logical_id
 
@@ -93,7 +93,10 @@ def package_event(group: str, status: str, updated: list[str] | None = None) -> 
         "ModelPackageArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model-package/{group}/2",
         "ModelApprovalStatus": status,
         "MetadataProperties": {"GeneratedBy": EXECUTION_ARN},
-        "CustomerMetadataProperties": {MODEL_METADATA_F1: "91.2", MODEL_METADATA_MANIFEST_KEY: "datasets/a/v1/x"},
+        "CustomerMetadataProperties": {
+            MODEL_METADATA_F1: "91.2",
+            MODEL_METADATA_DATASET_MANIFEST: "s3://datasets-bucket/datasets/a/v1/manifest.json",
+        },
     }
     if updated is not None:
         detail["UpdatedModelPackageFields"] = updated
@@ -186,7 +189,7 @@ def test_messages_name_what_happened(template):
         "ModelPendingApproval": {
             "$.detail.ModelPackageArn",
             f"$.detail.CustomerMetadataProperties.{MODEL_METADATA_F1}",
-            f"$.detail.CustomerMetadataProperties.{MODEL_METADATA_MANIFEST_KEY}",
+            f"$.detail.CustomerMetadataProperties.{MODEL_METADATA_DATASET_MANIFEST}",
             "$.detail.MetadataProperties.GeneratedBy",
         },
         "ModelApprovalDecided": {"$.detail.ModelPackageArn", "$.detail.ModelApprovalStatus"},

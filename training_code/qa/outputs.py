@@ -35,8 +35,3 @@ EVALUATION_METRIC_REGEXES = {
     METRIC_EVAL_EXACT_MATCH: r"evaluation: exact_match=([0-9.]+)",
     METRIC_EVAL_F1: r"evaluation: exact_match=[0-9.]+ f1=([0-9.]+)",
 }
-
-# CustomerMetadataProperties keys of a registered model package (RegisterModel) that the notifications quote from
-# the Model Package State Change event (stacks/notifications.py); values are strings.
-MODEL_METADATA_F1 = "EvaluationF1"
-MODEL_METADATA_MANIFEST_KEY = "DatasetManifestKey"
