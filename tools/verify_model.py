@@ -13,8 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from qa.outputs import MODEL_ARCHIVE_SHA256_KEY, MODEL_ARCHIVE_VERSION_ID_KEY
-
+from pipeline_steps.names import MODEL_METADATA_ARCHIVE_SHA256, MODEL_METADATA_ARCHIVE_VERSION_ID
 from tools.deployment import ToolParser, fail, load_deployment, run_tool, short, split_s3_uri
 
 CHUNK = 8 * 1024 * 1024
@@ -57,11 +56,12 @@ def package_archive(sagemaker: Any, package: str) -> tuple[str, str, str]:
             fail(f"model package {short(package)} not found: pass a model package ARN from make runs")
         raise
     metadata = described.get("CustomerMetadataProperties", {})
-    missing = [k for k in (MODEL_ARCHIVE_SHA256_KEY, MODEL_ARCHIVE_VERSION_ID_KEY) if k not in metadata]
+    missing = [k for k in (MODEL_METADATA_ARCHIVE_SHA256, MODEL_METADATA_ARCHIVE_VERSION_ID) if k not in metadata]
     if missing:
         fail(f"model package {package} records no {' or '.join(missing)}: it was registered before archive pinning")
     containers = described["InferenceSpecification"]["Containers"]
-    return containers[0]["ModelDataUrl"], metadata[MODEL_ARCHIVE_SHA256_KEY], metadata[MODEL_ARCHIVE_VERSION_ID_KEY]
+    sha256, version = metadata[MODEL_METADATA_ARCHIVE_SHA256], metadata[MODEL_METADATA_ARCHIVE_VERSION_ID]
+    return containers[0]["ModelDataUrl"], sha256, version
 
 
 def sha256_of_version(s3: Any, bucket: str, key: str, version: str) -> str | None:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import hashlib
 
-from qa.outputs import MODEL_ARCHIVE_SHA256_KEY, MODEL_ARCHIVE_VERSION_ID_KEY
-
+from pipeline_steps.names import MODEL_METADATA_ARCHIVE_SHA256, MODEL_METADATA_ARCHIVE_VERSION_ID
 from tests.tools.conftest import assert_one_line_error, run_cli
 
 KEY = "models/pipelines-ft/output/model.tar.gz"
@@ -23,7 +22,7 @@ def register(deployed, group: str, sha256: str, version: str) -> str:
             "SupportedContentTypes": ["application/json"],
             "SupportedResponseMIMETypes": ["application/json"],
         },
-        CustomerMetadataProperties={MODEL_ARCHIVE_SHA256_KEY: sha256, MODEL_ARCHIVE_VERSION_ID_KEY: version},
+        CustomerMetadataProperties={MODEL_METADATA_ARCHIVE_SHA256: sha256, MODEL_METADATA_ARCHIVE_VERSION_ID: version},
     )["ModelPackageArn"]
 
 

@@ -41,8 +41,3 @@ EVALUATION_METRIC_REGEXES = {
 #  "files": [{"key": "train/train.jsonl", "version_id": S3 VersionId, "sha256": hex, "size": bytes}, ...]}
 # keys relative to the manifest's folder. Readers also accept the older SageMaker ManifestFile list (no pins).
 MANIFEST_V2_FORMAT = "hfqa-dataset-manifest/2"
-
-# CustomerMetadataProperties of a registered model package (RecordModel -> RegisterModel): the model archive's
-# SHA-256 and S3 version id, which `make verify-model` checks the archive against.
-MODEL_ARCHIVE_SHA256_KEY = "model_archive_sha256"
-MODEL_ARCHIVE_VERSION_ID_KEY = "model_archive_version_id"
