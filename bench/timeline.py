@@ -45,7 +45,7 @@ def plot_timeline(path: Path, configured: Pipeline, seeds: list[Pipeline]) -> No
         )
     axes[-1].set_xlabel("minutes (modelled: make estimate, config/costs.py)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour) for colour in COLOURS.values()]
-    axes[0].legend(handles, ["start-up, waits, I/O", "compute"], loc="lower right", fontsize=8)
+    axes[0].legend(handles, ["start-up, waits, I/O", "compute"], loc="upper right", fontsize=8)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110, metadata={"Software": None})

@@ -1,4 +1,4 @@
-"""The cost guard's estimator (qa/cost.py): FLOP count against a real model, the stats.json histogram, billing
+"""The cost guard's estimator (qa/cost.py): FLOP count against a real model, billing
 as AWS defines it, the data-parallel model, inputs that must not fool the guard, and start-up calibration
 against published job logs (config/costs.py cites them)."""
 
@@ -8,7 +8,6 @@ import math
 from dataclasses import asdict
 
 import pytest
-from preprocess import _length_histogram
 from qa.cost import (
     BERT_LARGE,
     UNKNOWN_COST_USD,
@@ -16,7 +15,6 @@ from qa.cost import (
     JobTerms,
     ModelShape,
     Workload,
-    lengths_from_histogram,
     run_estimate,
     step_time,
     training_job,
@@ -53,10 +51,7 @@ def cost_model() -> dict:
     }
 
 
-def stats(train: list[int], validation: list[int]) -> dict:
-    """stats.json as preprocess.py writes it (its own histogram function)."""
-    return {"splits": {"train": {"length_histogram": _length_histogram(train)},
-                       "validation": {"length_histogram": _length_histogram(validation)}}}  # fmt: skip
+LENGTHS = {200: 1000}, {200: 100}
 
 
 def test_parameter_count_matches_transformers_bert_for_question_answering():
@@ -69,16 +64,6 @@ def test_parameter_count_matches_transformers_bert_for_question_answering():
 
 def test_bert_large_shape_has_the_published_size():
     assert ModelShape.from_config(BERT_LARGE).parameters == 334_094_338  # BertForQuestionAnswering, bert-large
-
-
-def test_histogram_buckets_come_back_at_their_midpoints_and_a_bad_bucket_is_named():
-    lengths = [100, 101, 130, 384, 384]
-    recovered = lengths_from_histogram(_length_histogram(lengths))
-    assert sum(recovered.values()) == len(lengths)
-    mean = sum(n * count for n, count in recovered.items()) / len(lengths)
-    assert abs(mean - sum(lengths) / len(lengths)) <= 16  # half a 32-token bucket
-    with pytest.raises(ValueError, match="'long' is not of the form LOW-HIGH"):
-        lengths_from_histogram({"long": 3})
 
 
 def test_billed_time_is_from_the_image_pull_to_the_upload_on_every_instance():
@@ -115,23 +100,27 @@ def test_multi_node_efficiency_comes_from_the_measured_bus_bandwidth():
     assert step_time(workload, single_gpu, TERMS, 1).efficiency == 1
 
 
-def test_run_estimate_reads_stats_json_and_grows_with_epochs_and_nodes():
-    data = stats([200] * 1000, [200] * 100)
-    one = run_estimate(cost_model(), data, BERT_LARGE, "ml.p4d.24xlarge", 1, 1.0)["estimated_cost_usd"]
-    two_epochs = run_estimate(cost_model(), data, BERT_LARGE, "ml.p4d.24xlarge", 1, 2.0)["estimated_cost_usd"]
-    two_nodes = run_estimate(cost_model(), data, BERT_LARGE, "ml.p4d.24xlarge", 2, 1.0)["estimated_cost_usd"]
+def test_run_estimate_grows_with_epochs_and_nodes_and_names_a_missing_job_model():
+    def usd(name: str, count: int, epochs: float) -> float:
+        return run_estimate(cost_model(), BERT_LARGE, *LENGTHS, name, count, epochs)["training_on_demand_usd"]
+
+    one, two_epochs, two_nodes = (
+        usd("ml.p4d.24xlarge", 1, 1.0),
+        usd("ml.p4d.24xlarge", 1, 2.0),
+        usd("ml.p4d.24xlarge", 2, 1.0),
+    )
     assert one < two_epochs < 2 * one  # start-up bills once, compute twice
     assert two_nodes > one
-    assert (
-        run_estimate(cost_model(), data, BERT_LARGE, "ml.g5.2xlarge", 1, 1.0)["estimated_cost_usd"] == UNKNOWN_COST_USD
-    )
+    assert usd("ml.g5.2xlarge", 1, 1.0) == UNKNOWN_COST_USD
+    with pytest.raises(ValueError, match=r"cost_model has no 'job' start-up terms: build it with config\.costs"):
+        run_estimate({"hardware": {}}, BERT_LARGE, *LENGTHS, "ml.p4d.24xlarge", 1, 1)
 
 
 def test_the_guard_rounds_up_and_is_never_zero_for_a_tiny_dataset():
-    tiny = run_estimate(cost_model(), stats([40], [40]), BERT_LARGE, "ml.p4d.24xlarge", 1, 1.0)
+    tiny = run_estimate(cost_model(), BERT_LARGE, {40: 1}, {40: 1}, "ml.p4d.24xlarge", 1, 1.0)
     job = training_job(Workload(ModelShape.from_config(BERT_LARGE), {48: 1}, {48: 1}, 1.0, 8), p4d(), TERMS, 1)
-    assert tiny["estimated_cost_usd"] >= job.on_demand_usd > 1.0  # start-up alone bills minutes of a p4d
-    assert tiny["estimated_cost_usd"] == math.ceil(tiny["estimated_cost_usd"] * 100) / 100
+    assert tiny["training_on_demand_usd"] >= job.on_demand_usd > 1.0  # start-up alone bills minutes of a p4d
+    assert tiny["training_on_demand_usd"] == math.ceil(tiny["training_on_demand_usd"] * 100) / 100
 
 
 @pytest.mark.parametrize(
@@ -148,7 +137,7 @@ def test_the_guard_rounds_up_and_is_never_zero_for_a_tiny_dataset():
 )
 def test_zero_negative_or_non_numbers_cannot_fool_the_guard(count, epochs, message):
     with pytest.raises(ValueError, match=message):
-        run_estimate(cost_model(), stats([200], [200]), BERT_LARGE, "ml.p4d.24xlarge", count, epochs)
+        run_estimate(cost_model(), BERT_LARGE, *LENGTHS, "ml.p4d.24xlarge", count, epochs)
 
 
 def test_cost_model_is_json_for_the_lambda_and_holds_every_allowed_type():
@@ -159,8 +148,8 @@ def test_cost_model_is_json_for_the_lambda_and_holds_every_allowed_type():
     settings = load_settings(read_cdk_json_context("cdk.json"))
     model = json.loads(json.dumps(costs.cost_model(settings)))
     assert set(model["hardware"]) == set(settings.training_instance_types)
-    result = run_estimate(model, stats([200] * 10, [200]), BERT_LARGE, settings.training.instance_type, 1, 2.0)
-    assert result["estimated_cost_usd"] > 0
+    result = run_estimate(model, BERT_LARGE, *LENGTHS, settings.training.instance_type, 1, 2.0)
+    assert result["training_on_demand_usd"] > 0
 
 
 def test_young_daly_interval_shrinks_with_the_cluster():

@@ -92,20 +92,6 @@ class ModelShape:
         return self.training_flops(sequence_length) / 3
 
 
-def lengths_from_histogram(histogram: Mapping[str, int]) -> dict[int, int]:
-    """Feature lengths from stats.json's `length_histogram` ({"192-223": count, ...}): each bucket at its
-    midpoint (within half a bucket of the truth, well inside the estimate's other uncertainties)."""
-    lengths: dict[int, int] = {}
-    for bucket, count in histogram.items():
-        low, _, high = bucket.partition("-")
-        try:
-            middle = (int(low) + int(high or low) + 1) // 2
-        except ValueError:
-            raise ValueError(f"length_histogram bucket {bucket!r} is not of the form LOW-HIGH") from None
-        lengths[middle] = lengths.get(middle, 0) + int(count)
-    return lengths
-
-
 @dataclass(frozen=True)
 class Workload:
     """One fine-tuning run: the features of one epoch (as a length histogram) and the loop's settings."""
@@ -303,38 +289,41 @@ def _positive(name: str, value: object, integer: bool = False) -> float:
 
 def run_estimate(
     cost_model: Mapping,
-    stats: Mapping,
     model_config: Mapping,
+    train_lengths: Mapping[int, int],
+    validation_lengths: Mapping[int, int],
     instance_type: str,
     instance_count: int,
     epochs: float,
 ) -> dict:
-    """The cost guard's estimate of one FineTune job: what EstimateTrainingCost returns.
+    """The cost guard's estimate of one FineTune job: what EstimateTrainingCost returns as EstimatedCostUSD.
 
     cost_model: config/costs.py `cost_model(settings)` (JSON): {"hardware": {type: Hardware fields},
       "job": JobTerms fields, "per_device_train_batch_size", "gradient_accumulation_steps", "gradient_bytes"}.
-    stats: ValidateAndTokenize's stats.json (splits.train/validation.length_histogram).
     model_config: the base model's config.json (its shape).
-    Returns `estimated_cost_usd`: on-demand list price x instances x billed seconds (start-up included), rounded
-    UP to the cent, never below the real estimate; UNKNOWN_COST_USD for a type without price or GPU facts.
+    train_lengths / validation_lengths: feature length -> count (stats.json's length histograms).
+    Returns `training_on_demand_usd`: on-demand list price x instances x billed seconds (start-up included),
+    rounded UP to the cent, so never below the estimate; UNKNOWN_COST_USD for a type without price or GPU facts.
     Raises ValueError (one line naming the parameter) for a count or epochs that is not positive.
     """
     count = int(_positive("TrainingInstanceCount", instance_count, integer=True))
     epochs = _positive("Epochs", epochs)
+    if "job" not in cost_model:
+        raise ValueError("cost_model has no 'job' start-up terms: build it with config.costs.cost_model(settings)")
     facts = cost_model["hardware"].get(instance_type)
     if facts is None or facts.get("usd_per_hour") is None:  # no price or GPU facts in the project's tables
-        return {"instance_type": instance_type, "estimated_cost_usd": UNKNOWN_COST_USD}
-    splits = stats["splits"]
+        return {"instance_type": instance_type, "training_on_demand_usd": UNKNOWN_COST_USD}
     workload = Workload(
         model=ModelShape.from_config(model_config),
-        train_lengths=lengths_from_histogram(splits["train"]["length_histogram"]),
-        validation_lengths=lengths_from_histogram(splits["validation"]["length_histogram"]),
+        train_lengths={int(n): int(c) for n, c in train_lengths.items()},
+        validation_lengths={int(n): int(c) for n, c in validation_lengths.items()},
         epochs=epochs,
         per_device_batch=int(cost_model["per_device_train_batch_size"]),
         gradient_accumulation_steps=int(cost_model.get("gradient_accumulation_steps", 1)),
         gradient_bytes=int(cost_model.get("gradient_bytes", 2)),
     )
-    job = training_job(workload, Hardware.from_dict(instance_type, facts), JobTerms.from_dict(cost_model["job"]), count)
+    hardware = Hardware.from_dict(instance_type, facts)
+    job = training_job(workload, hardware, JobTerms.from_dict(cost_model["job"]), count)
     cost = job.on_demand_usd
     assert cost is not None and cost > 0  # start-up alone bills > 0 on every instance
     return {
@@ -342,10 +331,10 @@ def run_estimate(
         "instance_count": count,
         "epochs": epochs,
         "training_tokens": workload.tokens,
-        "mfu": round(Hardware.from_dict(instance_type, facts).utilisation, 4),
+        "mfu": round(hardware.utilisation, 4),
         "data_parallel_efficiency": round(job.step.efficiency, 4),
         "billed_seconds_per_instance": round(job.billed_seconds, 1),
         "training_seconds": round(job.phases["training"], 1),
         "usd_per_instance_hour": facts["usd_per_hour"],
-        "estimated_cost_usd": math.ceil(cost * 100) / 100,
+        "training_on_demand_usd": math.ceil(cost * 100) / 100,
     }
