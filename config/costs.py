@@ -85,7 +85,7 @@ GPU_TRAINING_IMAGE_MB = 25_000
 CPU_IMAGE_MB = 7_200
 # Pull rate: 25,000 MB in Transformers4Rec#794's 171 s (the issue's pairing of the ~25 GB image with the
 # ~2m50s pull; that log's own image size is not printed). Cross-checks: PR #96's 149 s and #35's 91 s.
-IMAGE_PULL_MB_PER_SECOND = GPU_TRAINING_IMAGE_MB / 171
+IMAGE_PULL_MB_PER_SECOND = round(GPU_TRAINING_IMAGE_MB / 171, 1)
 # The seed article's image (HF DLC, transformers 4.6, PyTorch 1.7): the same generation as PR #96's: 149 s.
 SEED_IMAGE_PULL_SECONDS = 149.0
 # train.py's own start: imports of torch/transformers/accelerate, process group, loading 1.3 GB of weights
