@@ -80,9 +80,14 @@ CONTAINER_START_SECONDS = (10 + 28) / 2  # image ready -> user script, mean of t
 #   aws/deep-learning-containers huggingface/pytorch/training/buildspec-2-7.yml: 25000 (HF PyTorch 2.7.1 GPU,
 #   the newest HF training build file found; the PyTorch 2.9 GPU base is 28000 in pytorch/training/
 #   buildspec-2-9-sm.yml, so 25000 is the low side for the 2.9.0 HF image);
-#   pytorch/training/buildspec-2-9-sm.yml: 7200 (PyTorch 2.9.0 CPU, `2.9.0-cpu-py312-ubuntu22.04-sagemaker`).
+#   pytorch/training/buildspec-2-9-sm.yml: 7200 (PyTorch 2.9.0 CPU, `2.9.0-cpu-py312-ubuntu22.04-sagemaker`): the
+#   size class of a CPU DLC, used for ValidateAndTokenize's CPU image. The HF PyTorch inference CPU image the
+#   step graph chose (2.6.0, py312) has its own row in huggingface/pytorch/inference/buildspec-2-6-0-
+#   transformers-4-53-1.yml, 21000, the same figure as its GPU row beside it: a CI ceiling, not a size; the
+#   estimate prints what the pipeline would take if the image were that large (CPU_IMAGE_CEILING_MB).
 GPU_TRAINING_IMAGE_MB = 25_000
 CPU_IMAGE_MB = 7_200
+CPU_IMAGE_CEILING_MB = 21_000
 # Pull rate: 25,000 MB in Transformers4Rec#794's 171 s (the issue's pairing of the ~25 GB image with the
 # ~2m50s pull; that log's own image size is not printed). Cross-checks: PR #96's 149 s and #35's 91 s.
 IMAGE_PULL_MB_PER_SECOND = round(GPU_TRAINING_IMAGE_MB / 171, 1)
@@ -118,7 +123,7 @@ REGISTER_SECONDS = 2.0  # CreateModelPackage: an API call (assumption)
 TOKENIZE_EXAMPLES_PER_VCPU_SECOND = 612 / 2
 TOKENIZE_PARALLEL_EFFICIENCY = 0.8
 VCPUS = {"ml.m5.large": 2, "ml.m5.4xlarge": 16, "ml.p3.2xlarge": 8, "ml.p3.16xlarge": 64, "ml.p3dn.24xlarge": 96,
-         "ml.p4d.24xlarge": 96}  # fmt: skip
+         "ml.p4d.24xlarge": 96, "ml.p4de.24xlarge": 96, "ml.p5.48xlarge": 192}  # fmt: skip
 
 # --- GPU throughput ------------------------------------------------------------------------------------------
 # MFU references: NVIDIA's published BERT-large SQuAD v1.1 fine-tuning throughput (sequence length 384, mixed

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from qa.cost import BERT_LARGE, WEIGHT_BYTES, Hardware, JobEstimate, JobTerms, ModelShape, Workload, training_job
@@ -116,7 +116,6 @@ class Step:
     startup: float
     work: float
     usd: float = 0.0
-    detail: dict[str, float] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -173,8 +172,7 @@ def tokenization_job(settings: Settings, examples: int, dataset_mb: float, featu
 
 def fine_tune_step(job: JobEstimate) -> Step:
     work = job.phases["training"] + job.phases["evaluation"]
-    return Step("FineTune", "gpu job", c.PIPELINE_STEP_SECONDS + job.startup_seconds, work, job.on_demand_usd or 0.0,
-                dict(job.phases))  # fmt: skip
+    return Step("FineTune", "gpu job", c.PIPELINE_STEP_SECONDS + job.startup_seconds, work, job.on_demand_usd or 0.0)
 
 
 def pipeline(
@@ -414,7 +412,7 @@ def tokenization_threshold(settings: Settings, job: JobEstimate) -> float:
     fixed = c.CPU_IMAGE_MB / c.IMAGE_PULL_MB_PER_SECOND + c.CONTAINER_START_SECONDS + c.PREPROCESS_SCRIPT_SETUP_SECONDS
     cpu_usd_s = c.PROCESSING_USD_PER_HOUR.get(cpu, 0.0) / 3600
     gpu_usd_s = (job.usd_per_hour or 0.0) * job.instance_count / 3600
-    per_example_gpu = gpu_usd_s / (c.TOKENIZE_EXAMPLES_PER_VCPU_SECOND * c.VCPUS.get(job.instance_type, 96) * 0.8)
+    per_example_gpu = gpu_usd_s * tokenize_seconds(1, job.instance_type)
     per_example_cpu = cpu_usd_s * tokenize_seconds(1, cpu)
     return fixed * cpu_usd_s / (per_example_gpu - per_example_cpu) if per_example_gpu > per_example_cpu else 0.0
 
@@ -441,7 +439,9 @@ def _notes(
         f"waiting for spot capacity adds {wait_low:.0f}-{wait_high:.0f} min of wall time, not billed (assumption)",
         f"start-up: provisioning {c.PROVISIONING_SECONDS:.0f} s, image pull at {c.IMAGE_PULL_MB_PER_SECOND:.0f} MB/s "
         f"({c.GPU_TRAINING_IMAGE_MB:,} MB GPU image, {c.CPU_IMAGE_MB:,} MB CPU image), container start "
-        f"{c.CONTAINER_START_SECONDS:.0f} s (published job logs, config/costs.py)",
+        f"{c.CONTAINER_START_SECONDS:.0f} s (published job logs, config/costs.py); were the CPU image as large as its "
+        f"build file's ceiling ({c.CPU_IMAGE_CEILING_MB:,} MB), a cache miss would take "
+        f"{(c.CPU_IMAGE_CEILING_MB - c.CPU_IMAGE_MB) / c.IMAGE_PULL_MB_PER_SECOND / 60:.1f} min longer",
         "time = FLOPs / (GPUs x peak dense bf16 x MFU x data-parallel efficiency); DP efficiency: bf16 gradient "
         f"all-reduce at measured bus bandwidth (NVIDIA/nccl#527), {c.ALLREDUCE_OVERLAP:.0%} of the backward hides it",
         *sorted(sources),
