@@ -394,10 +394,10 @@ def _breakdown(p: Pipeline) -> str:
         )
     phases = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in job.phases.items())
     lines.append(f"  FineTune phases: {phases}; billed {job.billed_seconds:.0f} s per instance (provisioning is not)")
-    step = job.step
+    timing = job.step
     lines.append(
-        f"  step model: {step.compute * 1e3:.1f} ms compute per optimizer step per GPU, all-reduce "
-        f"{step.allreduce * 1e3:.1f} ms ({p.job.instance_count} node(s)), exposed {step.exposed * 1e3:.1f} ms"
+        f"  step model: {timing.compute * 1e3:.1f} ms compute per optimizer step per GPU, all-reduce "
+        f"{timing.allreduce * 1e3:.1f} ms ({job.instance_count} node(s)), exposed {timing.exposed * 1e3:.1f} ms"
     )
     lines.append(
         f"  total {_minutes(p.seconds)}, {usd(p.on_demand_usd)} on demand; instance cold starts on the critical "

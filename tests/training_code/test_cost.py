@@ -74,6 +74,7 @@ def test_billed_time_is_from_the_image_pull_to_the_upload_on_every_instance():
     assert one.on_demand_usd == pytest.approx(37.688 * one.billed_seconds / 3600)
     assert two.on_demand_usd == pytest.approx(2 * 37.688 * two.billed_seconds / 3600)
     # Two nodes finish sooner, but start-up bills twice: the single node is cheaper.
+    assert one.on_demand_usd is not None and two.on_demand_usd is not None
     assert two.wall_seconds < one.wall_seconds and two.on_demand_usd > one.on_demand_usd
 
 
@@ -119,6 +120,7 @@ def test_run_estimate_grows_with_epochs_and_nodes_and_names_a_missing_job_model(
 def test_the_guard_rounds_up_and_is_never_zero_for_a_tiny_dataset():
     tiny = run_estimate(cost_model(), BERT_LARGE, {40: 1}, {40: 1}, "ml.p4d.24xlarge", 1, 1.0)
     job = training_job(Workload(ModelShape.from_config(BERT_LARGE), {48: 1}, {48: 1}, 1.0, 8), p4d(), TERMS, 1)
+    assert job.on_demand_usd is not None
     assert tiny["training_on_demand_usd"] >= job.on_demand_usd > 1.0  # start-up alone bills minutes of a p4d
     assert tiny["training_on_demand_usd"] == math.ceil(tiny["training_on_demand_usd"] * 100) / 100
 
