@@ -468,13 +468,13 @@ def _notes(
 def seed_pipeline(shape: ModelShape, name: str, count: int) -> Pipeline:
     job, tokenize = seed_job(shape, name, count)
     phases = job.phases
-    startup = job.startup_seconds - tokenize
+    upload = phases["model upload"]
+    compute = phases["training"] + phases["evaluation"]
     steps = [
-        Step("training job (start-up)", "gpu job", startup, 0.0, 0.0),
+        Step("training job (start-up)", "gpu job", job.startup_seconds - tokenize - upload, 0.0),
         Step("tokenization (run_qa.py)", "control", 0.0, tokenize),
-        Step(
-            "training + evaluation", "control", 0.0, phases["training"] + phases["evaluation"], job.on_demand_usd or 0
-        ),
+        Step("training + evaluation", "control", 0.0, compute, job.on_demand_usd or 0.0),
+        Step("model upload", "control", upload, 0.0),
     ]
     return Pipeline(steps, job)
 
