@@ -118,3 +118,26 @@ def test_plot_writes_the_timeline_png(tmp_path, capsys):
     assert main(["--plot", str(path)]) == 0
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
     assert f"timeline written to {path}" in capsys.readouterr().out
+
+
+def test_the_cost_guard_prices_finetune_with_the_same_figures_as_the_table():
+    from dataclasses import asdict
+
+    from qa.cost import BERT_LARGE, Hardware, JobTerms, ModelShape, Workload, run_estimate, training_job
+
+    from config import costs
+    from tools.estimate import SQUAD_TRAIN_EXAMPLES, SQUAD_TRAIN_FEATURES, fine_tune_step, squad_lengths
+
+    settings = load_settings(read_cdk_json_context("cdk.json"))
+    train = squad_lengths(SQUAD_TRAIN_FEATURES, SQUAD_TRAIN_EXAMPLES, 384, padded=False)
+    validation = {200: 10_822}
+    name = settings.training.instance_type
+    job = training_job(
+        Workload(ModelShape.from_config(BERT_LARGE), train, validation, 2.0, 8),
+        Hardware.from_dict(name, costs.hardware_facts(name)[0]),
+        JobTerms.from_dict(asdict(costs.TrainingJobTerms())),
+        1,
+    )
+    guard = run_estimate(costs.cost_model(settings), BERT_LARGE, train, validation, name, 1, 2.0)
+    assert guard["training_on_demand_usd"] == pytest.approx(fine_tune_step(job).usd, abs=0.01)
+    assert guard["training_on_demand_usd"] >= fine_tune_step(job).usd
