@@ -11,7 +11,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CDK := node_modules/.bin/cdk
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
-# pip itself pinned like every other package (a new pip release never changes what bootstrap does).
+# pip itself pinned like every other package (a new pip release never changes what make venv does).
 PIP_VERSION := 26.3
 # Hide pip's notices about index folders that some machines' global pip config names but lacks.
 QUIET_PIP := 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
@@ -28,7 +28,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # SageMaker containers do). Outside make the editable install (make venv) gives the same roots; exported here
 # as well, so a second checkout that shares the venv runs its own code.
 export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
-export ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE CDK_TARGET
+export ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE CDK_TARGET PLOT
 
 .PHONY: help venv cdk-bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs \
 	start retry logs verify-model
@@ -99,8 +99,8 @@ destroy: venv ## cdk destroy --all (prod buckets and key are retained)
 clean: ## Remove generated output (keeps .venv and node_modules)
 	rm -rf $(CDK_OUT) .cache .pytest_cache .ruff_cache
 
-estimate: venv ## Time and cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>])
-	$(PY) -m tools.estimate --env "$$ENV" $${DATASET:+--dataset "$$DATASET"}
+estimate: venv ## Wall time and billed cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>] [PLOT=<png>])
+	$(PY) -m tools.estimate --env "$$ENV" $${DATASET:+--dataset "$$DATASET"} $${PLOT:+--plot "$$PLOT"}
 
 runs: venv ## Recent pipeline executions: status, steps, jobs, log groups, console links, cost, F1, model package [LIMIT=10]
 	$(PY) -m tools.runs --env "$$ENV" $${LIMIT:+--limit "$$LIMIT"}
