@@ -14,6 +14,7 @@ refused unless --replace (executions already started keep the file versions thei
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -231,14 +232,27 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def put_file(s3: Any, path: Path, bucket: str, key: str, multipart_bytes: int, progress: Progress) -> str:
-    """Upload one file (in parallel parts over `multipart_bytes`); the S3 version id its upload created,
-    taken from the response (a later HEAD could name someone else's newer version)."""
+def put_file(
+    s3: Any, path: Path, bucket: str, key: str, multipart_bytes: int, progress: Progress
+) -> tuple[str, str, int]:
+    """Upload one file (in parallel parts over `multipart_bytes`); the S3 version id its upload created (from
+    the response: a later HEAD could name someone else's newer version), its SHA-256 and its size. A single-part
+    upload sends the SHA-256 of the bytes it sends, which S3 checks and stores with the object
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.html)."""
     size = path.stat().st_size
     if size <= multipart_bytes:
-        response = s3.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+        body = path.read_bytes()
+        digest = hashlib.sha256(body)
+        response = s3.put_object(
+            Bucket=bucket,
+            Key=key,
+            Body=body,
+            ChecksumAlgorithm="SHA256",
+            ChecksumSHA256=base64.b64encode(digest.digest()).decode(),
+        )
         progress.add_bytes(size)
-        return str(response.get("VersionId", "null"))
+        return str(response.get("VersionId", "null")), digest.hexdigest(), len(body)
+    sha256 = sha256_of(path)
     upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
 
     def part(number: int) -> dict[str, Any]:
@@ -258,7 +272,7 @@ def put_file(s3: Any, path: Path, bucket: str, key: str, multipart_bytes: int, p
     except BaseException:
         s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
         raise
-    return str(response.get("VersionId", "null"))
+    return str(response.get("VersionId", "null")), sha256, size
 
 
 def existing_manifest_etag(s3: Any, plan: UploadPlan) -> str | None:
@@ -299,8 +313,8 @@ def upload(plan: UploadPlan, s3: Any, replace: bool = False, multipart_bytes: in
     )
     uploaded = []
     for path, key in plan.files:
-        version_id = put_file(s3, path, plan.bucket, f"{plan.prefix}{key}", multipart_bytes, progress)
-        uploaded.append(UploadedFile(key, version_id, sha256_of(path), path.stat().st_size))
+        version_id, sha256, size = put_file(s3, path, plan.bucket, f"{plan.prefix}{key}", multipart_bytes, progress)
+        uploaded.append(UploadedFile(key, version_id, sha256, size))
         progress.file_done()
     manifest = plan.manifest(uploaded)
     condition = {"IfMatch": previous} if previous is not None else {"IfNoneMatch": "*"}

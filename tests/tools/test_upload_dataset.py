@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
@@ -147,6 +148,13 @@ def test_upload_reports_the_execution_its_manifest_started(deployed, deployed_en
         )["Body"].read()
         assert stored == local and pinned["size"] == len(local)
         assert pinned["sha256"] == hashlib.sha256(local).hexdigest()
+        head = s3.head_object(
+            Bucket=deployed.datasets_bucket,
+            Key=f"datasets/sample-squad/v1/{pinned['key']}",
+            VersionId=pinned["version_id"],
+            ChecksumMode="ENABLED",
+        )
+        assert base64.b64decode(head["ChecksumSHA256"]).hex() == pinned["sha256"]  # stored by S3, which checked it
     assert result.stdout.strip().splitlines()[-1] == "  follow it: make runs ENV=dev"
     assert (
         f"  console: https://us-east-1.console.aws.amazon.com/sagemaker/home?region=us-east-1#/pipelines/{deployed.pipeline_name}/executions/"
