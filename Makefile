@@ -21,6 +21,10 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 # deploy, bootstrap), takes the Node major versions to keep quiet about:
 # https://github.com/aws/jsii/blob/main/packages/%40jsii/check-node/src/run.ts. Exported to every target.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# The CDK CLI's AWS SDK for JavaScript v3 prints a 7-line NodeVersionSupportWarning (node < 22) once it has
+# credentials (deploy, diff, bootstrap, and synth with credentials in the environment); this is its own switch:
+# https://github.com/aws/aws-sdk-js-v3/blob/main/packages/core/src/submodules/client/emitWarningIfUnsupportedVersion.ts
+export AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED := true
 export SAGEMAKER_SUPPRESS_V2_WARNING := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
