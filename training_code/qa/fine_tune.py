@@ -1,4 +1,4 @@
-"""The training job in four phases, run in order by train.py: build, resume, train, save.
+"""The training job in five phases, run in order by train.py: build, resume, train, save, evaluate.
 
 `TrainingRun` is what `build` prepares for the other phases and never changes; `Progress` is where the loop
 stands: restored by `resume`, advanced by `train`, recorded in every checkpoint. Imported only once the
@@ -22,15 +22,18 @@ import torch
 from accelerate import Accelerator, PartialState
 from accelerate.data_loader import DataLoaderShard
 from accelerate.scheduler import AcceleratedScheduler
-from accelerate.utils import DataLoaderConfiguration, set_seed
+from accelerate.utils import DataLoaderConfiguration, gather_object, set_seed
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
 from qa import checkpoints
+from qa.answering import stack_logits, window_logits
 from qa.base_model import load_question_answering_model
 from qa.cli import setup_logging
 from qa.distributed import ddp_kwargs, describe_ddp
+from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches, score
 from qa.features import length_limit_error
+from qa.outputs import EVALUATION_FILE
 from qa.training import (
     CheckpointTimer,
     DynamicPaddingCollator,
@@ -73,6 +76,7 @@ class TrainingRun:
     loader: DataLoaderShard
     sampler: LengthGroupedSampler
     features: int  # training features in the dataset
+    validation: ValidationSet | None  # None without a validation channel: no evaluation
     batches_per_epoch: int  # this process's share, after prepare()
     schedule: Schedule
 
@@ -129,7 +133,7 @@ class LossInterval:
 
 def build(args: argparse.Namespace) -> TrainingRun | None:
     """Accelerator, data, model, optimizer and scheduler, prepared by Accelerate; None (after printing why on
-    stderr) when the longest training feature does not fit the model."""
+    stderr) when the validation channel is unusable or the longest feature does not fit the model."""
     stop = StopRequest() if args.control_steps > 0 else None
     accelerator = start_accelerator(args)
     world = accelerator.num_processes
@@ -139,11 +143,20 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
 
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
     dataset = FeatureDataset.from_parquet(args.train_dir)
-    config = AutoConfig.from_pretrained(args.model_name_or_path)
-    too_long = length_limit_error(max(dataset.lengths), tokenizer, config, "the longest training feature")
-    if too_long:
-        print(f"error: {too_long}", file=sys.stderr, flush=True)
+    try:
+        validation = load_validation(args.validation_dir)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
         return None
+    config = AutoConfig.from_pretrained(args.model_name_or_path)
+    longest = [(max(dataset.lengths), "the longest training feature")]
+    if validation is not None:
+        longest.append((validation.longest, "the longest validation feature"))
+    for length, what in longest:
+        too_long = length_limit_error(length, tokenizer, config, what)
+        if too_long:
+            print(f"error: {too_long}", file=sys.stderr, flush=True)
+            return None
     model = load_question_answering_model(args.model_name_or_path, log)
     global_batch = args.per_device_train_batch_size * world * args.gradient_accumulation_steps
     loader, sampler = feature_loader(args, dataset, tokenizer, global_batch)
@@ -168,6 +181,7 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
         loader=loader,
         sampler=sampler,
         features=len(dataset),
+        validation=validation,
         batches_per_epoch=len(loader),
         schedule=schedule,
     )
@@ -205,8 +219,7 @@ def feature_loader(
     """The (not yet prepared) loader of dynamically padded batches, and its length-grouped sampler."""
     cuda = torch.cuda.is_available()
     sampler = LengthGroupedSampler(dataset.lengths, group_size=global_batch, seed=args.seed, shuffle=True)
-    # Multiples of 8 keep tensor-core shapes on GPUs.
-    collator = DynamicPaddingCollator.for_tokenizer(tokenizer, 8 if cuda else None)
+    collator = batch_collator(tokenizer)
     # On GPUs, collation runs in worker processes into pinned memory, off the training thread.
     workers = args.dataloader_num_workers if args.dataloader_num_workers >= 0 else (2 if cuda else 0)
     loader = torch.utils.data.DataLoader(
@@ -220,6 +233,25 @@ def feature_loader(
         pin_memory=cuda,
     )
     return loader, sampler
+
+
+def batch_collator(tokenizer: PreTrainedTokenizerBase) -> DynamicPaddingCollator:
+    """Dynamic padding; to multiples of 8 on GPUs (tensor-core shapes)."""
+    return DynamicPaddingCollator.for_tokenizer(tokenizer, 8 if torch.cuda.is_available() else None)
+
+
+def load_validation(directory: Path) -> ValidationSet | None:
+    """The validation channel's features and examples, read before training so that a bad channel fails
+    before any GPU time is spent; None (with a warning) when the job has no validation channel."""
+    if not directory.is_dir():
+        log.warning(
+            "no validation channel at %s: the model will not be evaluated (no %s, no evaluation line for the "
+            "pipeline's F1 gate)",
+            directory,
+            EVALUATION_FILE,
+        )
+        return None
+    return ValidationSet.load(directory)
 
 
 def resume(accelerator: Accelerator, checkpoint_dir: Path) -> Progress:
@@ -385,3 +417,32 @@ def save(run: TrainingRun, progress: Progress) -> None:
         }
         (output_dir / "training_summary.json").write_text(json.dumps(summary, indent=2))
         log.info("model saved to %s", output_dir)
+
+
+def evaluate(run: TrainingRun) -> Evaluation | None:
+    """SQuAD EM/F1 of the trained model on the validation set, data-parallel over every process (see
+    qa.evaluation): the main process prints the evaluation line once and writes the evaluation report into the
+    model dir and the predictions into the output data dir, and returns the scores (None elsewhere)."""
+    if run.validation is None:
+        return None
+    accelerator, args, features = run.accelerator, run.args, run.validation.features
+    started = time.perf_counter()
+    batches = length_sorted_batches(features, args.eval_batch_size)
+    mine = batches[accelerator.process_index :: accelerator.num_processes]
+    model = accelerator.unwrap_model(run.model)
+    model.eval()
+    logits = gather_object(window_logits(model, batch_collator(run.tokenizer), features, mine, accelerator.device))
+    evaluation = None
+    if accelerator.is_main_process:
+        evaluation = score(run.validation, *stack_logits(logits, len(features)))
+        evaluation.write(args.output_dir, args.output_data_dir)
+        print(evaluation.line(), flush=True)
+        log.info(
+            "evaluated %d features of %d examples on %d process(es) in %.1f s",
+            len(features),
+            len(run.validation.examples),
+            accelerator.num_processes,
+            time.perf_counter() - started,
+        )
+    accelerator.wait_for_everyone()
+    return evaluation
