@@ -202,6 +202,8 @@ def start_accelerator(args: argparse.Namespace) -> Accelerator:
         kwargs_handlers=[ddp_kwargs(backend, precision)],
     )
     setup_logging(accelerator.is_main_process)
+    if cuda and precision != args.precision:
+        log.warning("--precision %s: this GPU has no native bf16, training in %s", args.precision, precision)
     log.info(
         "distributed=%s backend=%s world_size=%d device=%s precision=%s",
         accelerator.distributed_type,
