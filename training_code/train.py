@@ -4,8 +4,9 @@
 Runs unchanged as 1 CPU process, N CPU processes (torchrun, gloo), 1 GPU, or many GPUs on many nodes
 (torchrun + NCCL over EFA, or SageMaker's SMDDP launcher). Resumes from the newest complete checkpoint in
 --checkpoint_dir, which SageMaker syncs with the job's checkpoint_s3_uri. Checkpoints are taken every
---checkpoint_minutes of training (and/or every --checkpoint_steps): on SageMaker a spot reclaim ends the job
-without a signal the script sees, so the job resumes from the last periodic checkpoint.
+--checkpoint_minutes of training, every --checkpoint_steps and/or every --checkpoint_epochs (each 0: off):
+on SageMaker a spot reclaim ends the job without a signal the script sees, so the job resumes from the last
+periodic checkpoint.
 
 SageMaker contract: hyperparameters arrive as `--name value`; SM_CHANNEL_TRAIN holds the tokenized features
 (preprocess.py), SM_CHANNEL_VALIDATION the validation features and examples, SM_CHANNEL_MODEL the base model
@@ -75,6 +76,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--checkpoint_minutes", type=float, default=15.0, help="checkpoint every N minutes of training (0: off)"
     )
     hps.add_argument("--checkpoint_steps", type=int, default=0, help="checkpoint every N optimizer steps (0: off)")
+    hps.add_argument(
+        "--checkpoint_epochs",
+        type=int,
+        default=0,
+        help="checkpoint at the end of every N-th epoch but the last (0: off; 1: once per epoch). No periodic "
+        "checkpoints at all: --checkpoint_minutes 0 --checkpoint_steps 0 --checkpoint_epochs 0",
+    )
     hps.add_argument("--keep_checkpoints", type=int, default=2)
     hps.add_argument(
         "--control_steps",

@@ -116,10 +116,11 @@ class LossInterval:
         self.batches += 1
 
     def log_and_restart(self, run: TrainingRun, step: int) -> None:
-        """Print the `step=… loss=…` line the pipeline's metric definitions parse (main process only)."""
-        elapsed = time.perf_counter() - self.started
+        """Print the `step=… loss=…` line the pipeline's metric definitions parse (main process only). The clock
+        is read after the loss is: `.item()` waits for the device, so the interval holds its steps' work."""
         accelerator = run.accelerator
         mean_loss = accelerator.reduce(self.total, reduction="mean").item() / max(1, self.batches)
+        elapsed = time.perf_counter() - self.started
         samples = self.batches * run.args.per_device_train_batch_size * accelerator.num_processes
         if accelerator.is_main_process:
             print(
@@ -359,15 +360,22 @@ def training_step(run: TrainingRun, batch: dict[str, torch.Tensor]) -> torch.Ten
 
 
 def checkpoint_if_due(run: TrainingRun, progress: Progress, timer: CheckpointTimer) -> bool:
-    """After an optimizer step: save a checkpoint if one is due (steps, timer, SIGTERM on any rank). True when
-    a SIGTERM asks the run to stop."""
+    """After an optimizer step: save a checkpoint if one is due (steps, epochs, timer, SIGTERM on any rank). True
+    when a SIGTERM asks the run to stop."""
     args, step = run.args, progress.global_step
     # Ordinary steps never wait for the device: the ranks compare notes every --control_steps only.
     stop_now = timed_due = False
     if args.control_steps > 0 and step % args.control_steps == 0:
         stop_now, timed_due = any_rank(run.accelerator, [run.stop_requested, timer.due()])
     step_due = args.checkpoint_steps > 0 and step % args.checkpoint_steps == 0
-    if stop_now or timed_due or step_due:
+    # At the end of every --checkpoint_epochs-th epoch but the last: the model itself is saved right after that.
+    epoch_due = (
+        args.checkpoint_epochs > 0
+        and progress.batches_in_epoch >= run.batches_per_epoch
+        and (progress.epoch + 1) % args.checkpoint_epochs == 0
+        and step < run.schedule.total_steps
+    )
+    if stop_now or timed_due or step_due or epoch_due:
         save_checkpoint(run, progress)
         timer.restart()
     return stop_now
