@@ -15,7 +15,9 @@ pipeline's metric definitions parse:
   step=120 epoch=0.500 loss=1.2345 learning_rate=2.500e-05 samples_per_second=321.00
 After training, every process evaluates its share of the validation set (SQuAD EM/F1); the main process prints
   evaluation: exact_match=80.1234 f1=88.5678
-and writes evaluation.json into the model dir and predictions.json into SM_OUTPUT_DATA_DIR.
+and writes evaluation.json into the model dir and predictions.json into SM_OUTPUT_DATA_DIR. The training curves
+(loss, learning rate, gradient norm, throughput, evaluation) go to TensorBoard event files under
+/opt/ml/output/tensorboard and to log_history.json beside the model.
 """
 
 from __future__ import annotations
@@ -30,9 +32,12 @@ from qa.distributed import prepare_environment, request_nccl_debug
 from qa.outputs import (
     CHECKPOINT_DIR,
     LOCAL_CHECKPOINT_DIR_ENV,
+    LOCAL_TENSORBOARD_DIR_ENV,
     MODEL_DIR,
     OUTPUT_DATA_DIR,
     PREDICTIONS_FILE,
+    TENSORBOARD_DIR,
+    TENSORBOARD_RUN,
     VALIDATION_CHANNEL,
 )
 
@@ -56,6 +61,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         default=Path(env_path("SM_OUTPUT_DATA_DIR", OUTPUT_DATA_DIR)),
         help=f"{PREDICTIONS_FILE} (uploaded as output.tar.gz, not in model.tar.gz)",
+    )
+    # SageMaker uploads TENSORBOARD_DIR to TensorBoardOutputConfig.S3OutputPath; LOCAL_TENSORBOARD_DIR_ENV moves it.
+    paths.add_argument(
+        "--tensorboard_dir",
+        type=Path,
+        default=Path(env_path(LOCAL_TENSORBOARD_DIR_ENV, TENSORBOARD_DIR)),
+        help=f"TensorBoard event files of the training curves, in <dir>/{TENSORBOARD_RUN}/ (main process)",
     )
     # SageMaker syncs CHECKPOINT_DIR with checkpoint_s3_uri; LOCAL_CHECKPOINT_DIR_ENV moves it (local runs).
     paths.add_argument("--checkpoint_dir", type=Path, default=Path(env_path(LOCAL_CHECKPOINT_DIR_ENV, CHECKPOINT_DIR)))
@@ -102,8 +114,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build, resume from the newest complete checkpoint, train, save, evaluate; 143 when a SIGTERM stopped
-    training (nothing saved or evaluated then)."""
+    """Build, resume from the newest complete checkpoint, train, evaluate, save; 143 when a SIGTERM stopped
+    training (nothing evaluated or saved then)."""
     args = parse_args(argv)
     prepare_environment()
     if args.nccl_debug:
@@ -118,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     progress = fine_tune.resume(run.accelerator, args.checkpoint_dir)
     interrupted = fine_tune.train(run, progress)
     if not interrupted:
+        fine_tune.evaluate(run, progress)
         fine_tune.save(run, progress)
-        fine_tune.evaluate(run)
     run.accelerator.end_training()
     return EXIT_INTERRUPTED if interrupted else 0
 

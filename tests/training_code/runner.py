@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from qa.outputs import LOCAL_CHECKPOINT_DIR_ENV, VALIDATION_CHANNEL
+from qa.outputs import LOCAL_CHECKPOINT_DIR_ENV, LOCAL_TENSORBOARD_DIR_ENV, VALIDATION_CHANNEL
 
 from local_runner.launch import hyperparameter_args, job_environment, launcher
 from local_runner.spot import reclaim
@@ -45,6 +45,7 @@ def train_env(model_dir: Path, features_dir: Path, work: Path) -> dict[str, str]
         "SM_MODEL_DIR": str(work / "model"),
         "SM_OUTPUT_DATA_DIR": str(work / "output-data"),
         LOCAL_CHECKPOINT_DIR_ENV: str(work / "checkpoints"),
+        LOCAL_TENSORBOARD_DIR_ENV: str(work / "tensorboard"),
         "OMP_NUM_THREADS": "1",
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",

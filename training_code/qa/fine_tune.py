@@ -33,7 +33,7 @@ from qa.cli import setup_logging
 from qa.distributed import ddp_kwargs, describe_ddp
 from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches, score
 from qa.features import length_limit_error
-from qa.outputs import EVALUATION_FILE
+from qa.outputs import EVALUATION_FILE, LOG_HISTORY_FILE, TENSORBOARD_RUN, TRAIN_LOG_KEYS
 from qa.training import (
     CheckpointTimer,
     DynamicPaddingCollator,
@@ -61,6 +61,10 @@ class Schedule:
     updates_per_epoch: int
     total_steps: int
     warmup_steps: int
+
+    def epoch_at(self, step: int) -> float:
+        """Epochs done after `step` optimizer steps (fractional, 4 decimals)."""
+        return round(step / self.updates_per_epoch, 4)
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class Progress:
     batches_in_epoch: int = 0  # batches of `epoch` this process has consumed (or, on resume, will skip)
     samples_seen: int = 0
     complete_steps: list[int] = field(default_factory=list)  # checkpoints known complete: resumed and saved
+    history: list[dict[str, float]] = field(default_factory=list)  # LOG_HISTORY_FILE entries so far
     resume_rng: dict[str, Any] | None = None  # RNG state to re-apply after the first resumed batch
 
     def position(self, batches_per_epoch: int) -> checkpoints.LoopState:
@@ -106,31 +111,52 @@ class Progress:
 
 @dataclass
 class LossInterval:
-    """The training loss summed on the device between two log lines: read (one host sync) only when logged."""
+    """The training loss summed on the device between two log lines, and the last step's gradient norm: read
+    (one all-reduce, one host sync) only when logged."""
 
     total: torch.Tensor
+    grad_norm: torch.Tensor | None = None
     batches: int = 0
     started: float = field(default_factory=time.perf_counter)
 
-    def add(self, loss: torch.Tensor) -> None:
+    def add(self, loss: torch.Tensor, grad_norm: torch.Tensor | None) -> None:
         self.total += loss
         self.batches += 1
+        if grad_norm is not None:
+            self.grad_norm = grad_norm
 
-    def log_and_restart(self, run: TrainingRun, step: int) -> None:
-        """Print the `step=… loss=…` line the pipeline's metric definitions parse (main process only). The clock
-        is read after the loss is: `.item()` waits for the device, so the interval holds its steps' work."""
+    def read_and_restart(self, run: TrainingRun, progress: Progress) -> dict[str, float]:
+        """The log-history entry of the interval (TRAIN_LOG_KEYS), then a fresh interval. The clock is read after
+        the values are: `.tolist()` waits for the device, so the interval holds its steps' work."""
         accelerator = run.accelerator
-        mean_loss = accelerator.reduce(self.total, reduction="mean").item() / max(1, self.batches)
+        norm = self.grad_norm if self.grad_norm is not None else torch.full_like(self.total, math.nan)
+        loss_sum, grad_norm = accelerator.reduce(torch.stack([self.total, norm.float()]), reduction="mean").tolist()
         elapsed = time.perf_counter() - self.started
         samples = self.batches * run.args.per_device_train_batch_size * accelerator.num_processes
-        if accelerator.is_main_process:
-            print(
-                f"step={step} epoch={step / run.schedule.updates_per_epoch:.3f} loss={mean_loss:.4f} "
-                f"learning_rate={run.scheduler.get_last_lr()[0]:.3e} samples_per_second={samples / elapsed:.2f}",
-                flush=True,
-            )
+        entry = {
+            "step": progress.global_step,
+            "epoch": run.schedule.epoch_at(progress.global_step),
+            "loss": loss_sum / max(1, self.batches),
+            "learning_rate": run.scheduler.get_last_lr()[0],
+            "grad_norm": grad_norm,
+            "samples_per_second": samples / elapsed,
+        }
         self.total.zero_()
-        self.batches, self.started = 0, time.perf_counter()
+        self.grad_norm, self.batches, self.started = None, 0, time.perf_counter()
+        return entry
+
+
+def log_training(run: TrainingRun, progress: Progress, entry: dict[str, float]) -> None:
+    """Record a logging step: the `step=… loss=…` line the pipeline's metric definitions parse and the
+    TensorBoard scalars (main process), and the log history (every process keeps it; the main one saves it)."""
+    progress.history.append(entry)
+    run.accelerator.log({f"train/{key}": entry[key] for key in ("epoch", *TRAIN_LOG_KEYS)}, step=entry["step"])
+    if run.accelerator.is_main_process:
+        print(
+            f"step={entry['step']} epoch={entry['epoch']:.3f} loss={entry['loss']:.4f} "
+            f"learning_rate={entry['learning_rate']:.3e} samples_per_second={entry['samples_per_second']:.2f}",
+            flush=True,
+        )
 
 
 def build(args: argparse.Namespace) -> TrainingRun | None:
@@ -202,7 +228,11 @@ def start_accelerator(args: argparse.Namespace) -> Accelerator:
         # non_blocking: host-to-device copies from pinned memory overlap the running step.
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, non_blocking=cuda),
         kwargs_handlers=[ddp_kwargs(backend, precision)],
+        # Training curves: TensorBoard event files, written by the main process only (Accelerate's trackers).
+        log_with="tensorboard",
+        project_dir=str(args.tensorboard_dir),
     )
+    accelerator.init_trackers(TENSORBOARD_RUN)
     setup_logging(accelerator.is_main_process)
     if cuda and precision != args.precision:
         log.warning("--precision %s: this GPU has no native bf16, training in %s", args.precision, precision)
@@ -276,6 +306,7 @@ def resume(accelerator: Accelerator, checkpoint_dir: Path) -> Progress:
         saved.batches_in_epoch,
         saved.samples_seen,
         complete_steps=[saved.global_step],
+        history=checkpoints.read_log_history(latest),
         # Creating the resumed iterator draws from the RNG; re-apply the saved state after its first batch.
         resume_rng=capture_rng() if saved.batches_in_epoch else None,
     )
@@ -330,7 +361,7 @@ def train_epoch(
         if progress.resume_rng is not None:
             restore_rng(progress.resume_rng)
             progress.resume_rng = None
-        interval.add(training_step(run, batch))
+        interval.add(*training_step(run, batch))
         progress.batches_in_epoch += 1
         if not run.accelerator.sync_gradients:
             continue
@@ -338,7 +369,7 @@ def train_epoch(
         progress.samples_seen += run.schedule.global_batch
         bar.update(1)
         if progress.global_step % run.args.logging_steps == 0 or progress.global_step == run.schedule.total_steps:
-            interval.log_and_restart(run, progress.global_step)
+            log_training(run, progress, interval.read_and_restart(run, progress))
         if checkpoint_if_due(run, progress, timer):
             log.warning("stop requested (SIGTERM): checkpoint at step %d saved, exiting", progress.global_step)
             return True
@@ -347,18 +378,20 @@ def train_epoch(
     return False
 
 
-def training_step(run: TrainingRun, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Forward and backward; clipping and the optimizer update when gradients sync. Returns the detached loss."""
+def training_step(run: TrainingRun, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Forward and backward; clipping and the optimizer update when gradients sync. Returns the detached loss
+    and, when gradients synced, their total norm before clipping (both still on the device)."""
     accelerator, model, optimizer = run.accelerator, run.model, run.optimizer
+    grad_norm = None
     with accelerator.accumulate(model):
         loss: torch.Tensor = model(**batch).loss
         accelerator.backward(loss)
         if accelerator.sync_gradients:
-            accelerator.clip_grad_norm_(model.parameters(), run.args.max_grad_norm)
+            grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.args.max_grad_norm)
         optimizer.step()
         run.scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-    return loss.detach()
+    return loss.detach(), None if grad_norm is None else grad_norm.detach()
 
 
 def checkpoint_if_due(run: TrainingRun, progress: Progress, timer: CheckpointTimer) -> bool:
@@ -393,6 +426,8 @@ def save_checkpoint(run: TrainingRun, progress: Progress) -> None:
     checkpoints.begin(target, rank)
     accelerator.wait_for_everyone()
     accelerator.save_state(str(target), safe_serialization=True)
+    if rank == 0:  # rank 0's file: listed in its completion marker
+        checkpoints.write_log_history(target, progress.history)
     checkpoints.write_rank_manifest(target, rank, progress.position(run.batches_per_epoch))
     accelerator.wait_for_everyone()
     progress.complete_steps.append(progress.global_step)
@@ -403,7 +438,8 @@ def save_checkpoint(run: TrainingRun, progress: Progress) -> None:
 
 
 def save(run: TrainingRun, progress: Progress) -> None:
-    """The final model (safetensors + config), the tokenizer, the endpoint's code and a summary in --output_dir."""
+    """The final model (safetensors + config), the tokenizer, the endpoint's code, a summary and the log history
+    in --output_dir."""
     accelerator, output_dir = run.accelerator, run.args.output_dir
     # Every rank prints a digest of its parameters: data-parallel replicas must agree bit for bit.
     # One write per line: ranks share stdout, and a single short write is not interleaved.
@@ -428,13 +464,15 @@ def save(run: TrainingRun, progress: Progress) -> None:
             "processes": accelerator.num_processes,
         }
         (output_dir / "training_summary.json").write_text(json.dumps(summary, indent=2))
+        (output_dir / LOG_HISTORY_FILE).write_text(json.dumps(progress.history, indent=1))
         log.info("model saved to %s", output_dir)
 
 
-def evaluate(run: TrainingRun) -> Evaluation | None:
+def evaluate(run: TrainingRun, progress: Progress) -> Evaluation | None:
     """SQuAD EM/F1 of the trained model on the validation set, data-parallel over every process (see
-    qa.evaluation): the main process prints the evaluation line once and writes the evaluation report into the
-    model dir and the predictions into the output data dir, and returns the scores (None elsewhere)."""
+    qa.evaluation): the main process prints the evaluation line once, writes the evaluation report into the
+    model dir and the predictions into the output data dir, logs the scores to TensorBoard and the log history,
+    and returns them (None elsewhere)."""
     if run.validation is None:
         return None
     accelerator, args, features = run.accelerator, run.args, run.validation.features
@@ -450,6 +488,10 @@ def evaluate(run: TrainingRun) -> Evaluation | None:
         evaluation = score(run.validation, *stack_logits(logits, len(features)))
         evaluation.write(args.output_dir, args.output_data_dir)
         print(evaluation.line(), flush=True)
+        step = progress.global_step
+        metrics = {"eval_exact_match": evaluation.exact_match, "eval_f1": evaluation.f1}
+        accelerator.log({f"eval/{key.removeprefix('eval_')}": value for key, value in metrics.items()}, step=step)
+        progress.history.append({"step": step, "epoch": run.schedule.epoch_at(step), **metrics})
         log.info(
             "evaluated %d features of %d examples on %d process(es) in %.1f s",
             len(features),
