@@ -11,7 +11,14 @@ from pathlib import Path
 
 import preprocess
 import pytest
-from qa.data import ACCEPTED_FORMATS, MAX_JSON_FILE_BYTES, SPLITS, load_dataset_files, read_manifest
+from qa.data import (
+    ACCEPTED_FORMATS,
+    MAX_JSON_FILE_BYTES,
+    SPLITS,
+    load_dataset_files,
+    read_manifest,
+    split_entries,
+)
 from qa.features import FEATURES_FILE
 
 from tests.training_code.conftest import SAMPLE_DATASET, preprocess_sample_args
@@ -121,8 +128,20 @@ def test_columns_that_are_not_squad_are_named(tmp_path):
     assert "(has q, ctx)" in problems[0]
 
 
-def test_save_to_disk_metadata_listed_as_files_gets_the_fix(tmp_path, sample_records):
+def test_a_save_to_disk_folder_listed_file_by_file_is_read_once_as_the_folder(tmp_path, sample_records):
+    """As a manifest that lists every uploaded object names them: the folder's files become the folder."""
     root = write_copy(tmp_path, sample_records, "save_to_disk")
+    entries = {split: split_entries(root / split) for split in SPLITS}
+    assert entries == {split: [root / split / "saved"] for split in SPLITS}
+    listed = [f"{split}/saved/{p.name}" for split in SPLITS for p in sorted((root / split / "saved").iterdir())]
+    (root / "manifest.json").write_text(json.dumps([{"prefix": "s3://b/d/"}, *listed]))
+    report = validate(root)
+    assert not report.problems and report.records == sample_records
+
+
+def test_save_to_disk_metadata_without_its_state_gets_the_fix(tmp_path, sample_records):
+    root = write_copy(tmp_path, sample_records, "save_to_disk")
+    (root / "train" / "saved" / "state.json").unlink()
     (root / "manifest.json").write_text(
         json.dumps([{"prefix": "s3://b/d/"}, "train/saved/dataset_info.json", "validation/saved"])
     )

@@ -36,6 +36,7 @@ MAX_JSON_FILE_BYTES = 1 << 30
 COLUMNS = ("id", "title", "context", "question", "answers")
 SAVED_DATASET_STATE = "state.json"  # what Dataset.save_to_disk writes beside its Arrow files
 SAVED_DATASET_METADATA = (SAVED_DATASET_STATE, "dataset_info.json", "dataset_dict.json")
+DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".parquet", ".csv", ".arrow")
 TABULAR_BATCH_ROWS = 1000
 MANIFEST_HINT = 'a JSON list: [{"prefix": "s3://bucket/path/"}, "train/<file>", "validation/<file>"]'
 
@@ -435,6 +436,32 @@ def validate_record(record: Any, file: str, location: str) -> list[Problem]:
     return problems
 
 
+def saved_dataset_folder(path: Path) -> Path | None:
+    """The `Dataset.save_to_disk` folder `path` is, or is a file of (its state.json beside it); else None."""
+    for folder in (path, path.parent):
+        if folder.is_dir() and (folder / SAVED_DATASET_STATE).is_file():
+            return folder
+    return None
+
+
+def dataset_entries(paths: list[Path]) -> list[Path]:
+    """What to read, in order: each file as it is, except that a save_to_disk folder, named itself or by any of
+    its files (a manifest that lists every uploaded object names them all), is read once, as the folder."""
+    entries: list[Path] = []
+    for path in paths:
+        entry = saved_dataset_folder(path) or path
+        if entry not in entries:
+            entries.append(entry)
+    return entries
+
+
+def split_entries(split_dir: Path) -> list[Path]:
+    """The data of one split folder (for tools that build a manifest): files of the accepted formats and
+    save_to_disk folders, sorted; a save_to_disk folder's own files are not listed one by one."""
+    found = sorted(p for p in split_dir.rglob("*") if p.is_file() and p.suffix.lower() in DATA_SUFFIXES)
+    return dataset_entries(found)
+
+
 def load_dataset_files(files: dict[str, list[Path]], root: Path, keep_records: bool = True) -> LoadReport:
     """Read and validate every file; valid records are normalized to the flattened schema and kept in the
     report. With `keep_records=False` (validation only) they are counted, not kept: memory then stays
@@ -442,7 +469,7 @@ def load_dataset_files(files: dict[str, list[Path]], root: Path, keep_records: b
     report = LoadReport()
     seen_ids: dict[str, str] = {}
     for split in SPLITS:
-        for path in files.get(split, []):
+        for path in dataset_entries(files.get(split, [])):
             display = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
             for location, record in _read_records(path, display, report.problems):
                 problems = validate_record(record, display, location)
