@@ -172,7 +172,7 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
     dataset = FeatureDataset.from_parquet(args.train_dir)
     try:
-        validation = load_validation(args.validation_dir)
+        validation = load_validation(args.validation_dir, accelerator)
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return None
@@ -275,18 +275,19 @@ def batch_collator(tokenizer: PreTrainedTokenizerBase, model: torch.nn.Module) -
     return DynamicPaddingCollator.for_tokenizer(tokenizer, multiple, sdpa_masks=builds_sdpa_masks(model))
 
 
-def load_validation(directory: Path) -> ValidationSet | None:
+def load_validation(directory: Path, accelerator: Accelerator) -> ValidationSet | None:
     """The validation channel's features and examples, read before training so that a bad channel fails
-    before any GPU time is spent; None (with a warning) when the job has no validation channel."""
-    if not directory.is_dir():
+    before any GPU time is spent; None (with a warning from the main process) when the job has none."""
+    if directory.is_dir():
+        return ValidationSet.load(directory)
+    if accelerator.is_main_process:
         log.warning(
             "no validation channel at %s: the model will not be evaluated (no %s, no evaluation line for the "
             "pipeline's F1 gate)",
             directory,
             EVALUATION_FILE,
         )
-        return None
-    return ValidationSet.load(directory)
+    return None
 
 
 def resume(accelerator: Accelerator, checkpoint_dir: Path) -> Progress:
