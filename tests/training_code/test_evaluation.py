@@ -42,8 +42,9 @@ def test_the_report_and_the_line_carry_the_contract_paths_and_metric_regexes():
     assert json_path(report, EVALUATION_EXACT_MATCH_PATH) == 61.9048
     assert report["examples"] == 2
     line = evaluation.line()
-    assert re.search(EVALUATION_METRIC_REGEXES[METRIC_EVAL_F1], line).group(1) == "70.1235"
-    assert re.search(EVALUATION_METRIC_REGEXES[METRIC_EVAL_EXACT_MATCH], line).group(1) == "61.9048"
+    f1, exact_match = (re.search(EVALUATION_METRIC_REGEXES[m], line) for m in (METRIC_EVAL_F1, METRIC_EVAL_EXACT_MATCH))
+    assert f1 is not None and f1.group(1) == "70.1235"
+    assert exact_match is not None and exact_match.group(1) == "61.9048"
 
 
 def test_a_validation_channel_without_the_preprocessed_files_is_named(tmp_path):
