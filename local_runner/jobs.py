@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from qa.outputs import LOCAL_TENSORBOARD_DIR_ENV, TENSORBOARD_DIR
+
 from config.instance_types import INSTANCE_TYPES
 from local_runner.errors import StepFailed, UnsupportedDefinition
 from local_runner.job_log import JobLog, Printer
@@ -318,6 +320,8 @@ def _training_environment(job: TrainingJob) -> dict[str, str]:
             "SM_CURRENT_HOST": "algo-1",
             "SM_HOSTS": json.dumps(["algo-1"]),
             "QA_CHECKPOINT_DIR": str(job.checkpoint_dir),
+            # TensorBoardOutputConfig.LocalPath, mapped into the job's folder like every container path.
+            LOCAL_TENSORBOARD_DIR_ENV: str(job.container.path(TENSORBOARD_DIR)),
             "OMP_NUM_THREADS": "1" if job.processes > 1 else os.environ.get("OMP_NUM_THREADS", "2"),
             **{f"SM_CHANNEL_{channel.upper()}": str(job.channel_dir(channel)) for channel in job.channel_uris},
             **job.environment,

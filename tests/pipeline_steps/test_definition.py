@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 import pytest
+from qa.outputs import EVALUATION_FILE
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from config import load_settings
@@ -269,8 +270,8 @@ def test_property_file_path_is_what_evaluate_writes(definition):
     container_args = args["AppSpecification"]["ContainerArguments"]
     assert container_args[0] == "evaluate.py"
     assert container_args[container_args.index("--output-dir") + 1] == output["S3Output"]["LocalPath"]
-    # evaluate.py writes evaluation.json straight into --output-dir (tests/training_code checks its content).
-    assert (ROOT / "training_code" / "evaluate.py").read_text().count('"evaluation.json"') == 1
+    # evaluate.py writes qa.outputs.EVALUATION_FILE straight into --output-dir (tests/training_code checks it).
+    assert report["FilePath"] == EVALUATION_FILE
 
 
 def test_only_known_placeholders(settings):

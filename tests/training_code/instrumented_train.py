@@ -1,9 +1,10 @@
 """train.py under test instruments, started like train.py itself (directly or by torchrun).
 
 QA_TEST_SYNC_LOG=<dir>: count, per training batch, every host sync the loop's code asks for (`.item()`,
-`.tolist()`, tensor truth/float/int, from training_code or Accelerate) and every Python-level collective
-(torch.distributed.*); each rank writes <dir>/rank<r>.json as [[batch, name], ...]. Calls are attributed to the
-batch whose forward pass ran last (0: before the first). DDP's gradient all-reduce runs in C++, unseen.
+`.tolist()`, tensor truth/float/int, from training_code, Accelerate or transformers' masking_utils) and every
+Python-level collective (torch.distributed.*); each rank writes <dir>/rank<r>.json as [[batch, name], ...].
+Calls are attributed to the batch whose forward pass ran last (0: before the first). DDP's gradient all-reduce
+runs in C++, unseen.
 
 QA_TEST_PAUSE_IN_CHECKPOINT=<step>: the highest rank stops before writing its completion marker of that step's
 checkpoint (every file written, no marker), prints `PAUSED in checkpoint <step>` and waits to be killed.
@@ -36,7 +37,9 @@ COLLECTIVES = (
     "scatter",
 )
 HOST_SYNCS = ("item", "tolist", "__bool__", "__float__", "__int__")
-WATCHED_CODE = (str(TRAINING_CODE), f"{os.sep}accelerate{os.sep}")
+# The loop's own code, Accelerate, and transformers' attention-mask construction (masking_utils asks the device
+# whether a 2-D mask has padding, in every forward pass, unless the mask comes prepared).
+WATCHED_CODE = (str(TRAINING_CODE), f"{os.sep}accelerate{os.sep}", f"{os.sep}transformers{os.sep}masking_utils.py")
 events: list[tuple[int, str]] = []
 batches = 0
 
@@ -46,7 +49,7 @@ def record(owner: object, name: str, only_from_watched_code: bool) -> None:
 
     def counted(*args, **kwargs):
         caller = sys._getframe(1).f_code.co_filename
-        if not only_from_watched_code or caller.startswith(WATCHED_CODE[0]) or WATCHED_CODE[1] in caller:
+        if not only_from_watched_code or any(part in caller for part in WATCHED_CODE):
             events.append((batches, name))
         return original(*args, **kwargs)
 

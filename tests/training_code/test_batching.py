@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 from qa.features import LABELS, MODEL_INPUTS
-from qa.training import DynamicPaddingCollator, LengthGroupedSampler
+from qa.training import DynamicPaddingCollator, LengthGroupedSampler, builds_sdpa_masks
 
 
 def random_features(count: int, seed: int = 0) -> list[dict]:
@@ -110,3 +110,39 @@ def test_length_grouping_cuts_padding_against_random_batches():
     random.Random(0).shuffle(random_order)
     grouped = padded_tokens(list(LengthGroupedSampler(lengths, group_size=8, seed=0)))
     assert grouped < 0.8 * padded_tokens(random_order)
+
+
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_prepared_sdpa_masks_give_the_model_the_same_attention(tiny_model_dir, tokenizer, padding_side):
+    """No mask for a batch without padding, the 4-D key mask otherwise: bit-identical logits and gradients to
+    the 2-D mask that transformers' masking_utils would check on the device."""
+    from transformers import AutoModelForQuestionAnswering
+
+    model = AutoModelForQuestionAnswering.from_pretrained(str(tiny_model_dir))
+    assert builds_sdpa_masks(model)
+    padded = random_features(6, seed=3)
+    unpadded = [dict(padded[0]) for _ in range(3)]
+    plain = DynamicPaddingCollator(tokenizer.pad_token_id, padding_side=padding_side)
+    prepared = DynamicPaddingCollator(tokenizer.pad_token_id, padding_side=padding_side, sdpa_masks=True)
+    for features, expect_mask in ((padded, True), (unpadded, False)):
+        reference, batch = plain(features), prepared(features)
+        assert ("attention_mask" in batch) == expect_mask
+        if expect_mask:
+            assert batch["attention_mask"].shape == (len(features), 1, 1, reference["input_ids"].shape[1])
+            assert torch.equal(batch["attention_mask"][:, 0, 0], reference["attention_mask"].bool())
+        outputs = []
+        for inputs in (reference, batch):
+            model.zero_grad()
+            out = model(**inputs)
+            out.loss.backward()
+            outputs.append((out.start_logits, out.end_logits, [p.grad.clone() for p in model.parameters()]))
+        (starts, ends, grads), (prepared_starts, prepared_ends, prepared_grads) = outputs
+        assert torch.equal(starts, prepared_starts) and torch.equal(ends, prepared_ends)
+        assert all(torch.equal(a, b) for a, b in zip(grads, prepared_grads, strict=True))
+
+
+def test_eager_attention_keeps_the_2d_mask(tiny_model_dir):
+    from transformers import AutoModelForQuestionAnswering
+
+    model = AutoModelForQuestionAnswering.from_pretrained(str(tiny_model_dir), attn_implementation="eager")
+    assert not builds_sdpa_masks(model)

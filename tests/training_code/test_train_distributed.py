@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 import torch
+from qa.outputs import LOG_HISTORY_FILE
 
 from tests.training_code.runner import load_weights, run_training
 
@@ -64,6 +65,9 @@ def test_two_processes_agree_with_each_other_and_with_one_process(tmp_path, tiny
     assert one.returncode == 0, one.output[-3000:]
     assert two.returncode == 0, two.output[-3000:]
     assert "backend=gloo world_size=2" in two.output
+    # No validation channel: no evaluation, and the log says so.
+    assert "no validation channel at" in one.output and not one.lines("evaluation: ")
+    assert two.output.count("no validation channel at") == 1  # said once, by the main process
     digests = dict(re.findall(r"rank=(\d+) parameter_sha256=([0-9a-f]{64})", two.output))
     assert set(digests) == {"0", "1"}
     assert digests["0"] == digests["1"]
@@ -110,6 +114,13 @@ def test_sigterm_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_dropout
     assert f"skipping incomplete checkpoint step-{interrupted_at + 2:08d}" in resumed.output
     assert resumed.lines("step=")[0].startswith(f"step={interrupted_at + 1} ")
     assert_same_weights(load_weights(tmp_path / "ref" / "model"), load_weights(work / "model"))
+    # The log history travels in the checkpoints: the resumed run's holds every step, as the reference's.
+    assert history_without_timing(work / "model") == history_without_timing(tmp_path / "ref" / "model")
+
+
+def history_without_timing(model_dir) -> list[dict]:
+    history = json.loads((model_dir / LOG_HISTORY_FILE).read_text())
+    return [{k: v for k, v in entry.items() if k != "samples_per_second"} for entry in history]
 
 
 def resumed_step(run) -> int | None:
@@ -189,8 +200,8 @@ def test_ordinary_steps_make_no_host_sync_and_no_collective(tmp_path, tiny_model
         assert any(batch == 0 for batch, _ in events), "start-up syncs are counted (the instrument works)"
         per_batch = {b: Counter(name for batch, name in events if batch == b) for b in range(1, 13)}
         expected: dict[int, Counter[str]] = {b: Counter() for b in range(1, 13)}
-        for b in (4, 8, 12):
-            expected[b].update({"all_reduce": 1, "item": 1})
+        for b in (4, 8, 12):  # the loss and the gradient norm, reduced and read together
+            expected[b].update({"all_reduce": 1, "tolist": 1})
         for b in (6, 12):
             expected[b].update({"all_reduce": 1, "tolist": 1})
         assert per_batch == expected, f"rank {rank}"

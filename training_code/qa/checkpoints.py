@@ -6,6 +6,7 @@ Layout under the checkpoint dir (synced to `checkpoint_s3_uri` by SageMaker; eve
         model.safetensors, optimizer.bin, scheduler.bin, ...   written by Accelerate's save_state (rank 0)
         random_states_<rank>.pkl        one per rank (unique names: nodes never overwrite each other)
         loop_state.rank<rank>.json      epoch, position in the epoch, global step
+        log_history.json                the log history so far (rank 0)
         COMPLETE.rank<rank>.json        written last: every file this rank wrote, with its size
 
 No temporary folder and no rename: SageMaker uploads each file once, as it appears. A checkpoint is loaded only
@@ -24,6 +25,8 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from qa.outputs import LOG_HISTORY_FILE
 
 log = logging.getLogger("qa.checkpoints")
 STEP_DIR = re.compile(r"^step-(\d{8})$")
@@ -120,10 +123,23 @@ def read_loop_state(directory: Path, rank: int) -> LoopState:
     return LoopState(**json.loads((directory / f"loop_state.rank{rank}.json").read_text()))
 
 
+def write_log_history(directory: Path, history: list[dict[str, float]]) -> None:
+    """The log history so far (rank 0's file), so that a resumed run's LOG_HISTORY_FILE starts at step 1."""
+    (directory / LOG_HISTORY_FILE).write_text(json.dumps(history))
+
+
+def read_log_history(directory: Path) -> list[dict[str, float]]:
+    """The log history a checkpoint holds; empty for a checkpoint written before it was recorded."""
+    path = directory / LOG_HISTORY_FILE
+    return json.loads(path.read_text()) if path.is_file() else []
+
+
 def prune(checkpoint_dir: Path, complete_steps: list[int], keep: int) -> None:
     """Keep the newest `keep` of `complete_steps` (known complete by this run); remove every other checkpoint
     older than the newest of them, complete or torn. Decided from the run's own record, not from the folder:
-    on multi-node jobs a node's folder holds only its own ranks' files. SageMaker mirrors the deletions to S3.
+    on multi-node jobs a node's folder holds only its own ranks' files. SageMaker mirrors the deletions to S3
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html) when the job's role may
+    s3:DeleteObject under the checkpoint prefix; without it the S3 copies stay (see training_code/README.md).
     """
     kept = set(sorted(complete_steps)[-keep:])
     newest = max(complete_steps)

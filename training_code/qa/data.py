@@ -1,7 +1,14 @@
 """Load SQuAD-format datasets and validate every record, collecting all problems at once.
 
-Accepted files: SQuAD v1.1 JSON (`data[].paragraphs[].qas[]`) and flattened JSON Lines with one record per
-line (`id, title, context, question, answers{text[], answer_start[]}`).
+Accepted files (ACCEPTED_FORMATS), one SQuAD record per question (`id, title, context, question,
+answers{text[], answer_start[]}`):
+- SQuAD v1.1 JSON (`.json`, `data[].paragraphs[].qas[]`), parsed whole: at most MAX_JSON_FILE_BYTES;
+- JSON Lines (`.jsonl`, `.ndjson`), one record per line, read a line at a time;
+- Parquet (`.parquet`) with those columns (`answers` a struct of two lists), read a row group at a time;
+- CSV (`.csv`) with those columns, `answers` a JSON object per cell, read in blocks;
+- a `datasets` `Dataset.save_to_disk` folder (its `state.json` names the Arrow files), or one of its `.arrow`
+  files, read a record batch at a time.
+pyarrow and the columnar readers load only for the columnar formats.
 
 A dataset is described by a manifest in SageMaker's ManifestFile format, whose keys are relative to the
 prefix and whose first path segment names the split:
@@ -11,6 +18,7 @@ prefix and whose first path segment names the split:
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,6 +26,18 @@ from pathlib import Path
 from typing import Any
 
 SPLITS = ("train", "validation")
+ACCEPTED_FORMATS = (
+    "SQuAD v1.1 JSON (.json), JSON Lines (.jsonl), Parquet (.parquet), CSV (.csv) or a datasets save_to_disk "
+    "folder (.arrow)"
+)
+CONVERSION_HINT = "convert with datasets: Dataset.from_...(...).to_json('train.jsonl'), one SQuAD record per line"
+# A SQuAD JSON document is parsed whole, at about 6x its size in memory; JSON Lines is read a line at a time.
+MAX_JSON_FILE_BYTES = 1 << 30
+COLUMNS = ("id", "title", "context", "question", "answers")
+SAVED_DATASET_STATE = "state.json"  # what Dataset.save_to_disk writes beside its Arrow files
+SAVED_DATASET_METADATA = (SAVED_DATASET_STATE, "dataset_info.json", "dataset_dict.json")
+DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".parquet", ".csv", ".arrow")
+TABULAR_BATCH_ROWS = 1000
 MANIFEST_HINT = 'a JSON list: [{"prefix": "s3://bucket/path/"}, "train/<file>", "validation/<file>"]'
 
 
@@ -50,6 +70,7 @@ class LoadReport:
     records: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {s: [] for s in SPLITS})
     problems: list[Problem] = field(default_factory=list)
     invalid_records: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
+    valid_records: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
 
 
 def summarize_problems(problems: list[Problem], limit: int = 200) -> str:
@@ -83,7 +104,7 @@ def read_manifest(manifest_path: Path, data_dir: Path) -> tuple[dict[str, list[P
             )
             continue
         path = data_dir / key
-        if not path.is_file():
+        if not (path.is_file() or (path / SAVED_DATASET_STATE).is_file()):
             problems.append(
                 Problem(name, f"entry {index}", None, None, f"names {key}, which does not exist", "upload it first")
             )
@@ -145,7 +166,59 @@ class UnparsableLine:
 
 
 def _read_records(path: Path, display: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
-    """(location, raw record) pairs from one file; unreadable content becomes problems."""
+    """(location, raw record) pairs from one file or saved-dataset folder; unreadable content becomes problems."""
+    if path.is_dir():
+        yield from _saved_dataset_records(path, display, problems)
+        return
+    if path.stat().st_size == 0:
+        problems.append(Problem(display, "", None, None, "file is empty", "upload the complete file"))
+        return
+    suffix = path.suffix.lower()
+    if path.name in SAVED_DATASET_METADATA and any(path.parent.glob("*.arrow")):
+        problems.append(
+            Problem(
+                display,
+                "",
+                None,
+                None,
+                "is the metadata of a datasets save_to_disk folder, not data",
+                f"name the folder ({path.parent.name}/) in the manifest instead of the files in it",
+            )
+        )
+    elif suffix == ".json":
+        yield from _squad_json_records(path, display, problems)
+    elif suffix in (".jsonl", ".ndjson"):
+        yield from _json_lines_records(path, display, problems)
+    elif suffix in (".parquet", ".csv", ".arrow"):
+        yield from _tabular_records(path, display, problems)
+    else:
+        problems.append(
+            Problem(
+                display,
+                "",
+                None,
+                None,
+                f"unknown file type '{path.suffix}': accepted are {ACCEPTED_FORMATS}",
+                CONVERSION_HINT,
+            )
+        )
+
+
+def _squad_json_records(path: Path, display: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
+    size = path.stat().st_size
+    if size > MAX_JSON_FILE_BYTES:
+        problems.append(
+            Problem(
+                display,
+                "",
+                None,
+                None,
+                f"SQuAD JSON is parsed whole (about 6x its size in memory): {size / 2**20:.0f} MiB is over the "
+                f"{MAX_JSON_FILE_BYTES // 2**20} MiB limit for one .json file",
+                "split it into several files, or convert it to JSON Lines (read a line at a time): " + CONVERSION_HINT,
+            )
+        )
+        return
     raw = path.read_bytes()
     if not raw.strip():
         problems.append(Problem(display, "", None, None, "file is empty", "upload the complete file"))
@@ -156,27 +229,141 @@ def _read_records(path: Path, display: str, problems: list[Problem]) -> Iterator
         number = raw[: err.start].count(b"\n") + 1
         problems.append(Problem(display, f"line {number}", None, None, f"not UTF-8 ({err.reason})", "save as UTF-8"))
         return
-    if path.suffix == ".json":
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as err:
-            problems.append(
-                Problem(display, f"line {err.lineno}", None, None, f"invalid JSON: {err.msg}", "fix the JSON syntax")
-            )
-            return
-        yield from _flatten_squad_json(document, display, problems)
-    elif path.suffix in (".jsonl", ".ndjson"):
-        for number, line in enumerate(text.splitlines(), start=1):
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as err:
+        problems.append(
+            Problem(display, f"line {err.lineno}", None, None, f"invalid JSON: {err.msg}", "fix the JSON syntax")
+        )
+        return
+    yield from _flatten_squad_json(document, display, problems)
+
+
+def _json_lines_records(path: Path, display: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
+    """One record per line, read a line at a time: memory stays bounded whatever the file's size."""
+    content = False
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if number == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                problems.append(
+                    Problem(display, f"line {number}", None, None, f"not UTF-8 ({err.reason})", "save as UTF-8")
+                )
+                return
             if not line.strip():
                 continue
+            content = True
             try:
                 yield f"line {number}", json.loads(line)
             except json.JSONDecodeError as err:
                 yield f"line {number}", UnparsableLine(f"invalid JSON: {err.msg}")
-    else:
+    if not content:
+        problems.append(Problem(display, "", None, None, "file is empty", "upload the complete file"))
+
+
+def _saved_dataset_records(path: Path, display: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
+    """A `Dataset.save_to_disk` folder: its Arrow files, in the order its state.json lists them."""
+    state_path = path / SAVED_DATASET_STATE
+    if not state_path.is_file():
+        kind = "a DatasetDict folder: name each split's folder" if (path / "dataset_dict.json").is_file() else ""
         problems.append(
-            Problem(display, "", None, None, f"unknown file type '{path.suffix}'", "use .json (SQuAD) or .jsonl")
+            Problem(
+                display,
+                "",
+                None,
+                None,
+                f"folder is not a datasets save_to_disk folder (no {SAVED_DATASET_STATE}){'; ' + kind if kind else ''}",
+                f"list files in the manifest ({ACCEPTED_FORMATS}), or a Dataset.save_to_disk folder per split",
+            )
         )
+        return
+    try:
+        data_files = [entry["filename"] for entry in json.loads(state_path.read_text(encoding="utf-8"))["_data_files"]]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        problems.append(
+            Problem(display, SAVED_DATASET_STATE, None, None, f"unreadable: {err}", "save the dataset again")
+        )
+        return
+    for filename in data_files:
+        yield from _tabular_records(path / filename, f"{display}/{filename}", problems)
+
+
+def _tabular_records(path: Path, display: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
+    """Rows of a Parquet, CSV or Arrow (save_to_disk) file with the SQuAD columns, a batch at a time."""
+    try:
+        batches = _record_batches(path)
+        first = next(batches, None)
+    except Exception as err:  # pyarrow raises its own error types per format
+        problems.append(
+            Problem(
+                display,
+                "",
+                None,
+                None,
+                f"unreadable {path.suffix} file: {err}",
+                f"write it again; or {CONVERSION_HINT}",
+            )
+        )
+        return
+    if first is None:
+        problems.append(Problem(display, "", None, None, "file is empty", "upload the complete file"))
+        return
+    missing = [name for name in COLUMNS if name not in first.schema.names and name != "title"]
+    if missing:
+        problems.append(
+            Problem(
+                display,
+                "",
+                None,
+                ",".join(missing),
+                f"no column {', '.join(missing)} (has {', '.join(first.schema.names)})",
+                f"use the SQuAD columns {', '.join(COLUMNS)}; or {CONVERSION_HINT}",
+            )
+        )
+        return
+    row = 0
+    for batch in _chain(first, batches):
+        for record in batch.to_pylist():
+            row += 1
+            if path.suffix.lower() == ".csv":
+                record["answers"] = _json_cell(record.get("answers"))
+            yield f"row {row}", record
+
+
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest
+
+
+def _record_batches(path: Path) -> Iterator[Any]:
+    """pyarrow record batches of a columnar file; pyarrow loads only here."""
+    import pyarrow as pa
+
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(str(path)).iter_batches(batch_size=TABULAR_BATCH_ROWS)
+    if suffix == ".csv":
+        import pyarrow.csv as pacsv
+
+        # The SQuAD columns as text: ids like "001" stay strings; answers are parsed per cell.
+        convert = pacsv.ConvertOptions(column_types=dict.fromkeys(COLUMNS, pa.string()))
+        return iter(pacsv.open_csv(str(path), convert_options=convert))
+    return iter(pa.ipc.open_stream(pa.memory_map(str(path))))
+
+
+def _json_cell(value: Any) -> Any:
+    """A CSV cell holding a JSON object; left as it is (and reported by validation) when it is not one."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
 
 def validate_record(record: Any, file: str, location: str) -> list[Problem]:
@@ -249,12 +436,40 @@ def validate_record(record: Any, file: str, location: str) -> list[Problem]:
     return problems
 
 
-def load_dataset_files(files: dict[str, list[Path]], root: Path) -> LoadReport:
-    """Read and validate every file; valid records are normalized to the flattened schema."""
+def saved_dataset_folder(path: Path) -> Path | None:
+    """The `Dataset.save_to_disk` folder `path` is, or is a file of (its state.json beside it); else None."""
+    for folder in (path, path.parent):
+        if folder.is_dir() and (folder / SAVED_DATASET_STATE).is_file():
+            return folder
+    return None
+
+
+def dataset_entries(paths: list[Path]) -> list[Path]:
+    """What to read, in order: each file as it is, except that a save_to_disk folder, named itself or by any of
+    its files (a manifest that lists every uploaded object names them all), is read once, as the folder."""
+    entries: list[Path] = []
+    for path in paths:
+        entry = saved_dataset_folder(path) or path
+        if entry not in entries:
+            entries.append(entry)
+    return entries
+
+
+def split_entries(split_dir: Path) -> list[Path]:
+    """The data of one split folder (for tools that build a manifest): files of the accepted formats and
+    save_to_disk folders, sorted; a save_to_disk folder's own files are not listed one by one."""
+    found = sorted(p for p in split_dir.rglob("*") if p.is_file() and p.suffix.lower() in DATA_SUFFIXES)
+    return dataset_entries(found)
+
+
+def load_dataset_files(files: dict[str, list[Path]], root: Path, keep_records: bool = True) -> LoadReport:
+    """Read and validate every file; valid records are normalized to the flattened schema and kept in the
+    report. With `keep_records=False` (validation only) they are counted, not kept: memory then stays
+    bounded by one record (plus the ids seen, for the duplicate check) for every streamed format."""
     report = LoadReport()
     seen_ids: dict[str, str] = {}
     for split in SPLITS:
-        for path in files.get(split, []):
+        for path in dataset_entries(files.get(split, [])):
             display = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
             for location, record in _read_records(path, display, report.problems):
                 problems = validate_record(record, display, location)
@@ -276,6 +491,9 @@ def load_dataset_files(files: dict[str, list[Path]], root: Path) -> LoadReport:
                 if problems:
                     report.problems.extend(problems)
                     report.invalid_records[split] += 1
+                    continue
+                report.valid_records[split] += 1
+                if not keep_records:
                     continue
                 report.records[split].append(
                     {

@@ -1,4 +1,4 @@
-"""The training job in four phases, run in order by train.py: build, resume, train, save.
+"""The training job in five phases, run in order by train.py: build, resume, train, save, evaluate.
 
 `TrainingRun` is what `build` prepares for the other phases and never changes; `Progress` is where the loop
 stands: restored by `resume`, advanced by `train`, recorded in every checkpoint. Imported only once the
@@ -22,15 +22,18 @@ import torch
 from accelerate import Accelerator, PartialState
 from accelerate.data_loader import DataLoaderShard
 from accelerate.scheduler import AcceleratedScheduler
-from accelerate.utils import DataLoaderConfiguration, set_seed
+from accelerate.utils import DataLoaderConfiguration, gather_object, set_seed
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
 from qa import checkpoints
+from qa.answering import stack_logits, window_logits
 from qa.base_model import load_question_answering_model
 from qa.cli import setup_logging
 from qa.distributed import ddp_kwargs, describe_ddp
+from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches, score
 from qa.features import length_limit_error
+from qa.outputs import EVALUATION_FILE, LOG_HISTORY_FILE, TENSORBOARD_RUN, TRAIN_LOG_KEYS
 from qa.training import (
     CheckpointTimer,
     DynamicPaddingCollator,
@@ -39,6 +42,7 @@ from qa.training import (
     StopRequest,
     any_rank,
     build_optimizer,
+    builds_sdpa_masks,
     capture_rng,
     parameter_digest,
     resolve_precision,
@@ -58,6 +62,10 @@ class Schedule:
     total_steps: int
     warmup_steps: int
 
+    def epoch_at(self, step: int) -> float:
+        """Epochs done after `step` optimizer steps (fractional, 4 decimals)."""
+        return round(step / self.updates_per_epoch, 4)
+
 
 @dataclass(frozen=True)
 class TrainingRun:
@@ -73,6 +81,7 @@ class TrainingRun:
     loader: DataLoaderShard
     sampler: LengthGroupedSampler
     features: int  # training features in the dataset
+    validation: ValidationSet | None  # None without a validation channel: no evaluation
     batches_per_epoch: int  # this process's share, after prepare()
     schedule: Schedule
 
@@ -90,6 +99,7 @@ class Progress:
     batches_in_epoch: int = 0  # batches of `epoch` this process has consumed (or, on resume, will skip)
     samples_seen: int = 0
     complete_steps: list[int] = field(default_factory=list)  # checkpoints known complete: resumed and saved
+    history: list[dict[str, float]] = field(default_factory=list)  # LOG_HISTORY_FILE entries so far
     resume_rng: dict[str, Any] | None = None  # RNG state to re-apply after the first resumed batch
 
     def position(self, batches_per_epoch: int) -> checkpoints.LoopState:
@@ -101,35 +111,57 @@ class Progress:
 
 @dataclass
 class LossInterval:
-    """The training loss summed on the device between two log lines: read (one host sync) only when logged."""
+    """The training loss summed on the device between two log lines, and the last step's gradient norm: read
+    (one all-reduce, one host sync) only when logged."""
 
     total: torch.Tensor
+    grad_norm: torch.Tensor | None = None
     batches: int = 0
     started: float = field(default_factory=time.perf_counter)
 
-    def add(self, loss: torch.Tensor) -> None:
+    def add(self, loss: torch.Tensor, grad_norm: torch.Tensor | None) -> None:
         self.total += loss
         self.batches += 1
+        if grad_norm is not None:
+            self.grad_norm = grad_norm
 
-    def log_and_restart(self, run: TrainingRun, step: int) -> None:
-        """Print the `step=… loss=…` line the pipeline's metric definitions parse (main process only)."""
-        elapsed = time.perf_counter() - self.started
+    def read_and_restart(self, run: TrainingRun, progress: Progress) -> dict[str, float]:
+        """The log-history entry of the interval (TRAIN_LOG_KEYS), then a fresh interval. The clock is read after
+        the values are: `.tolist()` waits for the device, so the interval holds its steps' work."""
         accelerator = run.accelerator
-        mean_loss = accelerator.reduce(self.total, reduction="mean").item() / max(1, self.batches)
+        norm = self.grad_norm if self.grad_norm is not None else torch.full_like(self.total, math.nan)
+        loss_sum, grad_norm = accelerator.reduce(torch.stack([self.total, norm.float()]), reduction="mean").tolist()
+        elapsed = time.perf_counter() - self.started
         samples = self.batches * run.args.per_device_train_batch_size * accelerator.num_processes
-        if accelerator.is_main_process:
-            print(
-                f"step={step} epoch={step / run.schedule.updates_per_epoch:.3f} loss={mean_loss:.4f} "
-                f"learning_rate={run.scheduler.get_last_lr()[0]:.3e} samples_per_second={samples / elapsed:.2f}",
-                flush=True,
-            )
+        entry = {
+            "step": progress.global_step,
+            "epoch": run.schedule.epoch_at(progress.global_step),
+            "loss": loss_sum / max(1, self.batches),
+            "learning_rate": run.scheduler.get_last_lr()[0],
+            "grad_norm": grad_norm,
+            "samples_per_second": samples / elapsed,
+        }
         self.total.zero_()
-        self.batches, self.started = 0, time.perf_counter()
+        self.grad_norm, self.batches, self.started = None, 0, time.perf_counter()
+        return entry
+
+
+def log_training(run: TrainingRun, progress: Progress, entry: dict[str, float]) -> None:
+    """Record a logging step: the `step=… loss=…` line the pipeline's metric definitions parse and the
+    TensorBoard scalars (main process), and the log history (every process keeps it; the main one saves it)."""
+    progress.history.append(entry)
+    run.accelerator.log({f"train/{key}": entry[key] for key in ("epoch", *TRAIN_LOG_KEYS)}, step=entry["step"])
+    if run.accelerator.is_main_process:
+        print(
+            f"step={entry['step']} epoch={entry['epoch']:.3f} loss={entry['loss']:.4f} "
+            f"learning_rate={entry['learning_rate']:.3e} samples_per_second={entry['samples_per_second']:.2f}",
+            flush=True,
+        )
 
 
 def build(args: argparse.Namespace) -> TrainingRun | None:
     """Accelerator, data, model, optimizer and scheduler, prepared by Accelerate; None (after printing why on
-    stderr) when the longest training feature does not fit the model."""
+    stderr) when the validation channel is unusable or the longest feature does not fit the model."""
     stop = StopRequest() if args.control_steps > 0 else None
     accelerator = start_accelerator(args)
     world = accelerator.num_processes
@@ -139,14 +171,23 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
 
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
     dataset = FeatureDataset.from_parquet(args.train_dir)
-    config = AutoConfig.from_pretrained(args.model_name_or_path)
-    too_long = length_limit_error(max(dataset.lengths), tokenizer, config, "the longest training feature")
-    if too_long:
-        print(f"error: {too_long}", file=sys.stderr, flush=True)
+    try:
+        validation = load_validation(args.validation_dir, accelerator)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
         return None
+    config = AutoConfig.from_pretrained(args.model_name_or_path)
+    longest = [(max(dataset.lengths), "the longest training feature")]
+    if validation is not None:
+        longest.append((validation.longest, "the longest validation feature"))
+    for length, what in longest:
+        too_long = length_limit_error(length, tokenizer, config, what)
+        if too_long:
+            print(f"error: {too_long}", file=sys.stderr, flush=True)
+            return None
     model = load_question_answering_model(args.model_name_or_path, log)
     global_batch = args.per_device_train_batch_size * world * args.gradient_accumulation_steps
-    loader, sampler = feature_loader(args, dataset, tokenizer, global_batch)
+    loader, sampler = feature_loader(args, dataset, batch_collator(tokenizer, model), global_batch)
     optimizer = build_optimizer(model, args.learning_rate, args.weight_decay)
     # Sizes per process: Accelerate shards the batches across processes.
     updates_per_epoch = steps_per_epoch(math.ceil(len(loader) / world), args.gradient_accumulation_steps)
@@ -168,6 +209,7 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
         loader=loader,
         sampler=sampler,
         features=len(dataset),
+        validation=validation,
         batches_per_epoch=len(loader),
         schedule=schedule,
     )
@@ -186,8 +228,14 @@ def start_accelerator(args: argparse.Namespace) -> Accelerator:
         # non_blocking: host-to-device copies from pinned memory overlap the running step.
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True, non_blocking=cuda),
         kwargs_handlers=[ddp_kwargs(backend, precision)],
+        # Training curves: TensorBoard event files, written by the main process only (Accelerate's trackers).
+        log_with="tensorboard",
+        project_dir=str(args.tensorboard_dir),
     )
+    accelerator.init_trackers(TENSORBOARD_RUN)
     setup_logging(accelerator.is_main_process)
+    if cuda and precision != args.precision:
+        log.warning("--precision %s: this GPU has no native bf16, training in %s", args.precision, precision)
     log.info(
         "distributed=%s backend=%s world_size=%d device=%s precision=%s",
         accelerator.distributed_type,
@@ -200,13 +248,11 @@ def start_accelerator(args: argparse.Namespace) -> Accelerator:
 
 
 def feature_loader(
-    args: argparse.Namespace, dataset: FeatureDataset, tokenizer: PreTrainedTokenizerBase, global_batch: int
+    args: argparse.Namespace, dataset: FeatureDataset, collator: DynamicPaddingCollator, global_batch: int
 ) -> tuple[torch.utils.data.DataLoader[Any], LengthGroupedSampler]:
     """The (not yet prepared) loader of dynamically padded batches, and its length-grouped sampler."""
     cuda = torch.cuda.is_available()
     sampler = LengthGroupedSampler(dataset.lengths, group_size=global_batch, seed=args.seed, shuffle=True)
-    # Multiples of 8 keep tensor-core shapes on GPUs.
-    collator = DynamicPaddingCollator.for_tokenizer(tokenizer, 8 if cuda else None)
     # On GPUs, collation runs in worker processes into pinned memory, off the training thread.
     workers = args.dataloader_num_workers if args.dataloader_num_workers >= 0 else (2 if cuda else 0)
     loader = torch.utils.data.DataLoader(
@@ -220,6 +266,28 @@ def feature_loader(
         pin_memory=cuda,
     )
     return loader, sampler
+
+
+def batch_collator(tokenizer: PreTrainedTokenizerBase, model: torch.nn.Module) -> DynamicPaddingCollator:
+    """Dynamic padding, to multiples of 8 on GPUs (tensor-core shapes), with the attention mask prepared on the
+    host where the model takes one (no host sync per forward pass)."""
+    multiple = 8 if torch.cuda.is_available() else None
+    return DynamicPaddingCollator.for_tokenizer(tokenizer, multiple, sdpa_masks=builds_sdpa_masks(model))
+
+
+def load_validation(directory: Path, accelerator: Accelerator) -> ValidationSet | None:
+    """The validation channel's features and examples, read before training so that a bad channel fails
+    before any GPU time is spent; None (with a warning from the main process) when the job has none."""
+    if directory.is_dir():
+        return ValidationSet.load(directory)
+    if accelerator.is_main_process:
+        log.warning(
+            "no validation channel at %s: the model will not be evaluated (no %s, no evaluation line for the "
+            "pipeline's F1 gate)",
+            directory,
+            EVALUATION_FILE,
+        )
+    return None
 
 
 def resume(accelerator: Accelerator, checkpoint_dir: Path) -> Progress:
@@ -239,6 +307,7 @@ def resume(accelerator: Accelerator, checkpoint_dir: Path) -> Progress:
         saved.batches_in_epoch,
         saved.samples_seen,
         complete_steps=[saved.global_step],
+        history=checkpoints.read_log_history(latest),
         # Creating the resumed iterator draws from the RNG; re-apply the saved state after its first batch.
         resume_rng=capture_rng() if saved.batches_in_epoch else None,
     )
@@ -293,7 +362,7 @@ def train_epoch(
         if progress.resume_rng is not None:
             restore_rng(progress.resume_rng)
             progress.resume_rng = None
-        interval.add(training_step(run, batch))
+        interval.add(*training_step(run, batch))
         progress.batches_in_epoch += 1
         if not run.accelerator.sync_gradients:
             continue
@@ -301,7 +370,7 @@ def train_epoch(
         progress.samples_seen += run.schedule.global_batch
         bar.update(1)
         if progress.global_step % run.args.logging_steps == 0 or progress.global_step == run.schedule.total_steps:
-            interval.log_and_restart(run, progress.global_step)
+            log_training(run, progress, interval.read_and_restart(run, progress))
         if checkpoint_if_due(run, progress, timer):
             log.warning("stop requested (SIGTERM): checkpoint at step %d saved, exiting", progress.global_step)
             return True
@@ -310,30 +379,39 @@ def train_epoch(
     return False
 
 
-def training_step(run: TrainingRun, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Forward and backward; clipping and the optimizer update when gradients sync. Returns the detached loss."""
+def training_step(run: TrainingRun, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Forward and backward; clipping and the optimizer update when gradients sync. Returns the detached loss
+    and, when gradients synced, their total norm before clipping (both still on the device)."""
     accelerator, model, optimizer = run.accelerator, run.model, run.optimizer
+    grad_norm = None
     with accelerator.accumulate(model):
         loss: torch.Tensor = model(**batch).loss
         accelerator.backward(loss)
         if accelerator.sync_gradients:
-            accelerator.clip_grad_norm_(model.parameters(), run.args.max_grad_norm)
+            grad_norm = accelerator.clip_grad_norm_(model.parameters(), run.args.max_grad_norm)
         optimizer.step()
         run.scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-    return loss.detach()
+    return loss.detach(), None if grad_norm is None else grad_norm.detach()
 
 
 def checkpoint_if_due(run: TrainingRun, progress: Progress, timer: CheckpointTimer) -> bool:
-    """After an optimizer step: save a checkpoint if one is due (steps, timer, SIGTERM on any rank). True when
-    a SIGTERM asks the run to stop."""
+    """After an optimizer step: save a checkpoint if one is due (steps, epochs, timer, SIGTERM on any rank). True
+    when a SIGTERM asks the run to stop."""
     args, step = run.args, progress.global_step
     # Ordinary steps never wait for the device: the ranks compare notes every --control_steps only.
     stop_now = timed_due = False
     if args.control_steps > 0 and step % args.control_steps == 0:
         stop_now, timed_due = any_rank(run.accelerator, [run.stop_requested, timer.due()])
     step_due = args.checkpoint_steps > 0 and step % args.checkpoint_steps == 0
-    if stop_now or timed_due or step_due:
+    # At the end of every --checkpoint_epochs-th epoch but the last: the model itself is saved right after that.
+    epoch_due = (
+        args.checkpoint_epochs > 0
+        and progress.batches_in_epoch >= run.batches_per_epoch
+        and (progress.epoch + 1) % args.checkpoint_epochs == 0
+        and step < run.schedule.total_steps
+    )
+    if stop_now or timed_due or step_due or epoch_due:
         save_checkpoint(run, progress)
         timer.restart()
     return stop_now
@@ -349,6 +427,8 @@ def save_checkpoint(run: TrainingRun, progress: Progress) -> None:
     checkpoints.begin(target, rank)
     accelerator.wait_for_everyone()
     accelerator.save_state(str(target), safe_serialization=True)
+    if rank == 0:  # rank 0's file: listed in its completion marker
+        checkpoints.write_log_history(target, progress.history)
     checkpoints.write_rank_manifest(target, rank, progress.position(run.batches_per_epoch))
     accelerator.wait_for_everyone()
     progress.complete_steps.append(progress.global_step)
@@ -359,7 +439,8 @@ def save_checkpoint(run: TrainingRun, progress: Progress) -> None:
 
 
 def save(run: TrainingRun, progress: Progress) -> None:
-    """The final model (safetensors + config), the tokenizer, the endpoint's code and a summary in --output_dir."""
+    """The final model (safetensors + config), the tokenizer, the endpoint's code, a summary and the log history
+    in --output_dir."""
     accelerator, output_dir = run.accelerator, run.args.output_dir
     # Every rank prints a digest of its parameters: data-parallel replicas must agree bit for bit.
     # One write per line: ranks share stdout, and a single short write is not interleaved.
@@ -384,4 +465,40 @@ def save(run: TrainingRun, progress: Progress) -> None:
             "processes": accelerator.num_processes,
         }
         (output_dir / "training_summary.json").write_text(json.dumps(summary, indent=2))
+        (output_dir / LOG_HISTORY_FILE).write_text(json.dumps(progress.history, indent=1))
         log.info("model saved to %s", output_dir)
+
+
+def evaluate(run: TrainingRun, progress: Progress) -> Evaluation | None:
+    """SQuAD EM/F1 of the trained model on the validation set, data-parallel over every process (see
+    qa.evaluation): the main process prints the evaluation line once, writes the evaluation report into the
+    model dir and the predictions into the output data dir, logs the scores to TensorBoard and the log history,
+    and returns them (None elsewhere)."""
+    if run.validation is None:
+        return None
+    accelerator, args, features = run.accelerator, run.args, run.validation.features
+    started = time.perf_counter()
+    batches = length_sorted_batches(features, args.eval_batch_size)
+    mine = batches[accelerator.process_index :: accelerator.num_processes]
+    model = accelerator.unwrap_model(run.model)
+    model.eval()
+    collator = batch_collator(run.tokenizer, model)
+    logits = gather_object(window_logits(model, collator, features, mine, accelerator.device))
+    evaluation = None
+    if accelerator.is_main_process:
+        evaluation = score(run.validation, *stack_logits(logits, len(features)))
+        evaluation.write(args.output_dir, args.output_data_dir)
+        print(evaluation.line(), flush=True)
+        step = progress.global_step
+        metrics = {"eval_exact_match": evaluation.exact_match, "eval_f1": evaluation.f1}
+        accelerator.log({f"eval/{key.removeprefix('eval_')}": value for key, value in metrics.items()}, step=step)
+        progress.history.append({"step": step, "epoch": run.schedule.epoch_at(step), **metrics})
+        log.info(
+            "evaluated %d features of %d examples on %d process(es) in %.1f s",
+            len(features),
+            len(run.validation.examples),
+            accelerator.num_processes,
+            time.perf_counter() - started,
+        )
+    accelerator.wait_for_everyone()
+    return evaluation

@@ -11,10 +11,15 @@ from __future__ import annotations
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # synced both ways with CheckpointConfig.S3Uri
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # TensorBoardOutputConfig.LocalPath (SageMaker's default)
 MODEL_DIR = "/opt/ml/model"  # uploaded as model.tar.gz at the end of the job
+OUTPUT_DATA_DIR = "/opt/ml/output/data"  # SM_OUTPUT_DATA_DIR: uploaded as output.tar.gz beside model.tar.gz
+
+# Input channels of the training job (InputDataConfig ChannelName -> SM_CHANNEL_<NAME>, /opt/ml/input/data/<name>).
+VALIDATION_CHANNEL = "validation"  # preprocess.py's validation output: features.parquet + examples.jsonl
 
 # Seams of the local runner: environment variables that move a container path on this machine.
 LOCAL_S3_ROOT_ENV = "LOCAL_S3_ROOT"  # s3://bucket/key -> <root>/bucket/key
 LOCAL_CHECKPOINT_DIR_ENV = "QA_CHECKPOINT_DIR"
+LOCAL_TENSORBOARD_DIR_ENV = "QA_TENSORBOARD_DIR"
 
 # ManifestVersionId's default: code that reads a manifest refuses it, so a run started by hand without the
 # manifest's S3 version id fails before any instance instead of reading whatever version is current.
@@ -23,6 +28,13 @@ MANIFEST_VERSION_UNSET = "unset"
 # Files the training job writes into the model directory (so into model.tar.gz), beside the weights.
 EVALUATION_FILE = "evaluation.json"  # SQuAD EM/F1 on the validation set (SageMaker model-quality shape)
 LOG_HISTORY_FILE = "log_history.json"  # one entry per logging step and per evaluation, Trainer-like
+# LOG_HISTORY_FILE is a JSON list of {"step", "epoch", *TRAIN_LOG_KEYS} per logging step and
+# {"step", "epoch", *EVAL_LOG_KEYS} for the evaluation. The same values go to TensorBoard as scalars tagged
+# "train/<key>" and "eval/<key without eval_>" (TENSORBOARD_RUN's event files under TENSORBOARD_DIR).
+TRAIN_LOG_KEYS = ("loss", "learning_rate", "grad_norm", "samples_per_second")
+EVAL_LOG_KEYS = ("eval_exact_match", "eval_f1")
+TENSORBOARD_RUN = "fine-tune"
+PREDICTIONS_FILE = "predictions.json"  # example id -> predicted answer text, in OUTPUT_DATA_DIR
 EVALUATION_F1_PATH = "metrics.f1.value"  # JSON path of F1 in evaluation.json
 EVALUATION_EXACT_MATCH_PATH = "metrics.exact_match.value"
 

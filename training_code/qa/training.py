@@ -6,6 +6,7 @@ import hashlib
 import math
 import random
 import signal
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -85,6 +86,12 @@ class DynamicPaddingCollator:
     training process between steps). Scalar columns become 1-D tensors. Unlike DataCollatorWithPadding, the
     answer positions (`start_positions`, `end_positions`) move with their tokens when padding goes on the
     left, so they keep pointing at the answer.
+
+    `sdpa_masks` (for models that `builds_sdpa_masks`): the attention mask the model would build itself. From a
+    2-D mask, transformers' masking_utils asks the device whether any token is padding (`padding_mask.all()`,
+    a host sync in every forward pass) and then drops the mask or expands it. The collator knows the answer
+    on the host: no mask when the batch has no padding, else the 4-D boolean key mask, which masking_utils
+    passes through unchanged. Same attention, no sync.
     """
 
     def __init__(
@@ -93,21 +100,27 @@ class DynamicPaddingCollator:
         pad_to_multiple_of: int | None = None,
         padding_side: str = "right",
         pad_token_type_id: int = 0,
+        sdpa_masks: bool = False,
     ) -> None:
         if padding_side not in ("right", "left"):
             raise ValueError(f"padding_side must be 'right' or 'left', not {padding_side!r}")
         self.fill = {"input_ids": pad_token_id, "token_type_ids": pad_token_type_id, "attention_mask": 0}
         self.multiple = pad_to_multiple_of or 1
         self.left = padding_side == "left"
+        self.sdpa_masks = sdpa_masks
 
     @classmethod
-    def for_tokenizer(cls, tokenizer: Any, pad_to_multiple_of: int | None = None) -> DynamicPaddingCollator:
+    def for_tokenizer(
+        cls, tokenizer: Any, pad_to_multiple_of: int | None = None, sdpa_masks: bool = False
+    ) -> DynamicPaddingCollator:
         if tokenizer.pad_token_id is None:
             raise ValueError(
                 f"tokenizer {tokenizer.name_or_path!r} has no pad token: batches of different lengths cannot be "
                 "padded. Use an encoder whose tokenizer defines one (BERT, RoBERTa, DeBERTa, ELECTRA all do)."
             )
-        return cls(tokenizer.pad_token_id, pad_to_multiple_of, tokenizer.padding_side, tokenizer.pad_token_type_id)
+        return cls(
+            tokenizer.pad_token_id, pad_to_multiple_of, tokenizer.padding_side, tokenizer.pad_token_type_id, sdpa_masks
+        )
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         lengths = np.asarray([len(feature["input_ids"]) for feature in features], dtype=np.int64)
@@ -125,11 +138,35 @@ class DynamicPaddingCollator:
             for row, sequence in enumerate(values):
                 array[row, self.tokens(len(sequence), width)] = sequence
             batch[name] = torch.from_numpy(array)
+        if self.sdpa_masks and "attention_mask" in batch:
+            batch.pop("attention_mask")
+            if (lengths < width).any():  # decided here, on the host, from the lengths
+                batch["attention_mask"] = torch.from_numpy(self.key_mask(lengths, width))
         return batch
+
+    def key_mask(self, lengths: np.ndarray, width: int) -> np.ndarray:
+        """(batch, 1, 1, width) booleans, True on each row's tokens: the key mask SDPA broadcasts over queries."""
+        mask = np.zeros((len(lengths), 1, 1, width), dtype=bool)
+        for row, length in enumerate(lengths):
+            mask[row, 0, 0, self.tokens(int(length), width)] = True
+        return mask
 
     def tokens(self, length: int, width: int) -> slice:
         """Where the `length` tokens of one feature sit in a row padded to `width`."""
         return slice(width - length, width) if self.left else slice(0, length)
+
+
+def builds_sdpa_masks(model: torch.nn.Module) -> bool:
+    """Whether `model` attends with PyTorch SDPA and builds its mask with transformers' masking_utils
+    (`create_bidirectional_mask`, transformers >= 5), which takes a prepared 4-D mask as it is. Models of
+    older transformers (4.49 in the SMDDP image) and eager attention keep the 2-D mask."""
+    config = getattr(model, "config", None)
+    modeling = sys.modules.get(type(model).__module__)
+    return (
+        getattr(config, "_attn_implementation", None) == "sdpa"
+        and not getattr(config, "is_decoder", False)
+        and hasattr(modeling, "create_bidirectional_mask")
+    )
 
 
 def build_optimizer(model: torch.nn.Module, learning_rate: float, weight_decay: float) -> torch.optim.Optimizer:
@@ -148,11 +185,25 @@ def build_optimizer(model: torch.nn.Module, learning_rate: float, weight_decay: 
         return torch.optim.AdamW(groups, lr=learning_rate, foreach=True)
 
 
+def native_bf16() -> bool:
+    """Whether this GPU computes in bf16 in hardware (compute capability 8.0+: A100, A10G, L4, H100).
+
+    `torch.cuda.is_bf16_supported()` also counts emulation by default and so answers True on V100 and T4, where
+    bf16 runs slowly through fp32 (pytorch/pytorch PR 148322 discusses it). `including_emulation=False` asks for
+    native support; PyTorch 2.4 added the argument (the training images have 2.5 and 2.9), and an older PyTorch
+    is asked for the compute capability instead.
+    """
+    try:
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    except TypeError:  # PyTorch < 2.4: no including_emulation
+        return torch.cuda.get_device_capability()[0] >= 8
+
+
 def resolve_precision(requested: str) -> str:
-    """bf16 where the hardware has it, fp16 on GPUs without bf16 (V100), full precision on CPU."""
+    """bf16 where the GPU has it natively, fp16 on GPUs without (V100, T4), full precision on CPU."""
     if not torch.cuda.is_available():
         return "no"
-    if requested == "bf16" and not torch.cuda.is_bf16_supported():
+    if requested == "bf16" and not native_bf16():
         return "fp16"
     return requested
 

@@ -1,0 +1,44 @@
+"""Training curves where users look for them: TensorBoard event files (main process) and the log history."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from qa.outputs import EVAL_LOG_KEYS, EVALUATION_FILE, LOG_HISTORY_FILE, TENSORBOARD_RUN, TRAIN_LOG_KEYS
+
+from tests.training_code.runner import run_training
+
+pytestmark = pytest.mark.slow
+
+
+def test_two_processes_write_one_tensorboard_run_and_the_log_history(tmp_path, tiny_model_dir, sample_features):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    hps = {"max_steps": 6, "per_device_train_batch_size": 4, "logging_steps": 2, "checkpoint_minutes": 0}
+    run = run_training(tiny_model_dir, sample_features, tmp_path, hps, processes=2)
+    assert run.returncode == 0, run.output[-3000:]
+
+    history = json.loads((tmp_path / "model" / LOG_HISTORY_FILE).read_text())
+    *training, evaluation = history
+    assert [entry["step"] for entry in training] == [2, 4, 6]
+    assert all(set(entry) == {"step", "epoch", *TRAIN_LOG_KEYS} for entry in training)
+    assert [f"{entry['loss']:.4f}" for entry in training] == run.metric("loss=")
+    assert all(entry["grad_norm"] > 0 and entry["samples_per_second"] > 0 for entry in training)
+    report = json.loads((tmp_path / "model" / EVALUATION_FILE).read_text())
+    assert set(evaluation) == {"step", "epoch", *EVAL_LOG_KEYS} and evaluation["step"] == 6
+    assert round(evaluation["eval_f1"], 4) == report["metrics"]["f1"]["value"]
+
+    # One writer (the main process), read back with TensorBoard's own reader.
+    runs = list((tmp_path / "tensorboard").iterdir())
+    assert [p.name for p in runs] == [TENSORBOARD_RUN]
+    assert len(list(runs[0].glob("events.out.tfevents.*"))) == 1
+    events = EventAccumulator(str(runs[0]))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {f"train/{key}" for key in TRAIN_LOG_KEYS} | {"eval/f1", "eval/exact_match"} <= tags
+    losses = events.Scalars("train/loss")
+    assert [e.step for e in losses] == [2, 4, 6]
+    assert [e.value for e in losses] == pytest.approx([entry["loss"] for entry in training], rel=1e-6)
+    [f1] = events.Scalars("eval/f1")
+    assert (f1.step, f1.value) == (6, pytest.approx(evaluation["eval_f1"], rel=1e-6))
