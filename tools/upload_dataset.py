@@ -4,7 +4,8 @@
     python -m tools.upload_dataset --dataset data/sample-squad --name sample-squad --validate-only
     python -m tools.upload_dataset --dataset data/sample-squad --name sample-squad --version v1 --replace
 
-The dataset folder holds train/ and validation/ files (SQuAD v1.1 .json or .jsonl). Nothing is uploaded if
+The dataset folder holds train/ and validation/ data in any format qa.data reads (SQuAD v1.1 .json, JSON
+Lines, Parquet, CSV, `datasets` save_to_disk folders), validated record by record, streamed. Nothing is uploaded if
 any record is invalid, or if the stacks, the pipeline or the staged base model are missing (the run would
 fail). The manifest goes last, so the pipeline only ever sees complete datasets; it records each file's S3
 version id and SHA-256 (manifest v2), and a NAME/VERSION, once uploaded, stays put: a second upload is
@@ -28,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from qa.data import SPLITS, load_dataset_files, summarize_problems
+from qa.data import ACCEPTED_FORMATS, SPLITS, load_dataset_files, split_entries, summarize_problems
 from qa.outputs import MANIFEST_V2_FORMAT
 
 from config.layout import DatasetLayout
@@ -48,7 +49,6 @@ from tools.deployment import (
 )
 
 DATASETS = DatasetLayout()
-DATA_SUFFIXES = (".json", ".jsonl", ".ndjson")
 # A data file's path below the dataset folder becomes part of its S3 key. S3 event notifications carry keys
 # URL-encoded ("red flower.jpg" arrives as "red+flower.jpg":
 # https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html), and the
@@ -106,47 +106,59 @@ class UploadPlan:
         }
 
 
-def dataset_files(dataset_dir: Path) -> dict[str, list[Path]]:
-    """Split -> data files under `dataset_dir/<split>/`; fails on a symlink that leaves the folder, a
-    symlinked folder, a data file named like the manifest, or a path S3 events would encode."""
+def dataset_entries_by_split(dataset_dir: Path) -> dict[str, list[Path]]:
+    """Split -> what validation reads under `dataset_dir/<split>/`: data files of the accepted formats and
+    `save_to_disk` folders (qa.data's rules); fails on a symlink that leaves the folder or a symlinked folder."""
     root = dataset_dir.resolve()
-    files: dict[str, list[Path]] = {}
+    entries: dict[str, list[Path]] = {}
     for split in SPLITS:
-        found = []
         top = dataset_dir / split
         if top.is_symlink():
             fail(f"{split}/ is a symlink: copy its files into {dataset_dir} instead")
         for folder, subfolders, names in os.walk(top):
-            for entry in sorted([*subfolders, *names]):
-                path = Path(folder) / entry
+            for name in [*subfolders, *names]:
+                path = Path(folder) / name
                 relative = path.relative_to(dataset_dir).as_posix()
                 if path.is_symlink() and not path.resolve().is_relative_to(root):
                     fail(f"{relative} is a symlink that leaves {dataset_dir}: copy the file into the folder instead")
                 if path.is_symlink() and path.is_dir():
                     fail(f"{relative} is a symlinked folder: copy its files into {dataset_dir} instead")
-                if path.is_file() and path.suffix in DATA_SUFFIXES:
-                    found.append(path)
-        for path in found:
-            relative = path.relative_to(dataset_dir).as_posix()
-            if path.name == DATASETS.manifest_name:
-                fail(
-                    f"{relative}: a data file may not be named {DATASETS.manifest_name} (only the upload's own "
-                    "manifest is); rename it"
-                )
-            if not SAFE_KEY.fullmatch(relative):
-                bad = next(c for c in relative if not SAFE_KEY.fullmatch(c))
-                fail(
-                    f"{short(relative)} contains {bad!r}: rename it with letters, digits, '.', '_', '-' only "
-                    "(S3 events URL-encode other characters)"
-                )
-        files[split] = sorted(found)
-    return files
+        entries[split] = split_entries(top) if top.is_dir() else []
+    return entries
 
 
-def check_own_manifest(dataset_dir: Path, keys: list[str]) -> None:
-    """A manifest.json in the dataset folder is used as a check: it must list exactly the data files found
-    (its SageMaker ManifestFile form, or manifest v2's `files`). It is never uploaded: the upload writes its
-    own manifest with the version ids S3 gives."""
+def upload_files(dataset_dir: Path, entries: list[Path]) -> list[tuple[Path, str]]:
+    """(local path, key relative to the version prefix) of every file to upload: each data file, and every
+    file of a `save_to_disk` folder (its Arrow files and the metadata that names them). Fails on a file named
+    like the manifest, or on a path S3 events would encode."""
+    files = [
+        path
+        for entry in entries
+        for path in (sorted(p for p in entry.rglob("*") if p.is_file()) if entry.is_dir() else [entry])
+    ]
+    keyed = []
+    for path in files:
+        relative = path.relative_to(dataset_dir).as_posix()
+        if path.name == DATASETS.manifest_name:
+            fail(
+                f"{relative}: a data file may not be named {DATASETS.manifest_name} (only the upload's own "
+                "manifest is); rename it"
+            )
+        if not SAFE_KEY.fullmatch(relative):
+            bad = next(c for c in relative if not SAFE_KEY.fullmatch(c))
+            fail(
+                f"{short(relative)} contains {bad!r}: rename it with letters, digits, '.', '_', '-' only "
+                "(S3 events URL-encode other characters)"
+            )
+        keyed.append((path, relative))
+    return keyed
+
+
+def check_own_manifest(dataset_dir: Path, keys: list[str], entries: list[str]) -> None:
+    """A manifest.json in the dataset folder is used as a check: it must list exactly the data found, file by
+    file (`keys`) or by entry (`entries`: a save_to_disk folder by its name), in its SageMaker ManifestFile
+    form or as manifest v2's `files`. It is never uploaded: the upload writes its own manifest with the
+    version ids S3 gives."""
     path = dataset_dir / DATASETS.manifest_name
     if not path.is_file():
         return
@@ -161,6 +173,8 @@ def check_own_manifest(dataset_dir: Path, keys: list[str]) -> None:
         listed = [f["key"] for f in manifest["files"] if isinstance(f, dict) and isinstance(f.get("key"), str)]
     else:
         fail(f"{path} is neither a ManifestFile list nor a manifest v2 object: {fix}")
+    if set(listed) == set(entries):
+        return
     missing, extra = sorted(set(keys) - set(listed)), sorted(set(listed) - set(keys))
     if missing or extra:
         parts = [f"not listed: {', '.join(missing)}"] if missing else []
@@ -170,25 +184,27 @@ def check_own_manifest(dataset_dir: Path, keys: list[str]) -> None:
 
 
 def validate_dataset(dataset_dir: Path, name: str, version: str) -> list[tuple[Path, str]]:
-    """Validate every record; (local path, key relative to the version prefix) of each file. No AWS call."""
+    """Validate every record (streamed: records are counted, not kept); (local path, key relative to the
+    version prefix) of each file to upload. No AWS call."""
     check_name("--name", name)
     check_name("--version", version)
     if not dataset_dir.is_dir():
         fail(f"--dataset {dataset_dir}: no such directory; pass a folder with train/ and validation/ files")
-    files = dataset_files(dataset_dir)
-    missing = [split for split in SPLITS if not files[split]]
+    entries = dataset_entries_by_split(dataset_dir)
+    missing = [split for split in SPLITS if not entries[split]]
     if missing:
-        fail(f"{dataset_dir} has no {' or '.join(missing)} files (.json or .jsonl under {missing[0]}/)")
-    keyed = [(path, path.relative_to(dataset_dir).as_posix()) for split in SPLITS for path in files[split]]
-    check_own_manifest(dataset_dir, [key for _, key in keyed])
-    report = load_dataset_files(files, dataset_dir)
+        fail(f"{dataset_dir} has no {' or '.join(missing)} data under {missing[0]}/: accepted are {ACCEPTED_FORMATS}")
+    every_entry = [entry for split in SPLITS for entry in entries[split]]
+    keyed = upload_files(dataset_dir, every_entry)
+    check_own_manifest(
+        dataset_dir, [key for _, key in keyed], [e.relative_to(dataset_dir).as_posix() for e in every_entry]
+    )
+    report = load_dataset_files(entries, dataset_dir, keep_records=False)
     if report.problems:
         print(summarize_problems(report.problems), file=sys.stderr)
         fail("nothing uploaded: fix the records listed above")
-    print(
-        f"validated {sum(len(r) for r in report.records.values())} records "
-        f"({', '.join(f'{len(report.records[s])} {s}' for s in SPLITS)})"
-    )
+    counts = report.valid_records
+    print(f"validated {sum(counts.values())} records ({', '.join(f'{counts[s]} {s}' for s in SPLITS)})")
     return keyed
 
 

@@ -15,6 +15,7 @@ from qa.outputs import MANIFEST_V2_FORMAT
 
 from tests.conftest import ROOT
 from tests.tools.conftest import assert_one_line_error, run_cli, stage_base_model
+from tests.training_code.test_dataset_formats import FORMATS, sample_records, write_copy  # noqa: F401  (fixture)
 from tools.deployment import ToolError
 from tools.upload_dataset import UploadPlan, expected_parameters, find_execution, upload, validate_dataset
 
@@ -346,3 +347,28 @@ def test_the_folders_own_manifest_must_match_its_files(tmp_path):
     (dataset / "manifest.json").write_text("not json")
     with pytest.raises(ToolError, match=r"manifest\.json is not valid JSON"):
         validate_dataset(dataset, "x", "v1")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_each_format_validates_and_uploads_every_file_it_needs(deployed, tmp_path, request, fmt):
+    """Parquet, CSV and save_to_disk copies of the sample (with the folder manifest qa.data's tests write):
+    validated like the JSON files, and a save_to_disk folder uploaded with its metadata, so the pinned copy
+    is a folder qa.data reads again."""
+    dataset = write_copy(tmp_path / fmt, request.getfixturevalue("sample_records"), fmt)
+    files = validate_dataset(dataset, "formats", fmt)
+    keys = sorted(key for _, key in files)
+    if fmt == "save_to_disk":
+        assert {"train/saved/state.json", "train/saved/dataset_info.json"} <= set(keys)
+        assert any(key.startswith("train/saved/") and key.endswith(".arrow") for key in keys)
+    else:
+        assert keys == [f"train/data.{fmt}", f"validation/data.{fmt}"]
+    response = upload(UploadPlan(deployed.datasets_bucket, "formats", fmt, files), deployed.client("s3"))
+    assert sorted(f["key"] for f in response["Manifest"]["files"]) == keys
+
+
+def test_a_format_the_validation_does_not_read_gets_the_accepted_formats(tmp_path):
+    for split in ("train", "validation"):
+        (tmp_path / split).mkdir()
+        (tmp_path / split / "data.xlsx").write_bytes(b"x")
+    with pytest.raises(ToolError, match=r"has no train or validation data under train/: accepted are SQuAD v1\.1 JSON"):
+        validate_dataset(tmp_path, "x", "v1")
