@@ -177,3 +177,39 @@ def test_logs_of_an_unknown_step_is_one_line(monkeypatch, deployed):
     monkeypatch.setattr(type(deployment), "client", lambda self, service: client)
     with stub, pytest.raises(ToolError, match="execution abc123 has no step named 'Fine'"):
         print_logs(deployment, ARN, "Fine")
+
+
+def test_logs_of_a_lambda_step_are_the_events_within_the_step(deployed):
+    """A function's log streams are not per execution: the step's events are those between its start and end."""
+    logs = deployed.client("logs")
+    group = "/aws/lambda/hfqa-dev-claim"
+    logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName="2026/12/01/[$LATEST]abc")
+    start = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    at = int(start.timestamp() * 1000)
+    logs.put_log_events(
+        logGroupName=group,
+        logStreamName="2026/12/01/[$LATEST]abc",
+        logEvents=[
+            {"timestamp": at - 60_000, "message": "an earlier execution"},
+            {"timestamp": at + 1_000, "message": "claimed"},
+            {"timestamp": at + 120_000, "message": "a later execution"},
+        ],
+    )
+    client, stub = stubbed_sagemaker()
+    claim = {
+        "StepName": "ClaimManifest",
+        "StepStatus": "Succeeded",
+        "StartTime": start,
+        "EndTime": start.replace(second=5),
+        "Metadata": {"Lambda": {"Arn": f"arn:aws:lambda:{REGION}:123456789012:function:hfqa-dev-claim"}},
+    }
+    stub.add_response(
+        "list_pipeline_execution_steps",
+        {"PipelineExecutionSteps": [claim]},
+        {"PipelineExecutionArn": ARN, "SortOrder": "Ascending"},
+    )
+    with stub:
+        [where] = step_logs(client, ARN, "ClaimManifest")
+    assert (where.log_group, where.stream_prefix) == (group, None)
+    assert list(log_lines(logs, where)) == ["2026/12/01/[$LATEST]abc  claimed"]
