@@ -22,6 +22,10 @@ from typing import Any
 os.environ["CDK_VALIDATION"] = "false"
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+# Under pytest-xdist each worker holds one core: one OpenMP thread for torch here and in the jobs it starts,
+# rather than two workers spinning two threads each over the same two cores.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import aws_cdk as cdk
 import pytest
@@ -87,6 +91,15 @@ def dev(synthesized) -> SynthesizedEnvironment:
 @pytest.fixture(scope="session")
 def prod(synthesized) -> SynthesizedEnvironment:
     return synthesized["prod"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a pytest-xdist worker (`make test`: `-n 2 --dist loadfile --no-loadscope-reorder`) the slow tests come
+    first, so that their files are handed out first and the two workers end together on short files. Each file
+    runs on one worker (its module fixtures are built once); session fixtures (the synthesized App, the moto
+    server and its deployment, the tiny models, the preprocessed sample) are built once per worker."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: collection order otherwise
 
 
 def resources_of_type(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
