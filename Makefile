@@ -52,13 +52,12 @@ demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally 
 	$(PY) -m tools.summarize $(ASSEMBLY)
 	$(PY) -m local_runner --assembly $(ASSEMBLY) $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $(DEMO_ARGS)
 
-# pytest-xdist workers for `make test` (CI has 2 cores). Whole files per worker (pytest 9.2 breaks xdist's
-# xdist_group marks, which rename node ids); tests/conftest.py hands the slow files out first.
+# pytest-xdist workers for `make test` (CI has 2 cores); tests/conftest.py decides what goes where.
 # TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
 test: lint ## Lint and type-check, then run the whole test suite (offline; TEST_WORKERS=2 processes)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 lint: bootstrap ## ruff check, ruff format --check, mypy (configured in pyproject.toml)
 	$(PY) -m ruff check .

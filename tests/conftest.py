@@ -30,6 +30,7 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
+from xdist.scheduler import LoadScopeScheduling
 
 from config import Settings, load_settings, read_cdk_json_context
 from local_runner.launch import free_port
@@ -93,11 +94,29 @@ def prod(synthesized) -> SynthesizedEnvironment:
     return synthesized["prod"]
 
 
+# `make test` runs `pytest -n 2` (pytest-xdist). A module whose module-scoped fixture is too costly to build on both
+# workers (make synth + two tiny demos) keeps its tests on one worker.
+KEPT_TOGETHER = ("tests/test_make_demo.py",)
+
+
+class OneTestAtATime(LoadScopeScheduling):
+    """xdist's `load` distribution, one test per work unit handed to whichever worker runs low, except that the
+    tests of a KEPT_TOGETHER module form one unit (handed out first: units are ordered by size, then as collected).
+    Session fixtures (the synthesized App, the moto server and its deployment, the tiny models, the preprocessed
+    sample) are built once per worker. (xdist_group marks cannot do this: pytest 9.2 ignores the node ids they
+    rename.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        module = nodeid.split("::", 1)[0]
+        return module if module in KEPT_TOGETHER else nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> OneTestAtATime | None:
+    return OneTestAtATime(config, log) if config.getvalue("dist") == "load" else None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On a pytest-xdist worker (`make test`: `-n 2 --dist loadfile --no-loadscope-reorder`) the slow tests come
-    first, so that their files are handed out first and the two workers end together on short files. Each file
-    runs on one worker (its module fixtures are built once); session fixtures (the synthesized App, the moto
-    server and its deployment, the tiny models, the preprocessed sample) are built once per worker."""
+    """On an xdist worker the slow tests come first, so they start first and both workers end on short tests."""
     if hasattr(config, "workerinput"):
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: collection order otherwise
 
