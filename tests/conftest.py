@@ -99,6 +99,12 @@ def prod(synthesized) -> SynthesizedEnvironment:
 KEPT_TOGETHER = ("tests/test_make_demo.py",)
 
 
+def work_unit(nodeid: str) -> str:
+    """The test itself, or its module when that is KEPT_TOGETHER."""
+    module = nodeid.split("::", 1)[0]
+    return module if module in KEPT_TOGETHER else nodeid
+
+
 class OneTestAtATime(LoadScopeScheduling):
     """xdist's `load` distribution, one test per work unit handed to whichever worker runs low, except that the
     tests of a KEPT_TOGETHER module form one unit (handed out first: units are ordered by size, then as collected).
@@ -107,8 +113,7 @@ class OneTestAtATime(LoadScopeScheduling):
     rename.)"""
 
     def _split_scope(self, nodeid: str) -> str:
-        module = nodeid.split("::", 1)[0]
-        return module if module in KEPT_TOGETHER else nodeid
+        return work_unit(nodeid)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> OneTestAtATime | None:
