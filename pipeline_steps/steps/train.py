@@ -14,7 +14,6 @@ from sagemaker.workflow.retry import (
 )
 from sagemaker.workflow.steps import ProcessingStep, TrainingStep
 
-from config.settings import TRAINING_FRAMEWORK_VERSIONS
 from pipeline_steps.steps.context import BuildContext
 
 STEP_NAME = "FineTune"
@@ -79,7 +78,7 @@ def retry_policies(attempts: int) -> list:
 def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
     training = ctx.settings.training
     outputs = preprocess.properties.ProcessingOutputConfig.Outputs
-    transformers_version, pytorch_version, py_version = TRAINING_FRAMEWORK_VERSIONS[training.distribution]
+    transformers_version, pytorch_version, py_version = ctx.settings.training_framework_versions
     estimator = HuggingFace(
         entry_point="train.py",
         transformers_version=transformers_version,
