@@ -1,4 +1,5 @@
-"""Session-wide fixtures: one synthesized App (dev + prod stacks) shared by every stack test."""
+"""Session-wide fixtures: one synthesized App (dev + prod stacks) shared by every stack test (one per pytest-xdist
+worker: `make test` runs two), and how `make test` shares the tests between its workers."""
 
 from __future__ import annotations
 
