@@ -89,8 +89,8 @@ destroy: bootstrap ## cdk destroy --all (prod buckets and key are retained)
 clean: ## Remove generated output (keeps .venv and node_modules)
 	rm -rf $(CDK_OUT) .cache .pytest_cache .ruff_cache
 
-estimate: bootstrap ## Time and cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>])
-	$(PY) -m tools.estimate --env $(ENV) $(if $(DATASET),--dataset "$(DATASET)")
+estimate: bootstrap ## Wall time and billed cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>] [PLOT=<png>])
+	$(PY) -m tools.estimate --env $(ENV) $(if $(DATASET),--dataset "$(DATASET)") $(if $(PLOT),--plot "$(PLOT)")
 
 runs: bootstrap ## Recent pipeline executions: status, steps, trained vs billed time, cost, F1, model package
 	$(PY) -m tools.runs --env $(ENV) $(if $(LIMIT),--limit $(LIMIT))

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from config.costs import TRAINING_USD_PER_HOUR, hardware_facts
+from config.costs import TRAINING_USD_PER_HOUR, hardware_facts, young_daly_minutes
 from config.instance_types import (
     DEFAULT_TRAINING_CANDIDATES,
     INSTANCE_TYPES,
@@ -187,9 +187,11 @@ class HyperParameters(StrictModel):
     max_grad_norm: float = Field(1.0, gt=0)
     seed: int = 42
     logging_steps: int = Field(50, gt=0)
-    # Wall-clock interval: 15 min keeps BERT-large checkpoints (4 GB, 24 s measured) under 3 % of training time
-    # (bench/RESULTS.md section 6); a step interval (0: off) can be added.
-    checkpoint_minutes: float = Field(15.0, ge=0)
+    # Wall-clock interval: Young's sqrt(2 x checkpoint cost x MTBF) for one spot instance (config/costs.py:
+    # 24.2 s per 4 GB BERT-large checkpoint, 0.2 interruptions per instance-month): 420 min. The reference
+    # workload trains for ~2 min, so no checkpoint fires; long jobs checkpoint on this timer. bench/RESULTS.md
+    # section 6 has the reasoning; a step interval (0: off) can be added.
+    checkpoint_minutes: float = Field(round(young_daly_minutes(1)), ge=0)
     checkpoint_steps: int = Field(0, ge=0)
     # NCCL_DEBUG=INFO in the job: the log then names NCCL's network plugin (EFA or sockets). For a first run.
     nccl_debug: bool = False
@@ -209,7 +211,9 @@ class TrainingSettings(StrictModel):
     """The distributed training job."""
 
     instance_type: str = Field("ml.p4d.24xlarge", pattern=INSTANCE_TYPE_PATTERN)
-    instance_count: int = Field(2, gt=0, le=64)
+    # 1 x p4d: what `make estimate` recommends for the reference workload (the cheapest choice within
+    # deadline_minutes; 2 nodes finish 0.7 min sooner at 1.8x the cost). Multi-node: -c training.instance_count=2.
+    instance_count: int = Field(1, gt=0, le=64)
     distribution: Literal["torchrun", "smddp"] = "torchrun"
     use_spot: bool = True
     max_run_seconds: int = Field(24 * 3600, gt=0, le=MAX_JOB_SECONDS)
@@ -229,6 +233,13 @@ class TrainingSettings(StrictModel):
     image_uri: str | None = Field(None, min_length=1, description="Overrides the backend's default image.")
     encrypt_inter_container_traffic: bool = True
     retry_attempts: int = Field(3, ge=0, le=20)
+    deadline_minutes: float = Field(
+        12.0,
+        gt=0,
+        le=MAX_JOB_SECONDS / 60,
+        description="Wall time from the manifest upload to the registered model that `make estimate` plans for: "
+        "it marks the cheapest instance choice whose modelled pipeline (tokenization not cached) finishes within it.",
+    )
     max_cost_usd: float = Field(
         1000.0,
         gt=0,

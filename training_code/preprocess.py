@@ -50,8 +50,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="TYPE=JSON",
         help="facts and list price of one training instance type (qa.cost.Hardware fields); repeatable",
     )
+    cost.add_argument(
+        "--training-job-terms", type=json.loads, help="the job's start-up terms (qa.cost.JobTerms fields)"
+    )
     cost.add_argument("--per-device-train-batch-size", type=int, default=8)
     cost.add_argument("--gradient-accumulation-steps", type=int, default=1)
+    cost.add_argument("--gradient-bytes", type=int, default=2, help="bytes per gradient on the wire")
     cost.add_argument("--training-instance-type")
     cost.add_argument("--training-instance-count", type=int, default=1)
     cost.add_argument("--epochs", type=float, default=2.0)
@@ -68,8 +72,10 @@ def cost_estimate(args: argparse.Namespace, lengths: dict[str, Counter]) -> dict
     model_config = json.loads((args.tokenizer_dir / "config.json").read_text())
     cost_model = {
         "hardware": dict(_type_and_facts(item) for item in args.training_hardware),
+        **({"job": args.training_job_terms} if args.training_job_terms else {}),  # else run_estimate names it
         "per_device_train_batch_size": args.per_device_train_batch_size,
         "gradient_accumulation_steps": args.gradient_accumulation_steps,
+        "gradient_bytes": args.gradient_bytes,
     }
     return run_estimate(
         cost_model,

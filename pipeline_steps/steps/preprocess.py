@@ -10,7 +10,7 @@ from sagemaker.workflow.properties import PropertyFile
 from sagemaker.workflow.steps import CacheConfig, ProcessingStep
 
 from config import Settings
-from config.costs import hardware_facts
+from config.costs import cost_model, hardware_facts
 from pipeline_steps.steps.context import BuildContext
 
 STEP_NAME = "ValidateAndTokenize"
@@ -31,12 +31,17 @@ def cost_arguments(settings: Settings) -> list[str]:
         facts = hardware_facts(name)[0]
         arguments += ["--training-hardware", f"{name}={json.dumps(facts, sort_keys=True, separators=(',', ':'))}"]
     hps = settings.hyperparameters
+    model = cost_model(settings)
     return [
         *arguments,
+        "--training-job-terms",
+        json.dumps(model["job"], sort_keys=True, separators=(",", ":")),
         "--per-device-train-batch-size",
         str(hps.per_device_train_batch_size),
         "--gradient-accumulation-steps",
         str(hps.gradient_accumulation_steps),
+        "--gradient-bytes",
+        str(model["gradient_bytes"]),
     ]
 
 

@@ -15,7 +15,7 @@ def test_dev_defaults_match_the_reference_workload(cdk_context):
     settings = load(cdk_context)
     assert settings.env_name == "dev"
     assert settings.training.instance_type == "ml.p4d.24xlarge"
-    assert settings.training.instance_count == 2
+    assert settings.training.instance_count == 1
     assert settings.training.distribution == "torchrun"
     assert settings.training.use_spot is True
     assert settings.model.base_model == "bert-large-uncased-whole-word-masking"
@@ -112,6 +112,7 @@ def test_unknown_environment_names_the_known_ones(cdk_context):
         (
             {
                 "training.allowed_instance_types": '["ml.p4d.24xlarge", "ml.p3.16xlarge"]',
+                "training.instance_count": "2",
                 "hyperparameters.precision": "fp16",
             },
             r"instance_count=2 on ml\.p3\.16xlarge: multi-node data parallel needs an EFA-capable",
@@ -202,7 +203,14 @@ def test_training_zone_picks_its_subnet(cdk_context):
 
 def test_several_rule_problems_are_listed_together(cdk_context):
     with pytest.raises(ConfigError) as excinfo:
-        load(cdk_context, **{"training.instance_type": "ml.p3.16xlarge", "training.max_wait_seconds": "60"})
+        load(
+            cdk_context,
+            **{
+                "training.instance_type": "ml.p3.16xlarge",
+                "training.instance_count": "2",
+                "training.max_wait_seconds": "60",
+            },
+        )
     message = str(excinfo.value)
     assert "EFA-capable" in message and "precision=bf16" in message and "max_wait_seconds (60)" in message
 
