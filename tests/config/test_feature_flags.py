@@ -14,6 +14,7 @@ import aws_cdk
 PROJECT_CHOICES = {
     "@aws-cdk/aws-s3:keepNotificationInImportedBucket": True,
     "@aws-cdk/core:defaultCrossStackReferences": "strong",
+    "@aws-cdk/core:enableAdditionalMetadataCollection": False,
 }
 
 
