@@ -1,7 +1,7 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
 # Values users pass (ENV, DATASET, NAME, VERSION, MODEL, PARAMS, EXECUTION, STEP, PACKAGE, LIMIT) reach the
 # recipes only through the environment ("$$NAME"), never spliced into the shell text, so no value is
-# evaluated by the shell. (CDK_TARGET too.)
+# evaluated by the shell. DEMO_ARGS is split into words there, unquoted, and still never evaluated.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV ?= dev
@@ -32,7 +32,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # SageMaker containers do). Outside make the editable install (make venv) gives the same roots; exported here
 # as well, so a second checkout that shares the venv runs its own code.
 export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
-export ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE CDK_TARGET PLOT
+export ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS
 
 .PHONY: help venv cdk-bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs \
 	start retry logs verify-model
@@ -67,14 +67,14 @@ TINY_PARAMS := --tiny --param Epochs=1 --param F1Threshold=0
 
 demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally (TINY=1: wiring-only run)
 	$(PY) -m tools.summarize "$(CDK_OUT)/$$ENV"
-	$(PY) -m local_runner --assembly "$(CDK_OUT)/$$ENV" $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $(DEMO_ARGS)
+	$(PY) -m local_runner --assembly "$(CDK_OUT)/$$ENV" $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $$DEMO_ARGS
 
 # pytest-xdist workers for `make test` (CI has 2 cores); tests/conftest.py decides what goes where.
 # TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= 2
 
 test: lint ## Lint and type-check, then run the whole test suite (offline; TEST_WORKERS=2 processes)
-	$(PY) -m pytest -n $(TEST_WORKERS)
+	$(PY) -m pytest -n "$$TEST_WORKERS"
 
 lint: venv ## ruff check, ruff format --check, mypy (configured in pyproject.toml)
 	$(PY) -m ruff check .
