@@ -470,7 +470,7 @@ def estimate_cost_handler(event: dict[str, Any], context: Any = None) -> dict[st
         float(event["Epochs"]),
     )
     log.info("estimate: %s", estimate)
-    return {"EstimatedCostUSD": round(float(estimate["training_on_demand_usd"]), 4)}
+    return {"EstimatedCostUSD": float(estimate["training_on_demand_usd"])}
 
 
 def _lengths(histogram: dict[str, int]) -> dict[int, int]:
