@@ -106,7 +106,10 @@ class PipelineFunctions(Construct):
         # s3:if-none-match / s3:if-match: the claim object may only be created if absent, or replaced if unchanged
         # (a take-over); an unconditional overwrite is denied
         # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html).
-        for sid, condition_key in (("CreateClaimIfAbsent", "s3:if-none-match"), ("TakeOverClaimIfUnchanged", "s3:if-match")):
+        for sid, condition_key in (
+            ("CreateClaimIfAbsent", "s3:if-none-match"),
+            ("TakeOverClaimIfUnchanged", "s3:if-match"),
+        ):
             claim.add_to_policy(
                 iam.PolicyStatement(
                     sid=sid,
