@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from typing import Any
+from typing import Any, cast
 
 from qa.outputs import CHECKPOINT_DIR, EVALUATION_METRIC_REGEXES, TENSORBOARD_DIR, VALIDATION_CHANNEL
 from sagemaker.debugger import TensorBoardOutputConfig
@@ -58,7 +58,7 @@ class IsolatedTrainingStep(TrainingStep):
 
     @property
     def arguments(self) -> dict[str, Any]:
-        request = super().arguments
+        request = cast(dict[str, Any], super().arguments)  # the SDK types it as dict | list; a job's is a dict
         request["HyperParameters"]["sagemaker_submit_directory"] = json.dumps(f"{CODE_CHANNEL_DIR}/{self.code_file}")
         return request
 
