@@ -59,6 +59,21 @@ def job_retry_policies(attempts: int) -> list:
     ]
 
 
+def service_retry_policies(attempts: int) -> list:
+    """Retries of a registration (a service call, no job): service faults and throttling, with backoff
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/pipelines-retry-policy.html)."""
+    if attempts == 0:
+        return []
+    return [
+        StepRetryPolicy(
+            exception_types=[StepExceptionTypeEnum.SERVICE_FAULT, StepExceptionTypeEnum.THROTTLING],
+            max_attempts=attempts,
+            interval_seconds=30,
+            backoff_rate=2.0,
+        )
+    ]
+
+
 @dataclass(frozen=True)
 class BuildContext:
     settings: Settings

@@ -15,7 +15,7 @@ from sagemaker.workflow.lambda_step import LambdaOutput, LambdaOutputTypeEnum, L
 from sagemaker.workflow.model_step import ModelStep
 from sagemaker.workflow.steps import TrainingStep
 
-from pipeline_steps.steps.context import BuildContext
+from pipeline_steps.steps.context import BuildContext, service_retry_policies
 
 RECORD_STEP = "RecordModel"
 CONDITION_STEP = "CheckF1"
@@ -79,7 +79,11 @@ def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> Condi
         },
         description=f"{ctx.settings.model.base_model} fine-tuned for extractive question answering",
     )
-    register = ModelStep(name=REGISTER_STEP, step_args=register_args)
+    register = ModelStep(
+        name=REGISTER_STEP,
+        step_args=register_args,
+        retry_policies={"register_model_retry_policies": service_retry_policies(ctx.settings.training.retry_attempts)},
+    )
     fail = FailStep(
         name=FAIL_STEP,
         error_message=Join(

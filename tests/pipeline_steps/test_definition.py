@@ -223,6 +223,9 @@ def test_every_job_step_retries_capacity_throttling_and_service_faults_with_back
         types = {kind for policy in policies for kind in policy["ExceptionType"]}
         assert {"SageMaker.CAPACITY_ERROR", "Step.THROTTLING", "Step.SERVICE_FAULT"} <= types, name
         assert all(p["BackoffRate"] > 1 and p["IntervalSeconds"] > 0 for p in policies), name
+    [register] = step(definition, "CheckF1")["Arguments"]["IfSteps"]
+    [policy] = register["RetryPolicies"]
+    assert set(policy["ExceptionType"]) == {"Step.THROTTLING", "Step.SERVICE_FAULT"} and policy["BackoffRate"] > 1
 
 
 def test_training_job_is_distributed_spot_and_checkpointed(definition, settings):
