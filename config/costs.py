@@ -1,31 +1,40 @@
-"""Prices and throughput references for the cost estimate (`tools/estimate.py`, the pipeline's cost guard).
+"""Every figure of the cost and time estimate (`make estimate`, the EstimateTrainingCost cost guard), cited.
 
-LIST PRICES, not what an account pays (savings plans, private pricing and spot differ). Amazon SageMaker AI
-on-demand prices, region us-east-1 (N. Virginia), per instance-hour, "Training" and "Processing" tabs of
+The arithmetic is in training_code/qa/cost.py (stdlib only: it also runs in the Lambda function); this module
+holds the constants and builds `cost_model(settings)`, the JSON the cost guard receives. Each value says
+where it comes from: an AWS page, a build file, a published job log or benchmark, a measurement in this
+repository (bench/RESULTS.md), or "assumption" (no source found; the estimate states those as such).
+
+LIST PRICES, not what an account pays (savings plans, private pricing and spot differ): Amazon SageMaker AI
+on-demand, us-east-1 (N. Virginia), per instance-hour, "Training" and "Processing" tabs of
 https://aws.amazon.com/sagemaker/pricing/ as transcribed on PRICES_AS_OF; they were not re-fetched in the
 session that wrote this table (no internet): check them before relying on a figure. The p3 prices agree with
-the reference article's figures ($3.825 x its ~4 h = its "$15").
+the seed article's figures ($3.825 x its ~4 h = its "$15").
 
-MFU references: NVIDIA's published BERT-large SQuAD v1.1 fine-tuning throughput (sequence length 384, mixed
-precision), turned into MFU with the same FLOP count as the estimator (training_code/qa/cost.py):
-- V100 16 GB, batch 4 per GPU: 19.46 sequences/s on 1 GPU (NVIDIA DeepLearningExamples, TensorFlow BERT
-  README, "NVIDIA DGX-1 (8x V100 16G)", TensorFlow 19.03 NGC container) -> MFU 11.5 %. That table sits among
-  the fine-tuning results but its caption names the pre-training script: the weakest of the three sources.
-- V100 32 GB, batch 16 per GPU: 52 sequences/s on 1 GPU (DeepLearningExamples, PyTorch BERT README,
-  "Fine-tuning NVIDIA DGX-1 With 32G", pytorch:21.11 NGC container) -> MFU 30.8 %.
-- A100 80 GB, batch 32 per GPU: 110.5 sequences/s on 1 GPU (same README, "Fine-tuning NVIDIA DGX A100 (8x
-  A100 80GB)") -> MFU 26.2 %; used for A100 40 GB too.
-- H100: no published figure of the same kind: A100's MFU is assumed (said so in the output).
-A measured MFU (bench/results/gpu_throughput.json) replaces the reference for the GPU model it was measured on.
+Billing: "You are billed for the time interval between [TrainingStartTime] and the value of TrainingEndTime.
+The start time in CloudWatch Logs might be later than this time. The difference is due to the time it takes
+to download the training data and to the size of the training container"; TrainingEndTime is "after model
+artifacts are uploaded"; BillableTimeInSeconds x InstanceCount is what a distributed job bills
+(https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribeTrainingJob.html). Provisioning
+("Starting - Preparing the instances for training") comes before TrainingStartTime: waited for, not billed.
+Published job logs agree: huggingface/blog PR #96 (2 nodes) bills 2882 s = 2 x 1441 s, "the duration from
+'Downloading the training image' to 'Training job completed'". Processing jobs are billed the same way (by
+the second, per instance, https://aws.amazon.com/sagemaker/pricing/ "Processing"); Lambda by duration x
+memory plus requests (https://aws.amazon.com/lambda/pricing/).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from config.instance_types import GPU_MODELS, instance_type
+
+if TYPE_CHECKING:
+    from config.settings import Settings
 
 PRICES_AS_OF = "2026-11-30"
 PRICE_REGION = "us-east-1"
@@ -40,9 +49,94 @@ TRAINING_USD_PER_HOUR: dict[str, float] = {
     "ml.g5.2xlarge": 1.515,
 }
 PROCESSING_USD_PER_HOUR: dict[str, float] = {
+    "ml.m5.large": 0.115,
     "ml.m5.4xlarge": 0.922,
     "ml.g5.2xlarge": 1.515,
 }
+# AWS Lambda, x86, us-east-1: $0.0000166667 per GB-second and $0.20 per 1M requests
+# (https://aws.amazon.com/lambda/pricing/).
+LAMBDA_USD_PER_GB_SECOND = 0.0000166667
+LAMBDA_USD_PER_REQUEST = 0.20 / 1e6
+# Managed spot: AWS says "up to 90%" off on-demand (https://aws.amazon.com/sagemaker/pricing/, "Managed Spot
+# Training"); the discount varies by type, zone and hour. Stated assumption: 70 % (range shown: 50-80 %).
+SPOT_DISCOUNT = 0.70
+SPOT_DISCOUNT_RANGE = (0.50, 0.80)
+# Waiting for spot capacity (not billed, bounded by MaxWaitTimeInSeconds - MaxRuntimeInSeconds): no published
+# distribution; stated as a range (assumption), added to the wall time only.
+SPOT_WAIT_MINUTES_RANGE = (0.0, 30.0)
+
+# --- Start-up of a SageMaker job -----------------------------------------------------------------------------
+# Published job logs (job start -> user script), seconds:
+#   NVIDIA-Merlin/Transformers4Rec#794 (2024-12-09, GPU training job): Starting 22:15:03, Preparing the instances
+#     22:15:17, Downloading input data 22:15:52, Downloading the training image 22:16:08, image download
+#     completed 22:18:59, toolkit running 22:19:09: provisioning 49 s, input 16 s, image 171 s, start 10 s.
+#   aws-samples/amazon-sagemaker-tensorflow-object-detection-api#35 (2023-04-15, ml.g4dn.2xlarge): Starting
+#     10:29:57, Preparing 10:30:13, Downloading input data 10:30:55, image 10:31:20, image download completed
+#     10:32:51, "Invoking user script" 10:33:19: provisioning 58 s, input 25 s, image 91 s, start 28 s.
+#   huggingface/blog PR #96 (2021-04-01, HF training DLC, 2 x ml.p3dn.24xlarge): image download 149 s.
+PROVISIONING_SECONDS = (49 + 58) / 2  # mean of the two logs above
+CONTAINER_START_SECONDS = (10 + 28) / 2  # image ready -> user script, mean of the two logs above
+# Image sizes: the DLC build files' `image_size_baseline` (MB; the build fails above 1.2x it):
+#   aws/deep-learning-containers huggingface/pytorch/training/buildspec-2-7.yml: 25000 (HF PyTorch 2.7.1 GPU,
+#   the newest HF training build file found; the PyTorch 2.9 GPU base is 28000 in pytorch/training/
+#   buildspec-2-9-sm.yml, so 25000 is the low side for the 2.9.0 HF image);
+#   pytorch/training/buildspec-2-9-sm.yml: 7200 (PyTorch 2.9.0 CPU, `2.9.0-cpu-py312-ubuntu22.04-sagemaker`): the
+#   size class of a CPU DLC, used for ValidateAndTokenize's CPU image. The HF PyTorch inference CPU image the
+#   step graph chose (2.6.0, py312) has its own row in huggingface/pytorch/inference/buildspec-2-6-0-
+#   transformers-4-53-1.yml, 21000, the same figure as its GPU row beside it: a CI ceiling, not a size; the
+#   estimate prints what the pipeline would take if the image were that large (CPU_IMAGE_CEILING_MB).
+GPU_TRAINING_IMAGE_MB = 25_000
+CPU_IMAGE_MB = 7_200
+CPU_IMAGE_CEILING_MB = 21_000
+# Pull rate: 25,000 MB in Transformers4Rec#794's 171 s (the issue's pairing of the ~25 GB image with the
+# ~2m50s pull; that log's own image size is not printed). Cross-checks: PR #96's 149 s and #35's 91 s.
+IMAGE_PULL_MB_PER_SECOND = round(GPU_TRAINING_IMAGE_MB / 171, 1)
+# The seed article's image (HF DLC, transformers 4.6, PyTorch 1.7): the same generation as PR #96's: 149 s.
+SEED_IMAGE_PULL_SECONDS = 149.0
+# train.py's own start: imports of torch/transformers/accelerate, process group, loading 1.3 GB of weights
+# onto 8 GPUs (assumption; the jobs log it as the gap between "Invoking user script" and the first step).
+TRAINING_SCRIPT_SETUP_SECONDS = 30.0
+PREPROCESS_SCRIPT_SETUP_SECONDS = 10.0  # imports (assumption)
+# S3 -> instance for File-mode channels (assumption; SageMaker publishes no rate; #794 downloaded its input
+# in 16 s, size not printed).
+S3_DOWNLOAD_MB_PER_SECOND = 200.0
+# SageMaker tars and gzips /opt/ml/model into model.tar.gz, then uploads it (assumption: one core of gzip on
+# fp32 weights, which barely compress). PR #96 shows how long this can get: 11 min "Uploading", its
+# output dir holding the Trainer's checkpoints; train.py writes checkpoints elsewhere (/opt/ml/checkpoints).
+ARCHIVE_MB_PER_SECOND = 50.0
+
+# --- Steps that start no instance ----------------------------------------------------------------------------
+# SageMaker Pipelines schedules each step and polls its job; it publishes no figure for that overhead
+# (assumption: 5 s per step on the critical path, conditions and Fail steps included).
+PIPELINE_STEP_SECONDS = 5.0
+# The Lambda steps (function duration in seconds, memory MB): claim + copy of the data files (server-side
+# copy_object), the estimate, and the record step (streams model.tar.gz for its SHA-256 at an assumed
+# 100 MB/s). Assumptions; the functions log their duration (CloudWatch REPORT lines).
+LAMBDA_STEPS = {"ClaimManifest": (3.0, 512), "EstimateTrainingCost": (1.0, 512), "RecordModel": (None, 1024)}
+LAMBDA_HASH_MB_PER_SECOND = 100.0
+REGISTER_SECONDS = 2.0  # CreateModelPackage: an API call (assumption)
+
+# --- Tokenization --------------------------------------------------------------------------------------------
+# Measured (bench/RESULTS.md section 2): read + validate + tokenize + write, 612 examples/s on 2 vCPUs of this
+# VM = 306 per vCPU. A job's tokenizer processes scale with its vCPUs (ml.m5.4xlarge: 16; ml.p4d.24xlarge: 96;
+# ml.p3.16xlarge: 64, https://aws.amazon.com/sagemaker/pricing/ instance details) at an assumed 80 %.
+TOKENIZE_EXAMPLES_PER_VCPU_SECOND = 612 / 2
+TOKENIZE_PARALLEL_EFFICIENCY = 0.8
+VCPUS = {"ml.m5.large": 2, "ml.m5.4xlarge": 16, "ml.p3.2xlarge": 8, "ml.p3.16xlarge": 64, "ml.p3dn.24xlarge": 96,
+         "ml.p4d.24xlarge": 96, "ml.p4de.24xlarge": 96, "ml.p5.48xlarge": 192}  # fmt: skip
+
+# --- GPU throughput ------------------------------------------------------------------------------------------
+# MFU references: NVIDIA's published BERT-large SQuAD v1.1 fine-tuning throughput (sequence length 384, mixed
+# precision), turned into MFU with the same FLOP count as the estimator (training_code/qa/cost.py):
+# - V100 16 GB, batch 4 per GPU: 19.46 sequences/s on 1 GPU (NVIDIA DeepLearningExamples, TensorFlow BERT
+#   README, "NVIDIA DGX-1 (8x V100 16G)", TensorFlow 19.03 NGC container) -> MFU 11.5 %. That table sits among
+#   the fine-tuning results but its caption names the pre-training script: the weakest of the three sources.
+# - V100 32 GB, batch 16 per GPU: 52 sequences/s on 1 GPU (DeepLearningExamples, PyTorch BERT README,
+#   "Fine-tuning NVIDIA DGX-1 With 32G", pytorch:21.11 NGC container) -> MFU 30.8 %.
+# - A100 80 GB, batch 32 per GPU: 110.5 sequences/s on 1 GPU (same README, "Fine-tuning NVIDIA DGX A100 (8x
+#   A100 80GB)") -> MFU 26.2 %; used for A100 40 GB too.
+# - H100: no published figure of the same kind: A100's MFU is assumed (said so in the output).
+# A measured MFU (bench/results/gpu_throughput.json) replaces the reference for the GPU model it was measured on.
 
 
 @dataclass(frozen=True)
@@ -53,7 +147,6 @@ class ThroughputReference:
     source: str
 
 
-# GPU model (config.instance_types.GPU_MODELS) -> reference; see the module docstring for the sources.
 THROUGHPUT_REFERENCES: dict[str, ThroughputReference] = {
     "V100": ThroughputReference(19.46, "NVIDIA DeepLearningExamples TF BERT, DGX-1 V100 16G, fp16, batch 4"),
     "V100-32GB": ThroughputReference(52.0, "NVIDIA DeepLearningExamples PyTorch BERT, DGX-1 V100 32G, batch 16"),
@@ -62,18 +155,34 @@ THROUGHPUT_REFERENCES: dict[str, ThroughputReference] = {
 }
 ASSUMED_LIKE = {"H100": "A100"}  # GPU models without a reference: use this model's MFU (stated in the output)
 
+# All-reduce bus bandwidth, GB/s, measured with nccl-tests all_reduce_perf (1 GiB, float) on 1-4 p4d.24xlarge
+# over EFA (NVIDIA/nccl#527, 2022-07-25): 230.77, 57.17, 31.77, 29.61. Other types: no measurement of the same
+# kind was found; the p4d figures are scaled by the NVLink bandwidth inside a node and by the network
+# bandwidth across nodes (config/instance_types.py: NVSwitch 600 GB/s, 400 Gbit/s on p4d) - an assumption.
+P4D_BUSBW_GBS = {1: 230.77, 2: 57.17, 3: 31.77, 4: 29.61}
+P4D_PEER_GBS, P4D_NETWORK_GBPS = 600.0, 400.0
+# DDP overlaps the all-reduce with the backward pass only partly: buckets become ready one by one, and NCCL's
+# kernels share the SMs and memory bandwidth with the backward kernels. Share of the backward that hides
+# communication: assumption 0.5 (0: none, 1: perfect; bench/RESULTS.md shows both ends).
+ALLREDUCE_OVERLAP = 0.5
+DDP_BUCKET_CAP_MB = 100.0  # training_code/qa/distributed.py
 
-@dataclass(frozen=True)
-class PipelineAssumptions:
-    """Times the FLOP model does not cover, stated in every estimate."""
+# --- Checkpoints ---------------------------------------------------------------------------------------------
+# Young's interval sqrt(2 x C x MTBF) (J. W. Young, "A first order approximation to the optimum checkpoint
+# interval", CACM 17(9), 1974; Daly 2006 refines it with higher-order terms that matter only when C is
+# comparable to MTBF). C: one BERT-large checkpoint (4.01 GB), 24.2 s measured (bench/RESULTS.md section 6).
+# MTBF: spot interruptions; the EC2 Spot Instance Advisor reports the monthly interruption frequency in bands,
+# the highest ">20%" (https://aws.amazon.com/ec2/spot/instance-advisor/); SageMaker publishes none for managed
+# spot. Assumption: the worst band, 0.2 interruptions per instance-month (730 h), independent per instance.
+CHECKPOINT_SECONDS = 24.2
+SPOT_INTERRUPTIONS_PER_INSTANCE_MONTH = 0.2
+HOURS_PER_MONTH = 730.0
 
-    gpu_job_startup_seconds: float = 300  # provisioning + pulling a ~10 GB training image (assumption)
-    cpu_job_startup_seconds: float = 180  # provisioning + image pull of a processing job (assumption)
-    preprocess_examples_per_second: float = 1500  # validate + tokenize on ml.m5.4xlarge (assumption)
-    spot_savings: tuple[float, float] = (0.3, 0.7)  # managed spot: "up to 90%" per AWS; assumed range
 
-
-ASSUMPTIONS = PipelineAssumptions()
+def young_daly_minutes(instance_count: int, checkpoint_seconds: float = CHECKPOINT_SECONDS) -> float:
+    """The checkpoint interval that minimises expected lost time: sqrt(2 x C x MTBF of the whole cluster)."""
+    mtbf_seconds = HOURS_PER_MONTH * 3600 / SPOT_INTERRUPTIONS_PER_INSTANCE_MONTH / instance_count
+    return math.sqrt(2 * checkpoint_seconds * mtbf_seconds) / 60
 
 
 def measured_mfu(path: Path) -> tuple[str, float] | None:
@@ -91,12 +200,16 @@ def hardware_facts(name: str, measured: tuple[str, float] | None = None) -> tupl
     gpu = facts.gpu
     if gpu is None or gpu.peak_dense_tflops is None:
         raise KeyError(f"{name} has no GPU with a known peak in config/instance_types.py: cannot estimate")
+    intra = P4D_BUSBW_GBS[1] * facts.gpu_peer_gbs / P4D_PEER_GBS if facts.gpu_peer_gbs else 0.0
+    across = facts.network_gbps / P4D_NETWORK_GBPS
     fields = {
         "gpus": facts.gpus,
         "peak_tflops": gpu.peak_dense_tflops,
-        "network_gbps": facts.network_gbps,
-        "gpu_peer_gbs": facts.gpu_peer_gbs,
         "usd_per_hour": TRAINING_USD_PER_HOUR.get(name),
+        "busbw_gbs": {
+            "1": round(intra, 2),
+            **{str(n): round(bw * across, 2) for n, bw in P4D_BUSBW_GBS.items() if n > 1},
+        },
     }
     if measured and gpu.name.split("-")[0] in measured[0]:
         return {**fields, "mfu": measured[1]}, f"MFU measured on {measured[0]} (bench/results/gpu_throughput.json)"
@@ -109,3 +222,38 @@ def hardware_facts(name: str, measured: tuple[str, float] | None = None) -> tupl
     scaled = reference.sequences_per_second * gpu.peak_dense_tflops / basis_peak_tflops
     source = reference.source if basis == gpu.name else f"MFU assumed equal to {basis}'s ({reference.source})"
     return {**fields, "reference_sequences_per_second": scaled}, source
+
+
+@dataclass(frozen=True)
+class TrainingJobTerms:
+    """qa.cost.JobTerms of a FineTune job on the GPU training image."""
+
+    provisioning_seconds: float = PROVISIONING_SECONDS
+    image_mb: float = GPU_TRAINING_IMAGE_MB
+    image_pull_mb_per_second: float = IMAGE_PULL_MB_PER_SECOND
+    container_start_seconds: float = CONTAINER_START_SECONDS
+    script_setup_seconds: float = TRAINING_SCRIPT_SETUP_SECONDS
+    s3_download_mb_per_second: float = S3_DOWNLOAD_MB_PER_SECOND
+    archive_mb_per_second: float = ARCHIVE_MB_PER_SECOND
+    allreduce_overlap: float = ALLREDUCE_OVERLAP
+    bucket_mb: float = DDP_BUCKET_CAP_MB
+
+
+def gradient_bytes(precision: str) -> int:
+    """Bytes per gradient on the wire: the loop's NCCL compression hook sends bf16/fp16 (qa/distributed.py)."""
+    return 4 if precision == "no" else 2
+
+
+def cost_model(settings: Settings) -> dict[str, Any]:
+    """What the EstimateTrainingCost Lambda passes to qa.cost.run_estimate: the facts of every type the
+    TrainingInstanceType parameter accepts (published references only: a local GPU measurement would make the
+    definition machine-dependent), the job's start-up terms and the loop's batch settings. JSON-serialisable;
+    settings validation guarantees every allowed type has a price and GPU facts."""
+    hps = settings.hyperparameters
+    return {
+        "hardware": {name: hardware_facts(name)[0] for name in settings.training_instance_types},
+        "job": asdict(TrainingJobTerms()),
+        "per_device_train_batch_size": hps.per_device_train_batch_size,
+        "gradient_accumulation_steps": hps.gradient_accumulation_steps,
+        "gradient_bytes": gradient_bytes(hps.precision),
+    }

@@ -45,5 +45,6 @@ class DatasetLayout:
 
     @property
     def manifest_key_pattern(self) -> str:
-        """An EventBridge wildcard that matches every manifest key and nothing else."""
+        """An EventBridge wildcard that matches every manifest key; its `*` also spans `/`, so deeper keys ending in
+        `/manifest.json` match too (stacks/trigger.py; the claim step ends those)."""
         return self.manifest_key("*", "*")

@@ -6,11 +6,12 @@ being silently ignored.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from config.costs import TRAINING_USD_PER_HOUR, hardware_facts
+from config.costs import TRAINING_USD_PER_HOUR, hardware_facts, young_daly_minutes
 from config.instance_types import (
     DEFAULT_TRAINING_CANDIDATES,
     INSTANCE_TYPES,
@@ -25,33 +26,75 @@ MAX_JOB_SECONDS = 28 * 24 * 3600
 
 DLC_REGISTRY_ACCOUNT = "763104351884"
 DLC_REPOSITORIES = "huggingface-pytorch-*"  # the training and inference repositories below
-# Hugging Face training images, per distribution backend. SMDDP ships only up to PyTorch 2.5.1.
-DEFAULT_TRAINING_IMAGES = {
-    "torchrun": "huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04",
-    "smddp": "huggingface-pytorch-training:2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04",
-}
-# (transformers, PyTorch, Python) of those images, which the SageMaker SDK wants alongside an image URI.
-TRAINING_FRAMEWORK_VERSIONS = {"torchrun": ("5.3.0", "2.9.0", "py312"), "smddp": ("4.49.0", "2.5.1", "py311")}
-# Hugging Face inference images, per backend: the serving transformers must be at least the version that
-# saved the model (a 4.49 image cannot read configs written by 5.x). No inference image carries exactly
-# 5.3.0; 2.6.0-transformers5.5.3 is the newest GPU one and sits beside the 5.3.0 training image in the
-# Hugging Face DLC list (huggingface/hub-docs docs/sagemaker/source/dlcs/available.md, "PyTorch
-# Inference"; source of truth: https://aws.github.io/deep-learning-containers/reference/available_images/).
-# SMDDP trains with 4.49.0, so its models are served by the 4.49.0 image (aws/deep-learning-containers
-# docs/reference/available_images.md, "HuggingFace Containers > Inference").
+
 # The CPU image of ValidateAndTokenize (no GPU image for a CPU job): the Hugging Face PyTorch inference CPU
 # image, which has Python 3.12, torch 2.6.0 (CPU), transformers 5.5.3 with fast tokenizers, accelerate 1.12.0
 # and boto3 (aws/deep-learning-containers huggingface/pytorch/inference/docker/2.6/py3/Dockerfile.cpu; listed
 # under "HuggingFace Containers > Inference" in docs/reference/available_images.md). No Hugging Face
-# *training* image has a CPU variant (huggingface/pytorch/training/docker holds GPU Dockerfiles only). Size:
-# the DLC buildspecs record no image_size_baseline for it; its Dockerfile has no CUDA, cuDNN, NCCL or EFA
-# layers, the bulk of the ~25,000 MB GPU training image (huggingface/pytorch/training/buildspec.yml).
+# *training* image has a CPU variant (huggingface/pytorch/training/docker holds GPU Dockerfiles only), and the
+# PyTorch training CPU image has no transformers (pytorch/training/docker/2.8/py3/Dockerfile.cpu). Size: the
+# DLC buildspecs record no image_size_baseline for it; its Dockerfile has no CUDA, cuDNN, NCCL or EFA layers,
+# the bulk of the ~25,000 MB GPU training image (huggingface/pytorch/training/buildspec.yml).
 # NOTE: it does not install `datasets` (nor pyarrow explicitly), which preprocess.py imports today.
 DEFAULT_PROCESSING_IMAGE = "huggingface-pytorch-inference:2.6.0-transformers5.5.3-cpu-py312-ubuntu22.04"
-DEFAULT_INFERENCE_IMAGES = {
-    "torchrun": "huggingface-pytorch-inference:2.6.0-transformers5.5.3-gpu-py312-cu124-ubuntu22.04",
-    "smddp": "huggingface-pytorch-inference:2.6.0-transformers4.49.0-gpu-py312-cu124-ubuntu22.04",
-}
+
+@dataclass(frozen=True)
+class TrainingImage:
+    """A Hugging Face training image, what the SageMaker SDK wants beside its URI, and the image that serves
+    what it saves."""
+
+    repository: str  # repository:tag in the deep-learning-containers registry
+    transformers_version: str
+    pytorch_version: str
+    py_version: str
+    cuda: tuple[int, int]  # the CUDA build of its PyTorch
+    inference_repository: str
+
+    @property
+    def framework_versions(self) -> tuple[str, str, str]:
+        """(transformers, PyTorch, Python), as the SageMaker SDK's HuggingFace estimator takes them."""
+        return (self.transformers_version, self.pytorch_version, self.py_version)
+
+    @property
+    def has_volta_kernels(self) -> bool:
+        """CUDA 13.0 removed Maxwell, Pascal and Volta (sm_50-sm_72) from the toolkit ("Deprecated
+        Architectures", https://docs.nvidia.com/cuda/archive/13.0.0/cuda-toolkit-release-notes/index.html), and
+        PyTorch's CUDA 12.8 builds already ship no sm_70 kernels (TORCH_CUDA_ARCH_LIST of the cu128 wheels starts
+        at 7.5, https://github.com/pytorch/pytorch/blob/main/.ci/manywheel/build_cuda.sh): a V100 then finds no
+        kernel for its architecture. Turing (sm_75) keeps its kernels in both."""
+        return self.cuda < (12, 8)
+
+
+# Serving: the inference transformers must be at least the version that saved the model (a 4.49 image cannot
+# read configs written by 5.x). No inference image carries exactly 5.3.0; 2.6.0-transformers5.5.3 is the newest
+# GPU one and sits beside the 5.3.0 training image in the Hugging Face DLC list (huggingface/hub-docs
+# docs/sagemaker/source/dlcs/available.md, "PyTorch Inference"; source of truth:
+# https://aws.github.io/deep-learning-containers/reference/available_images/). Models trained with 4.49.0 are
+# served by the 4.49.0 image (aws/deep-learning-containers docs/reference/available_images.md, "HuggingFace
+# Containers > Inference").
+_CU130_IMAGE = TrainingImage(
+    "huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04",
+    "5.3.0",
+    "2.9.0",
+    "py312",
+    (13, 0),
+    "huggingface-pytorch-inference:2.6.0-transformers5.5.3-gpu-py312-cu124-ubuntu22.04",
+)
+# SMDDP ships only up to PyTorch 2.5.1; its CUDA 12.4 build still has Volta kernels, and torchrun
+# (torch_distributed) runs on it as well.
+_CU124_IMAGE = TrainingImage(
+    "huggingface-pytorch-training:2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04",
+    "4.49.0",
+    "2.5.1",
+    "py311",
+    (12, 4),
+    "huggingface-pytorch-inference:2.6.0-transformers4.49.0-gpu-py312-cu124-ubuntu22.04",
+)
+# Per distribution backend: the newest image that runs it.
+DEFAULT_TRAINING_IMAGES = {"torchrun": _CU130_IMAGE, "smddp": _CU124_IMAGE}
+# When a Volta type (ml.p3dn.24xlarge) is among the allowed training types: the newest image with Volta kernels.
+VOLTA_TRAINING_IMAGE = _CU124_IMAGE
+APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
 
 INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[0-9]*x?large$"
 
@@ -71,11 +114,13 @@ class NetworkSettings(StrictModel):
     existing_subnet_ids: tuple[str, ...] = ()
     existing_availability_zones: tuple[str, ...] = ()
     interface_endpoints: tuple[Literal["ecr", "logs", "monitoring", "sts", "sagemaker"], ...] = Field(
-        (),
-        description="Opt-in interface endpoints, each billed per zone-hour while idle. SageMaker pulls ECR "
-        "images itself and S3 goes through the free gateway endpoint; AWS sources disagree on whether job logs and "
-        "metrics reach CloudWatch without `logs`/`monitoring` (prod turns them on). Add others when your own "
-        "code in the jobs calls those AWS APIs.",
+        ("logs",),
+        description="Interface endpoints, each billed per zone-hour while idle (about 0.01 USD per zone-hour, "
+        "https://aws.amazon.com/privatelink/pricing/: 2 zones ~15 USD a month each). SageMaker pulls ECR images "
+        "itself and S3 goes through the free gateway endpoint. `logs` is required with mode=create: AWS sources "
+        "disagree on whether job logs reach CloudWatch from a VPC without it, and the F1 gate reads a metric "
+        "SageMaker parses from those logs, so a job must never run blind. Add others when your own code in the "
+        "jobs calls those AWS APIs.",
     )
     availability_zones: tuple[str, ...] = Field(
         (),
@@ -99,6 +144,13 @@ class NetworkSettings(StrictModel):
 
     @model_validator(mode="after")
     def _existing_vpc_is_complete(self) -> NetworkSettings:
+        if self.mode == "create" and "logs" not in self.interface_endpoints:
+            raise ValueError(
+                "network.interface_endpoints must include 'logs' with network.mode=create: the VPC has no route to "
+                "CloudWatch Logs otherwise, and AWS does not promise that job logs (and the F1 metric parsed from "
+                "them) arrive without it. About 0.01 USD per zone-hour; or run the jobs outside a VPC with "
+                "network.mode=none"
+            )
         if self.availability_zones and self.mode != "create":
             raise ValueError("network.availability_zones is only used with network.mode=create")
         if self.mode == "existing":
@@ -145,9 +197,11 @@ class HyperParameters(StrictModel):
     max_grad_norm: float = Field(1.0, gt=0)
     seed: int = 42
     logging_steps: int = Field(50, gt=0)
-    # Wall-clock interval: 15 min keeps BERT-large checkpoints (4 GB, 24 s measured) under 3 % of training time
-    # (bench/RESULTS.md section 6); a step interval (0: off) can be added.
-    checkpoint_minutes: float = Field(15.0, ge=0)
+    # Wall-clock interval: Young's sqrt(2 x checkpoint cost x MTBF) for one spot instance (config/costs.py:
+    # 24.2 s per 4 GB BERT-large checkpoint, 0.2 interruptions per instance-month): 420 min. The reference
+    # workload trains for ~2 min, so no checkpoint fires; long jobs checkpoint on this timer. bench/RESULTS.md
+    # section 6 has the reasoning; a step interval (0: off) can be added.
+    checkpoint_minutes: float = Field(round(young_daly_minutes(1)), ge=0)
     checkpoint_steps: int = Field(0, ge=0)
     # NCCL_DEBUG=INFO in the job: the log then names NCCL's network plugin (EFA or sockets). For a first run.
     nccl_debug: bool = False
@@ -167,7 +221,9 @@ class TrainingSettings(StrictModel):
     """The distributed training job."""
 
     instance_type: str = Field("ml.p4d.24xlarge", pattern=INSTANCE_TYPE_PATTERN)
-    instance_count: int = Field(2, gt=0, le=64)
+    # 1 x p4d: what `make estimate` recommends for the reference workload (the cheapest choice within
+    # deadline_minutes; 2 nodes finish 0.7 min sooner at 1.8x the cost). Multi-node: -c training.instance_count=2.
+    instance_count: int = Field(1, gt=0, le=64)
     max_instance_count: int = Field(
         8, gt=0, le=64, description="The largest TrainingInstanceCount an execution may pass (ClaimManifest checks)."
     )
@@ -190,6 +246,13 @@ class TrainingSettings(StrictModel):
     image_uri: str | None = Field(None, min_length=1, description="Overrides the backend's default image.")
     encrypt_inter_container_traffic: bool = True
     retry_attempts: int = Field(3, ge=0, le=20)
+    deadline_minutes: float = Field(
+        12.0,
+        gt=0,
+        le=MAX_JOB_SECONDS / 60,
+        description="Wall time from the manifest upload to the registered model that `make estimate` plans for: "
+        "it marks the cheapest instance choice whose modelled pipeline (tokenization not cached) finishes within it.",
+    )
     max_cost_usd: float = Field(
         1000.0,
         gt=0,
@@ -202,11 +265,11 @@ class ProcessingSettings(StrictModel):
     """The CPU preprocessing job (ValidateAndTokenize)."""
 
     preprocess_instance_type: str = Field("ml.m5.4xlarge", pattern=INSTANCE_TYPE_PATTERN)
+    image_uri: str | None = Field(None, min_length=1, description="Overrides the default CPU image.")
     # No step runs on these any more (the claim is a Lambda step, evaluation runs in FineTune); tools/estimate.py
     # and tools/preflight.py still read them. Remove them when those follow the new graph.
     claim_instance_type: str = Field("ml.m5.large", pattern=INSTANCE_TYPE_PATTERN)
     evaluate_instance_type: str = Field("ml.g5.2xlarge", pattern=INSTANCE_TYPE_PATTERN)
-    image_uri: str | None = Field(None, min_length=1, description="Overrides the default CPU image.")
     volume_size_gb: int = Field(50, gt=0, le=16384)
     max_runtime_seconds: int = Field(4 * 3600, gt=0, le=5 * 24 * 3600)
 
@@ -219,16 +282,16 @@ class EvaluationSettings(StrictModel):
         0.0,
         ge=0,
         le=100,
-        description="The lowest F1Threshold an execution may pass (ClaimManifest refuses lower ones); prod sets it "
-        "to f1_threshold so that no parameter lowers the gate.",
+        description="The lowest F1Threshold an execution may pass (the claim step refuses lower values before "
+        "anything is billed); production environments must set one.",
     )
 
     @model_validator(mode="after")
-    def _floor_below_default(self) -> EvaluationSettings:
-        if self.min_f1_threshold > self.f1_threshold:
+    def _threshold_above_floor(self) -> EvaluationSettings:
+        if self.f1_threshold < self.min_f1_threshold:
             raise ValueError(
-                f"evaluation.min_f1_threshold ({self.min_f1_threshold}) must be <= evaluation.f1_threshold "
-                f"({self.f1_threshold})"
+                f"evaluation.f1_threshold ({self.f1_threshold}) is below evaluation.min_f1_threshold "
+                f"({self.min_f1_threshold}); raise the threshold or lower the floor"
             )
         return self
 
@@ -237,8 +300,27 @@ class RegistrySettings(StrictModel):
     """How trained models are registered."""
 
     approval_status: Literal["PendingManualApproval", "Approved", "Rejected"] = "PendingManualApproval"
+    allow_approved_registration: bool = Field(
+        False,
+        description="Whether an execution may register a model as Approved (ModelApprovalStatus=Approved) and "
+        "skip the manual approval. Never in production; dev may opt in.",
+    )
     inference_image_uri: str | None = Field(None, min_length=1)
     inference_instance_types: tuple[str, ...] = ("ml.g5.xlarge", "ml.g5.2xlarge")
+
+    @model_validator(mode="after")
+    def _approved_only_when_allowed(self) -> RegistrySettings:
+        if self.approval_status == "Approved" and not self.allow_approved_registration:
+            raise ValueError(
+                "registry.approval_status=Approved skips the manual approval: it needs "
+                "registry.allow_approved_registration=true (never in production)"
+            )
+        return self
+
+    @property
+    def approval_statuses(self) -> tuple[str, ...]:
+        """What the ModelApprovalStatus pipeline parameter accepts (its EnumValues)."""
+        return tuple(s for s in APPROVAL_STATUSES if s != "Approved" or self.allow_approved_registration)
 
 
 class Settings(StrictModel):
@@ -249,6 +331,11 @@ class Settings(StrictModel):
     account: str | None = Field(None, pattern=r"^[0-9]{12}$")
     region: str | None = Field(None, pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
     removal_policy: Literal["destroy", "retain"] = "retain"
+    production: bool = Field(
+        False,
+        description="A production environment: termination protection, every stateful resource retained, no "
+        "Approved registration by parameter, an F1 floor. The environment named prod must set it.",
+    )
     notification_email: str | None = Field(None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     checkpoint_retention_days: int = Field(30, gt=0)
     log_retention_days: int = Field(365, gt=0)
@@ -263,7 +350,11 @@ class Settings(StrictModel):
     @model_validator(mode="after")
     def _cross_field_rules(self) -> Settings:
         training = self.training
-        problems = [*self._job_instance_type_problems(), *self._placement_problems()]
+        problems = [
+            *self._job_instance_type_problems(),
+            *self._placement_problems(),
+            *self._production_problems(),
+        ]
         for name in self.training_instance_types:
             problems += self._training_type_problems(name)
         if training.use_spot and training.max_wait_seconds < training.max_run_seconds:
@@ -280,6 +371,26 @@ class Settings(StrictModel):
         if problems:
             raise ValueError("\n  - ".join(dict.fromkeys(problems)))
         return self
+
+    def _production_problems(self) -> list[str]:
+        """What a production environment must hold: the manual approval gate and its F1 floor."""
+        if self.env_name == "prod" and not self.production:
+            return ["the environment named prod must set production=true"]
+        if not self.production:
+            return []
+        problems = []
+        if self.registry.allow_approved_registration:
+            problems.append(
+                "registry.allow_approved_registration=true is not allowed in production: every model there waits "
+                "for a person's approval"
+            )
+        if self.evaluation.min_f1_threshold <= 0:
+            problems.append(
+                "production needs evaluation.min_f1_threshold > 0: otherwise F1Threshold=0 registers any model"
+            )
+        if self.removal_policy != "retain":
+            problems.append("production needs removal_policy=retain: its data and models outlive the stacks")
+        return problems
 
     def _job_instance_type_problems(self) -> list[str]:
         """Every configured type is in the facts table and valid for its kind of job."""
@@ -302,10 +413,9 @@ class Settings(StrictModel):
                 valid = names_where(lambda row, job=job: getattr(row, job))
                 problems.append(f"{key}: SageMaker does not offer {name} for {job} jobs; use one of {', '.join(valid)}")
         if not problems:
-            for name in (processing.preprocess_instance_type, processing.evaluate_instance_type):
-                facts = instance_type(name)
-                if facts.has_local_storage and processing.volume_size_gb > facts.local_nvme_gb:
-                    problems.append(_volume_too_large("processing.volume_size_gb", processing.volume_size_gb, facts))
+            evaluate = instance_type(processing.evaluate_instance_type)
+            if evaluate.has_local_storage and processing.volume_size_gb > evaluate.local_nvme_gb:
+                problems.append(_volume_too_large("processing.volume_size_gb", processing.volume_size_gb, evaluate))
         allowed = training.allowed_instance_types
         if allowed is not None and training.instance_type not in allowed:
             problems.append(
@@ -402,6 +512,27 @@ class Settings(StrictModel):
         return f"{self.name_prefix}-qa-fine-tuning"
 
     @property
+    def notification_topic_name(self) -> str:
+        """Fixed, so the key policy (data stack) can name the topic of the pipeline stack without an export."""
+        return f"{self.name_prefix}-notifications"
+
+    @property
+    def trigger_dead_letter_queue_name(self) -> str:
+        """Fixed, like the topic's name: the key policy names the queue."""
+        return f"{self.name_prefix}-trigger-dead-letters"
+
+    @property
+    def training_image(self) -> TrainingImage:
+        """The backend's newest image, unless an allowed training type is Volta (ml.p3dn.24xlarge): then the
+        newest one whose CUDA build still has Volta kernels."""
+        image = DEFAULT_TRAINING_IMAGES[self.training.distribution]
+        volta = any(
+            name in INSTANCE_TYPES and instance_type(name).gpu_architecture == "volta"
+            for name in self.training_instance_types
+        )
+        return VOLTA_TRAINING_IMAGE if volta and not image.has_volta_kernels else image
+
+    @property
     def processing_image_repository(self) -> str:
         """`repository:tag` of ValidateAndTokenize's CPU image in the deep-learning-containers registry."""
         return DEFAULT_PROCESSING_IMAGE
@@ -409,12 +540,17 @@ class Settings(StrictModel):
     @property
     def training_image_repository(self) -> str:
         """`repository:tag` of the training image in the deep-learning-containers registry."""
-        return DEFAULT_TRAINING_IMAGES[self.training.distribution]
+        return self.training_image.repository
+
+    @property
+    def training_framework_versions(self) -> tuple[str, str, str]:
+        """(transformers, PyTorch, Python) of the training image, which the SageMaker SDK wants beside its URI."""
+        return self.training_image.framework_versions
 
     @property
     def inference_image_repository(self) -> str:
         """`repository:tag` of the image that serves what the training image saves."""
-        return DEFAULT_INFERENCE_IMAGES[self.training.distribution]
+        return self.training_image.inference_repository
 
 
 def _volume_too_large(key: str, size_gb: int, facts: InstanceType) -> str:

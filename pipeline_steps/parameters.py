@@ -55,7 +55,7 @@ def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket:
         model_approval_status=ParameterString(
             "ModelApprovalStatus",
             default_value=settings.registry.approval_status,
-            enum_values=["PendingManualApproval", "Approved", "Rejected"],
+            enum_values=list(settings.registry.approval_statuses),
         ),
         skip_invalid_records=ParameterString(
             "SkipInvalidRecords", default_value="false", enum_values=["true", "false"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from config import Settings
 from stacks.data import DataStack
 from stacks.network import NetworkStack
 from stacks.pipeline import PipelineStack
+from stacks.source_bundle import DEFAULT_BUILD_DIR
 
 
 @dataclass(frozen=True)
@@ -34,11 +34,15 @@ def build_stacks(
     `build_dir` receives the training-code bundle before CDK copies it into the assembly; `definition_cache`
     keeps built pipeline definitions for the next synth with the same inputs (None: always build).
     """
-    build_dir = build_dir or Path(tempfile.gettempdir()) / "hfqa-build"
+    build_dir = build_dir or DEFAULT_BUILD_DIR
     env = cdk.Environment(account=settings.account, region=settings.region)
+    # Production stacks cannot be deleted by a stray `cdk destroy` (CloudFormation termination protection).
+    protection = settings.production
     prefix = settings.name_prefix
-    data = DataStack(app, f"{prefix}-data", settings=settings, env=env)
-    network = NetworkStack(app, f"{prefix}-network", settings=settings, key=data.key, env=env)
+    data = DataStack(app, f"{prefix}-data", settings=settings, env=env, termination_protection=protection)
+    network = NetworkStack(
+        app, f"{prefix}-network", settings=settings, key=data.key, env=env, termination_protection=protection
+    )
     pipeline = PipelineStack(
         app,
         f"{prefix}-pipeline",
@@ -48,6 +52,7 @@ def build_stacks(
         build_dir=build_dir,
         definition_cache=definition_cache,
         env=env,
+        termination_protection=protection,
     )
     stacks = ProjectStacks(data=data, network=network, pipeline=pipeline)
     for stack in stacks.all():

@@ -17,6 +17,10 @@ from config import Settings
 # IAM: "The Sid element supports ASCII uppercase letters (A-Z), lowercase letters (a-z), and numbers (0-9)."
 # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_sid.html
 _STATEMENT_ID = re.compile(r"[A-Za-z0-9]+")
+# Services that publish to the project's encrypted topic: EventBridge rules and CloudWatch alarms.
+TOPIC_PUBLISHERS = ("events.amazonaws.com", "cloudwatch.amazonaws.com")
+# What a service needs from the key to write to an encrypted topic or queue (sns-key-management, above).
+ENCRYPTED_DELIVERY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey*"]
 
 
 def removal_policy(settings: Settings) -> RemovalPolicy:
@@ -67,14 +71,31 @@ class ProjectKey(Construct):
             )
         )
 
-        # EventBridge delivers to the KMS-encrypted dead-letter queue and SNS topic of this project.
+        topic_arn = stack.format_arn(service="sns", resource=settings.notification_topic_name)
+        queue_arn = stack.format_arn(service="sqs", resource=settings.trigger_dead_letter_queue_name)
+        # Services that write to the encrypted topic and queue use this key through SNS and SQS, which name the
+        # topic and queue in the encryption context of every KMS call: that, not aws:SourceAccount/aws:SourceArn
+        # (which EventBridge does not send for these deliveries, so they would deny silently), scopes the grant.
+        # https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services
+        # (EventBridge and CloudWatch alarms to an encrypted topic: kms:Decrypt, kms:GenerateDataKey*),
+        # https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html
+        # (encryption context aws:sqs:arn), awslabs/landing-zone-accelerator-on-aws#407.
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="AllowEventBridgeToEncryptedTargets",
-                principals=[iam.ServicePrincipal("events.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                sid="EventBridgeAndAlarmsPublishToTheEncryptedTopic",
+                principals=[iam.ServicePrincipal(service) for service in TOPIC_PUBLISHERS],
+                actions=ENCRYPTED_DELIVERY_ACTIONS,
                 resources=["*"],
-                conditions={"StringEquals": {"aws:SourceAccount": stack.account}},
+                conditions={"StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": topic_arn}},
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="EventBridgeSendsToTheEncryptedDeadLetterQueue",
+                principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                actions=ENCRYPTED_DELIVERY_ACTIONS,
+                resources=["*"],
+                conditions={"StringEquals": {"kms:EncryptionContext:aws:sqs:arn": queue_arn}},
             )
         )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Aws, CfnOutput, DefaultStackSynthesizer, Fn, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -15,6 +15,7 @@ from config import Settings
 from stacks.data import removal_policy
 
 HTTPS = ec2.Port.tcp(443)
+PROJECT_BUCKETS = ("datasets", "artifacts")  # purposes in Settings.bucket_name
 
 
 def log_retention(days: int) -> logs.RetentionDays:
@@ -34,6 +35,56 @@ _RETENTION_BY_DAYS = {
     1827: logs.RetentionDays.FIVE_YEARS,
     3653: logs.RetentionDays.TEN_YEARS,
 }
+
+
+# What SageMaker and the jobs do in the project's buckets through the S3 gateway endpoint: read channels, code and
+# base models, write outputs, checkpoints (multipart), list prefixes. The roles grant less; this is the ceiling.
+S3_ENDPOINT_ACTIONS = [
+    "s3:GetObject",
+    "s3:GetObjectVersion",
+    "s3:PutObject",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+    "s3:ListBucket",
+    "s3:GetBucketLocation",
+]
+
+
+def s3_endpoint_statements(settings: Settings, stack: Stack) -> list[iam.PolicyStatement]:
+    """The S3 gateway endpoint's policy: the project's buckets and the CDK assets bucket (the training code) only,
+    so nothing in the jobs' subnets can reach another bucket through it (a gateway endpoint without a policy allows
+    every bucket: https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-s3.html#edit-vpc-endpoint-policy-s3).
+
+    SageMaker pulls the training and processing images itself, not through the job's VPC (the dev VPC has no ECR
+    endpoint and jobs start), so no AWS-owned bucket is needed; only with the opt-in `ecr` interface endpoints
+    (images pulled through the VPC) do ECR's layers come from the AWS-owned bucket
+    prod-<region>-starport-layer-bucket (https://docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html#ecr-minimum-s3-perms).
+    """
+    qualifier = getattr(stack.synthesizer, "bootstrap_qualifier", None) or DefaultStackSynthesizer.DEFAULT_QUALIFIER
+    assets_bucket = Fn.sub(DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME.replace("${Qualifier}", qualifier))
+    buckets = [settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION) for purpose in PROJECT_BUCKETS]
+    statements = [
+        iam.PolicyStatement(
+            sid="ProjectBuckets",
+            principals=[iam.AnyPrincipal()],
+            actions=S3_ENDPOINT_ACTIONS,
+            resources=[arn for bucket in (*buckets, assets_bucket) for arn in _bucket_and_objects(bucket)],
+        )
+    ]
+    if "ecr" in settings.network.interface_endpoints:
+        statements.append(
+            iam.PolicyStatement(
+                sid="EcrImageLayers",
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:GetObject"],
+                resources=[f"arn:{Aws.PARTITION}:s3:::prod-{Aws.REGION}-starport-layer-bucket/*"],
+            )
+        )
+    return statements
+
+
+def _bucket_and_objects(bucket: str) -> tuple[str, str]:
+    return f"arn:{Aws.PARTITION}:s3:::{bucket}", f"arn:{Aws.PARTITION}:s3:::{bucket}/*"
 
 
 class EfaSecurityGroup(Construct):
@@ -130,8 +181,10 @@ class JobNetwork(Construct):
             subnet_configuration=[
                 ec2.SubnetConfiguration(name="jobs", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=20)
             ],
-            gateway_endpoints={"S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)},
         )
+        self.s3_endpoint = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        for statement in s3_endpoint_statements(settings, Stack.of(self)):
+            self.s3_endpoint.add_to_policy(statement)
         flow_log_group = logs.LogGroup(
             self,
             "FlowLogs",

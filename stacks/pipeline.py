@@ -14,7 +14,7 @@ from constructs import Construct
 from config import Settings
 from pipeline_steps.definition_cache import definition_json_cached
 from pipeline_steps.placeholders import DeployTimeValues, variables_in
-from stacks.data import DataStack
+from stacks.data import DataStack, removal_policy
 from stacks.functions import PipelineFunctions
 from stacks.nag import acknowledge_reviewed_findings
 from stacks.network import NetworkStack
@@ -81,6 +81,10 @@ class PipelineStack(Stack):
             model_package_group_name=self.model_package_group_name,
             model_package_group_description=f"{settings.model.base_model} fine-tuned for extractive QA (SQuAD)",
         )
+        # What holds state outlives the stack in production (RETAIN): the registered models, the pipeline with
+        # its execution history, the trigger's dead letters.
+        retention = removal_policy(settings)
+        model_package_group.apply_removal_policy(retention)
         self.job_role = JobRole(
             self,
             "JobRole",
@@ -136,6 +140,7 @@ class PipelineStack(Stack):
             role_arn=self.pipeline_role.role_arn,
             pipeline_definition={"PipelineDefinitionBody": Fn.sub(body, substitutions)},
         )
+        self.pipeline.apply_removal_policy(retention)
         self.pipeline.node.add_dependency(model_package_group)
         self.pipeline_arn = self.format_arn(
             service="sagemaker", resource="pipeline", resource_name=settings.pipeline_name
@@ -147,15 +152,23 @@ class PipelineStack(Stack):
             pipeline_name=settings.pipeline_name,
             pipeline_arn=self.pipeline_arn,
             key=data.key,
+            dead_letter_queue_name=settings.trigger_dead_letter_queue_name,
+            removal_policy=retention,
         )
         self.trigger.node.add_dependency(self.pipeline)
         self.notifications = PipelineNotifications(
             self,
             "Notifications",
+            topic_name=settings.notification_topic_name,
+            pipeline_name=settings.pipeline_name,
             pipeline_arn=self.pipeline_arn,
             model_package_group_name=self.model_package_group_name,
             key=data.key,
             email=settings.notification_email,
+            env_name=settings.env_name,
+        )
+        self.notifications.alarm_on_dead_letters(
+            self.trigger.dead_letter_queue, "Dataset trigger: a pipeline start failed after every retry"
         )
         acknowledge_reviewed_findings(self, settings, self.model_package_group_name)
         CfnOutput(self, "ModelPackageGroupName", value=model_package_group.ref)

@@ -135,20 +135,34 @@ class PipelineRole(Construct):
                 resources=[sagemaker_arn("processing-job", "*"), sagemaker_arn("training-job", "*")],
             )
         )
+        packages = [
+            sagemaker_arn("model-package-group", model_package_group_name),
+            sagemaker_arn("model-package", f"{model_package_group_name}/*"),
+        ]
+        # Registration only with a status the settings allow (in production never Approved): CreateModelPackage
+        # supports the condition key sagemaker:ModelApprovalStatus ("Filters access by the model approval status
+        # with the model-package in the request", https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonsagemaker.html).
+        # No UpdateModelPackage: no step changes a package, approving is a person's action.
         role.add_to_policy(
             iam.PolicyStatement(
                 sid="RegisterModels",
+                actions=["sagemaker:CreateModelPackage"],
+                resources=packages,
+                conditions={
+                    "StringEquals": {"sagemaker:ModelApprovalStatus": list(settings.registry.approval_statuses)}
+                },
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ReadModelPackages",
                 actions=[
-                    "sagemaker:CreateModelPackage",
                     "sagemaker:DescribeModelPackage",
                     "sagemaker:DescribeModelPackageGroup",
                     "sagemaker:AddTags",
                     "sagemaker:ListTags",
                 ],
-                resources=[
-                    sagemaker_arn("model-package-group", model_package_group_name),
-                    sagemaker_arn("model-package", f"{model_package_group_name}/*"),
-                ],
+                resources=packages,
             )
         )
         job_role.grant_pass_role(role)

@@ -1,7 +1,9 @@
 """The training code as a reproducible tar.gz: SageMaker's `sagemaker_submit_directory` format.
 
 Same input files -> same bytes (sorted entries, fixed mtimes, owners and modes, no gzip timestamp), so the
-CDK asset hash only changes when the code does.
+CDK asset hash only changes when the code does. The bundle is deployed and runs in every job: it is written
+only into a directory that the current user owns and nobody else may write to, atomically, and a file found
+there is reused only when its bytes are exactly the bundle's (a planted or truncated file is rewritten).
 """
 
 from __future__ import annotations
@@ -9,8 +11,15 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
+import stat
 import tarfile
+import tempfile
 from pathlib import Path
+
+# Inside the checkout (ignored by git, removed by `make clean`): private to whoever owns the checkout, never a
+# shared, predictable path such as /tmp/hfqa-build.
+DEFAULT_BUILD_DIR = Path(__file__).resolve().parents[1] / ".cache" / "source-bundles"
 
 EXCLUDED_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 EXCLUDED_SUFFIXES = {".pyc", ".pyo"}
@@ -44,11 +53,44 @@ def build_source_tarball(source_dir: Path) -> bytes:
     return compressed.getvalue()
 
 
-def write_source_tarball(source_dir: Path, out_dir: Path) -> Path:
-    """Write the bundle as `<out_dir>/sourcedir-<sha256 prefix>.tar.gz` and return its path."""
+class UnsafeBuildDir(RuntimeError):
+    """The build directory is not private to the current user: a bundle there could be replaced."""
+
+
+def private_dir(path: Path) -> Path:
+    """`path`, created with mode 0700 when missing; refused unless owned by this user and writable by no one else."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise UnsafeBuildDir(f"{path} is not a directory (a symlink?): remove it or pass another build_dir")
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafeBuildDir(
+            f"{path} must be owned by you and writable only by you (uid {info.st_uid}, mode "
+            f"{stat.filemode(info.st_mode)}): run `chmod go-w {path}` or remove it"
+        )
+    return path
+
+
+def write_source_tarball(source_dir: Path, out_dir: Path = DEFAULT_BUILD_DIR) -> Path:
+    """Write the bundle as `<out_dir>/sourcedir-<sha256 prefix>.tar.gz` and return its path.
+
+    An existing file of that name is kept only if its content hashes to the bundle's full SHA-256; otherwise it
+    is replaced. Writes go to a temporary file in the same directory, fsynced, then renamed over the target.
+    """
     data = build_source_tarball(source_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"sourcedir-{hashlib.sha256(data).hexdigest()[:16]}.tar.gz"
-    if not path.exists():
-        path.write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    directory = private_dir(out_dir)
+    path = directory / f"sourcedir-{digest[:16]}.tar.gz"
+    if path.is_file() and not path.is_symlink() and hashlib.sha256(path.read_bytes()).hexdigest() == digest:
+        return path
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".sourcedir-", suffix=".partial")
+    try:
+        with os.fdopen(handle, "wb") as partial:
+            partial.write(data)
+            partial.flush()
+            os.fsync(partial.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
     return path

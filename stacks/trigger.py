@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -13,7 +13,12 @@ from constructs import Construct
 
 from config.layout import DatasetLayout
 
-# The manifest is uploaded last; data files never match (see tools/upload_dataset.py).
+# The manifest is uploaded last (tools/upload_dataset.py). EventBridge's `*` wildcard matches any characters,
+# `/` included, and no pattern operator can forbid extra segments
+# (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-create-pattern-operators.html#eb-filtering-wildcard-matching):
+# `datasets/*/*/manifest.json` also matches `datasets/a/b/c/manifest.json` or `datasets/mf/v1/train/manifest.json`.
+# The pattern therefore only narrows; the pipeline's first step (the claim function) ends every key that is not
+# exactly `datasets/<name>/<version>/manifest.json` with one line and no failure.
 MANIFEST_KEY_PATTERN = DatasetLayout().manifest_key_pattern
 # SageMakerPipelineParameters values must be whole JSON paths: bucket and key go in separately.
 PIPELINE_PARAMETERS_FROM_EVENT = {
@@ -46,11 +51,16 @@ class DatasetTrigger(Construct):
         pipeline_name: str,
         pipeline_arn: str,
         key: kms.IKey,
+        dead_letter_queue_name: str,
+        removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
         self.dead_letter_queue = sqs.Queue(
             self,
             "DeadLetterQueue",
+            # Named: the key policy (data stack) scopes EventBridge's use of the key to this queue's ARN.
+            queue_name=dead_letter_queue_name,
+            removal_policy=removal_policy,
             encryption=sqs.QueueEncryption.KMS,
             encryption_master_key=key,
             enforce_ssl=True,
@@ -87,6 +97,8 @@ class DatasetTrigger(Construct):
                 )
             ],
         )
+        # The queue policy EventBridge's dead-letter delivery needs, with the rule's ARN, which it sends
+        # (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html). Its KMS use: stacks/data.py.
         self.dead_letter_queue.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="EventBridgeDeadLetters",

@@ -20,7 +20,7 @@ from sagemaker.workflow.step_collections import StepCollection
 from sagemaker.workflow.steps import ProcessingStep, Step
 
 from config import Settings
-from config.costs import hardware_facts
+from config.costs import cost_model
 from pipeline_steps.steps.context import BuildContext
 
 ESTIMATE_STEP = "EstimateTrainingCost"
@@ -29,18 +29,10 @@ FAIL_STEP = "TrainingCostAboveLimit"
 COST_OUTPUT = "EstimatedCostUSD"
 
 
-def cost_model(settings: Settings) -> str:
-    """What qa/cost.py needs (it knows nothing of config/): the hardware facts and list price of every type the
-    TrainingInstanceType parameter accepts, and the batch settings, as JSON text. Published throughput
-    references only: a local GPU measurement would make the definition machine-dependent. Settings validation
-    guarantees that every allowed type has a price and GPU facts."""
-    hps = settings.hyperparameters
-    model = {
-        "hardware": {name: hardware_facts(name)[0] for name in settings.training_instance_types},
-        "per_device_train_batch_size": hps.per_device_train_batch_size,
-        "gradient_accumulation_steps": hps.gradient_accumulation_steps,
-    }
-    return json.dumps(model, sort_keys=True, separators=(",", ":"))
+def cost_model_json(settings: Settings) -> str:
+    """qa/cost.py's cost model (config/costs.py `cost_model`: it knows nothing of config/) as JSON text: Lambda step
+    inputs are flat values."""
+    return json.dumps(cost_model(settings), sort_keys=True, separators=(",", ":"))
 
 
 def estimate(ctx: BuildContext, preprocess: ProcessingStep) -> LambdaStep:
@@ -56,7 +48,7 @@ def estimate(ctx: BuildContext, preprocess: ProcessingStep) -> LambdaStep:
             "TrainingInstanceType": params.training_instance_type,
             "TrainingInstanceCount": params.training_instance_count,
             "Epochs": params.epochs,
-            "CostModel": cost_model(ctx.settings),
+            "CostModel": cost_model_json(ctx.settings),
         },
         outputs=[LambdaOutput(output_name=COST_OUTPUT, output_type=LambdaOutputTypeEnum.Float)],
     )

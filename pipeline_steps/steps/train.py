@@ -24,7 +24,6 @@ from sagemaker.huggingface import HuggingFace
 from sagemaker.inputs import TrainingInput
 from sagemaker.workflow.steps import ProcessingStep, TrainingStep
 
-from config.settings import TRAINING_FRAMEWORK_VERSIONS
 from pipeline_steps.steps.context import BuildContext, job_retry_policies
 
 STEP_NAME = "FineTune"
@@ -88,7 +87,7 @@ def hyperparameters(ctx: BuildContext) -> dict[str, Any]:
 def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
     training = ctx.settings.training
     outputs = preprocess.properties.ProcessingOutputConfig.Outputs
-    transformers_version, pytorch_version, py_version = TRAINING_FRAMEWORK_VERSIONS[training.distribution]
+    transformers_version, pytorch_version, py_version = ctx.settings.training_framework_versions
     estimator = HuggingFace(
         entry_point="train.py",
         transformers_version=transformers_version,

@@ -15,7 +15,7 @@ def test_dev_defaults_match_the_reference_workload(cdk_context):
     settings = load(cdk_context)
     assert settings.env_name == "dev"
     assert settings.training.instance_type == "ml.p4d.24xlarge"
-    assert settings.training.instance_count == 2
+    assert settings.training.instance_count == 1
     assert settings.training.distribution == "torchrun"
     assert settings.training.use_spot is True
     assert settings.model.base_model == "bert-large-uncased-whole-word-masking"
@@ -112,6 +112,7 @@ def test_unknown_environment_names_the_known_ones(cdk_context):
         (
             {
                 "training.allowed_instance_types": '["ml.p4d.24xlarge", "ml.p3.16xlarge"]',
+                "training.instance_count": "2",
                 "hyperparameters.precision": "fp16",
             },
             r"instance_count=2 on ml\.p3\.16xlarge: multi-node data parallel needs an EFA-capable",
@@ -202,6 +203,67 @@ def test_training_zone_picks_its_subnet(cdk_context):
 
 def test_several_rule_problems_are_listed_together(cdk_context):
     with pytest.raises(ConfigError) as excinfo:
-        load(cdk_context, **{"training.instance_type": "ml.p3.16xlarge", "training.max_wait_seconds": "60"})
+        load(
+            cdk_context,
+            **{
+                "training.instance_type": "ml.p3.16xlarge",
+                "training.instance_count": "2",
+                "training.max_wait_seconds": "60",
+            },
+        )
     message = str(excinfo.value)
     assert "EFA-capable" in message and "precision=bf16" in message and "max_wait_seconds (60)" in message
+
+
+@pytest.mark.parametrize(
+    ("env_name", "statuses"),
+    [("dev", ("PendingManualApproval", "Approved", "Rejected")), ("prod", ("PendingManualApproval", "Rejected"))],
+)
+def test_only_dev_opts_in_to_approved_registration(cdk_context, env_name, statuses):
+    assert load(cdk_context, env=env_name).registry.approval_statuses == statuses
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"registry.allow_approved_registration": "true"}, r"allow_approved_registration=true is not allowed in prod"),
+        (
+            {"evaluation.min_f1_threshold": "0", "evaluation.f1_threshold": "0"},
+            r"needs evaluation\.min_f1_threshold > 0",
+        ),
+        ({"evaluation.f1_threshold": "50"}, r"f1_threshold \(50\.0\) is below evaluation\.min_f1_threshold \(90\.0\)"),
+        ({"production": "false"}, r"the environment named prod must set production=true"),
+        ({"removal_policy": "destroy"}, r"production needs removal_policy=retain"),
+    ],
+)
+def test_production_keeps_the_approval_gate(cdk_context, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load(cdk_context, env="prod", **overrides)
+
+
+def test_approved_default_needs_the_opt_in(cdk_context):
+    with pytest.raises(ConfigError, match=r"approval_status=Approved skips the manual approval"):
+        load(cdk_context, **{"registry.approval_status": "Approved", "registry.allow_approved_registration": "false"})
+
+
+def test_a_volta_training_type_picks_an_image_with_volta_kernels(cdk_context):
+    # fp16 adds ml.p3dn.24xlarge (V100, sm_70) to the allowed types; the CUDA 13.0 torchrun image has no sm_70.
+    volta = load(cdk_context, **{"hyperparameters.precision": "fp16"})
+    assert "ml.p3dn.24xlarge" in volta.training_instance_types
+    assert volta.training_image.has_volta_kernels
+    assert volta.training_image_repository.startswith("huggingface-pytorch-training:2.5.1-transformers4.49.0")
+    assert volta.training_framework_versions == ("4.49.0", "2.5.1", "py311")
+    assert volta.inference_image_repository.startswith("huggingface-pytorch-inference:2.6.0-transformers4.49.0")
+    ampere_only = load(
+        cdk_context,
+        **{"hyperparameters.precision": "fp16", "training.allowed_instance_types": '["ml.p4d.24xlarge"]'},
+    )
+    assert "cu130" in ampere_only.training_image_repository
+    assert not ampere_only.training_image.has_volta_kernels
+
+
+def test_jobs_in_a_created_vpc_are_never_blind(cdk_context):
+    assert "logs" in load(cdk_context).network.interface_endpoints
+    with pytest.raises(ConfigError, match=r"interface_endpoints must include 'logs' with network\.mode=create"):
+        load(cdk_context, **{"network.interface_endpoints": '["monitoring"]'})
+    assert load(cdk_context, **{"network.mode": "none", "network.interface_endpoints": "[]"}).network.mode == "none"

@@ -8,7 +8,7 @@ from aws_cdk.assertions import Template
 from config import Settings, load_settings
 from stacks.network import EfaSecurityGroup, JobNetwork
 from tests.conftest import dumps
-from tests.stacks.conftest import BareStack, logical_id
+from tests.stacks.conftest import BareStack, joined, logical_id
 from tools.idle_cost import idle_cost
 
 
@@ -31,15 +31,49 @@ def test_only_isolated_subnets_and_no_route_out(bare_stack, dev_settings):
     assert all(subnet["Properties"]["MapPublicIpOnLaunch"] is False for subnet in subnets.values())
 
 
-def test_only_the_free_s3_gateway_endpoint_by_default(bare_stack, dev_settings):
-    """The jobs need no interface endpoint (SageMaker pulls images and ships logs itself); each would bill
-    per zone-hour while idle."""
-    assert not dev_settings.network.interface_endpoints
+def test_by_default_the_s3_gateway_and_the_logs_endpoint_only(bare_stack, dev_settings):
+    """SageMaker pulls images itself; the logs endpoint is what keeps a first run from being blind (settings)."""
+    assert dev_settings.network.interface_endpoints == ("logs",)
     template = job_network(bare_stack, dev_settings)
-    template.resource_count_is("AWS::EC2::VPCEndpoint", 1)
-    [endpoint] = template.find_resources("AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Gateway"}})
-    assert ".s3" in dumps(template.to_json()["Resources"][endpoint]["Properties"]["ServiceName"])
-    template.resource_count_is("AWS::EC2::SecurityGroup", 1)  # the EFA group; no endpoint group
+    template.resource_count_is("AWS::EC2::VPCEndpoint", 2)
+    [gateway] = template.find_resources("AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Gateway"}})
+    assert ".s3" in dumps(template.to_json()["Resources"][gateway]["Properties"]["ServiceName"])
+    [interface] = template.find_resources("AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Interface"}})
+    assert ".logs" in dumps(template.to_json()["Resources"][interface]["Properties"]["ServiceName"])
+
+
+def gateway_policy(template: Template) -> list[dict]:
+    [gateway] = template.find_resources(
+        "AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Gateway"}}
+    ).values()
+    return gateway["Properties"]["PolicyDocument"]["Statement"]
+
+
+def test_the_s3_gateway_endpoint_reaches_only_the_project_and_asset_buckets(bare_stack, dev_settings):
+    [statement] = gateway_policy(job_network(bare_stack, dev_settings))
+    project = [
+        joined(f"arn:<partition>:s3:::{dev_settings.bucket_name(purpose, '<account>', '<region>')}{suffix}")
+        for purpose in ("datasets", "artifacts")
+        for suffix in ("", "/*")
+    ]
+    bucket = [
+        "arn:",
+        {"Ref": "AWS::Partition"},
+        ":s3:::",
+        {"Fn::Sub": "cdk-hnb659fds-assets-${AWS::AccountId}-${AWS::Region}"},
+    ]
+    assets = [{"Fn::Join": ["", bucket]}, {"Fn::Join": ["", [*bucket, "/*"]]}]
+    assert sorted(map(dumps, statement["Resource"])) == sorted(map(dumps, project + assets))
+    assert statement["Principal"] == {"AWS": "*"} and statement["Effect"] == "Allow"
+    assert not [action for action in statement["Action"] if "*" in action or "Delete" in action]
+
+
+def test_ecr_through_the_vpc_adds_only_ecrs_layer_bucket(bare_stack, cdk_context):
+    settings = load_settings({**cdk_context, "network.interface_endpoints": '["ecr", "logs"]'})
+    statements = gateway_policy(job_network(bare_stack, settings))
+    assert [s["Sid"] for s in statements] == ["ProjectBuckets", "EcrImageLayers"]
+    assert "-starport-layer-bucket/*" in dumps(statements[1]["Resource"])
+    assert statements[1]["Action"] == "s3:GetObject"
 
 
 def test_flow_logs_are_encrypted_and_kept_as_configured(bare_stack, dev_settings):

@@ -16,6 +16,7 @@ from tests.stacks.conftest import (
     bucket_arn,
     bucket_name,
     grantee,
+    joined,
     logical_id,
     sibling_stack,
     statements_of,
@@ -46,8 +47,10 @@ def test_key_rotates_and_follows_the_removal_policy_of_the_environment(bare_stac
     template.has_resource_properties("AWS::KMS::Alias", {"AliasName": f"alias/{settings.name_prefix}"})
 
 
-def test_key_policy_lets_logs_and_eventbridge_in_only_for_this_account(bare_stack, dev_settings):
+def test_key_policy_scopes_logs_and_encrypted_deliveries_by_encryption_context(bare_stack, dev_settings):
     template = key_template(bare_stack, dev_settings)
+    topic_arn = joined(f"arn:<partition>:sns:<region>:<account>:{dev_settings.notification_topic_name}")
+    queue_arn = joined(f"arn:<partition>:sqs:<region>:<account>:{dev_settings.trigger_dead_letter_queue_name}")
     template.has_resource_properties(
         "AWS::KMS::Key",
         {
@@ -62,10 +65,18 @@ def test_key_policy_lets_logs_and_eventbridge_in_only_for_this_account(bare_stac
                         ),
                         Match.object_like(
                             {
-                                "Sid": "AllowEventBridgeToEncryptedTargets",
+                                "Sid": "EventBridgeAndAlarmsPublishToTheEncryptedTopic",
+                                "Principal": {"Service": ["cloudwatch.amazonaws.com", "events.amazonaws.com"]},
+                                "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+                                "Condition": {"StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": topic_arn}},
+                            }
+                        ),
+                        Match.object_like(
+                            {
+                                "Sid": "EventBridgeSendsToTheEncryptedDeadLetterQueue",
                                 "Principal": {"Service": "events.amazonaws.com"},
-                                "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
-                                "Condition": {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}},
+                                "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+                                "Condition": {"StringEquals": {"kms:EncryptionContext:aws:sqs:arn": queue_arn}},
                             }
                         ),
                     ]

@@ -45,3 +45,28 @@ def test_invalid_settings_stop_synth_with_the_message(tmp_path):
     )
     assert result.returncode != 0
     assert "training.max_wait_seconds (10) must be >= training.max_run_seconds (20)" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        (
+            {"ENV": "prod"},
+            "error: -c ENV=prod: unknown context key, so nothing would select that environment; use -c env=prod",
+        ),
+        ({"name_prefx": "x"}, "error: -c name_prefx=...: unknown context key; did you mean name_prefix?"),
+    ],
+)
+def test_a_misspelt_context_key_stops_synth_with_the_fix(tmp_path, context, message):
+    env = {"PATH": f"{Path(sys.executable).parent}:{node_bin_dir()}:/usr/bin:/bin"}
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=ROOT,
+        env={**env, "CDK_OUTDIR": str(tmp_path), "CDK_CONTEXT_JSON": json.dumps(context), "CDK_VALIDATION": "false"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert not (tmp_path / "manifest.json").exists()  # nothing was synthesized, dev included

@@ -86,20 +86,68 @@ def test_no_wildcard_action_and_star_resources_only_where_nothing_narrower_exist
             assert "ManagedPolicyArns" not in role["Properties"]
 
 
-def rules_by_detail_type(env):
+def rules_by_detail_type(env) -> dict[str, list[dict]]:
     rules = resources_of_type(env.templates["pipeline"], "AWS::Events::Rule").values()
-    return {rule["Properties"]["EventPattern"]["detail-type"][0]: rule["Properties"] for rule in rules}
+    by_type: dict[str, list[dict]] = {}
+    for rule in rules:
+        by_type.setdefault(rule["Properties"]["EventPattern"]["detail-type"][0], []).append(rule["Properties"])
+    return by_type
 
 
 def test_trigger_starts_this_pipeline_on_uploads_to_the_datasets_bucket(dev):
-    trigger = rules_by_detail_type(dev)["Object Created"]
+    [trigger] = rules_by_detail_type(dev)["Object Created"]
     assert f":pipeline/{dev.settings.pipeline_name}" in dumps(trigger["Targets"][0]["Arn"])
     assert f'"{dev.settings.name_prefix}-datasets-"' in dumps(trigger["EventPattern"]["detail"]["bucket"])
 
 
 def test_notifications_follow_this_pipeline_and_its_model_package_group(dev):
     rules = rules_by_detail_type(dev)
-    status = rules["SageMaker Model Building Pipeline Execution Status Change"]["EventPattern"]["detail"]
-    assert f":pipeline/{dev.settings.pipeline_name}" in dumps(status["pipelineArn"])
-    approval = rules["SageMaker Model Package State Change"]["EventPattern"]["detail"]
-    assert approval["ModelPackageGroupName"] == [dev.settings.model_package_group_name]
+    pipeline_rules = [
+        *rules["SageMaker Model Building Pipeline Execution Status Change"],
+        *rules["SageMaker Model Building Pipeline Execution Step Status Change"],
+    ]
+    assert len(pipeline_rules) == 3
+    for rule in pipeline_rules:
+        assert f":pipeline/{dev.settings.pipeline_name}" in dumps(rule["EventPattern"]["detail"]["pipelineArn"])
+    packages = rules["SageMaker Model Package State Change"]
+    assert len(packages) == 2
+    for rule in packages:
+        assert rule["EventPattern"]["detail"]["ModelPackageGroupName"] == [dev.settings.model_package_group_name]
+
+
+@pytest.mark.parametrize(("env_name", "protected"), [("dev", False), ("prod", True)])
+def test_production_stacks_are_termination_protected_and_retain_their_state(synthesized, env_name, protected):
+    env = synthesized[env_name]
+    assert [stack.termination_protection for stack in env.stacks.all()] == [protected] * 3
+    pipeline = env.templates["pipeline"]
+    stateful = ("AWS::SageMaker::Pipeline", "AWS::SageMaker::ModelPackageGroup", "AWS::SQS::Queue")
+    for resource_type in stateful:
+        [resource] = resources_of_type(pipeline, resource_type).values()
+        assert resource.get("DeletionPolicy") == ("Retain" if protected else "Delete"), resource_type
+        assert resource.get("UpdateReplacePolicy") == ("Retain" if protected else "Delete"), resource_type
+
+
+def registration_statements(env) -> list[dict]:
+    return [
+        statement
+        for statement in policy_statements(env.templates["pipeline"])
+        if "sagemaker:CreateModelPackage" in as_list(statement["Action"])
+    ]
+
+
+@pytest.mark.parametrize(
+    ("env_name", "statuses"),
+    [("dev", ["PendingManualApproval", "Approved", "Rejected"]), ("prod", ["PendingManualApproval", "Rejected"])],
+)
+def test_no_route_to_an_approved_registration_in_prod(synthesized, env_name, statuses):
+    env = synthesized[env_name]
+    definition = json.loads(synthesized_definition(env.templates["pipeline"])[0])
+    [approval] = [p for p in definition["Parameters"] if p["Name"] == "ModelApprovalStatus"]
+    assert approval["EnumValues"] == statuses
+    assert approval["DefaultValue"] == "PendingManualApproval"
+    [register] = registration_statements(env)
+    assert register["Condition"] == {"StringEquals": {"sagemaker:ModelApprovalStatus": statuses}}
+    every_action = [
+        a for template in env.templates.values() for s in policy_statements(template) for a in as_list(s["Action"])
+    ]
+    assert "sagemaker:UpdateModelPackage" not in every_action

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
@@ -34,6 +35,8 @@ def template(bare_stack, dev_settings, datasets_bucket, pipeline_arn) -> Templat
         pipeline_name=dev_settings.pipeline_name,
         pipeline_arn=pipeline_arn,
         key=kms.Key(stack, "Key"),
+        dead_letter_queue_name=dev_settings.trigger_dead_letter_queue_name,
+        removal_policy=RemovalPolicy.RETAIN,
     )
     return Template.from_stack(stack)
 
@@ -78,10 +81,18 @@ def test_eventbridge_role_may_only_start_this_pipeline(template, pipeline_arn):
     ]
 
 
-def test_dead_letter_queue_is_kms_encrypted_and_only_this_rule_sends(template):
+def test_dead_letter_queue_is_kms_encrypted_named_retained_and_only_this_rule_sends(template, dev_settings):
     key_arn = {"Fn::GetAtt": [logical_id(template, "AWS::KMS::Key"), "Arn"]}
-    template.has_resource_properties(
-        "AWS::SQS::Queue", {"KmsMasterKeyId": key_arn, "MessageRetentionPeriod": 14 * 86400}
+    template.has_resource(
+        "AWS::SQS::Queue",
+        {
+            "Properties": {
+                "KmsMasterKeyId": key_arn,
+                "MessageRetentionPeriod": 14 * 86400,
+                "QueueName": dev_settings.trigger_dead_letter_queue_name,
+            },
+            "DeletionPolicy": "Retain",
+        },
     )
     rule_arn = {"Fn::GetAtt": [logical_id(template, "AWS::Events::Rule"), "Arn"]}
     template.has_resource_properties(
@@ -126,6 +137,8 @@ def s3_event(bucket: str, key: str) -> dict:
         (False, "uploads/squad/v1/manifest.json", False),
         (False, "manifest.json", False),
         (True, "datasets/squad/v1/manifest.json", False),
+        (False, "datasets/squad/v1/manifest.JSON", False),
+        (False, "datasets/squad/manifest.json", False),  # a version segment is missing
     ],
 )
 def test_event_pattern_matches_only_manifest_uploads(template, datasets_bucket, other_bucket, key, expected):
@@ -136,3 +149,22 @@ def test_event_pattern_matches_only_manifest_uploads(template, datasets_bucket, 
 def test_other_event_types_do_not_match(template, datasets_bucket):
     event = s3_event(datasets_bucket, "datasets/squad/v1/manifest.json") | {"detail-type": "Object Deleted"}
     assert not matches(event_pattern(template), event)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        # EventBridge's `*` also matches `/`, and no operator can forbid extra segments (stacks/trigger.py): these
+        # start an execution, whose claim step ends them at once with one line and no failure.
+        "datasets/mf/v1/train/manifest.json",
+        "datasets/a/b/c/manifest.json",
+        # S3 documents URL-encoding of keys only for notifications to SNS/SQS/Lambda; for EventBridge both forms
+        # may arrive: the pattern matches both, and the claim step refuses any key outside [A-Za-z0-9._-] segments.
+        "datasets/my squad/v1/manifest.json",
+        "datasets/my+squad/v1/manifest.json",
+        "datasets/caf%C3%A9/v1/manifest.json",
+        "datasets/café/v1/manifest.json",
+    ],
+)
+def test_what_the_wildcard_cannot_refuse_still_reaches_the_claim_step(template, datasets_bucket, key):
+    assert matches(event_pattern(template), s3_event(datasets_bucket, key))

@@ -6,10 +6,11 @@ from tools.idle_cost import ENDPOINT_AZ_HOUR_USD, HOURS_PER_MONTH, KMS_KEY_MONTH
 from tools.summarize import summarize
 
 
-def test_dev_idles_under_five_dollars_a_month(dev):
+def test_dev_idles_for_its_key_and_the_logs_endpoint(dev):
     cost = idle_cost(list(dev.templates.values()))
-    assert cost == IdleCost(endpoint_zone_hours_per_hour=0, kms_keys=1)
-    assert cost.monthly_usd == KMS_KEY_MONTH_USD < 5
+    zones = dev.settings.network.max_azs
+    assert cost == IdleCost(endpoint_zone_hours_per_hour=zones, kms_keys=1)  # network.interface_endpoints: logs
+    assert cost.monthly_usd == zones * HOURS_PER_MONTH * ENDPOINT_AZ_HOUR_USD + KMS_KEY_MONTH_USD < 20
 
 
 def test_the_sum_counts_each_endpoint_zone_hour():

@@ -17,10 +17,11 @@ from tests.tools.conftest import (
 from tools.deployment import load_deployment
 from tools.preflight import MIN_BOOTSTRAP_VERSION, check_bootstrap, preflight
 
-# What the dev environment uses: 2 x ml.p4d.24xlarge on spot, ml.m5.4xlarge and ml.g5.2xlarge processing.
+# What the dev environment uses: 1 x ml.p4d.24xlarge on spot (the estimate's default), ml.m5.4xlarge and
+# ml.g5.2xlarge processing.
 ENOUGH = {
-    "ml.p4d.24xlarge for spot training job usage": 2.0,
-    "ml.p4d.24xlarge for training job usage": 2.0,
+    "ml.p4d.24xlarge for spot training job usage": 1.0,
+    "ml.p4d.24xlarge for training job usage": 1.0,
     "ml.m5.4xlarge for processing job usage": 1.0,
     "ml.g5.2xlarge for processing job usage": 1.0,
 }
@@ -53,7 +54,7 @@ def test_fails_on_missing_model_and_zero_quota_then_passes_when_fixed(deployed, 
     assert code == 1
     assert row(table, "base model staged").split()[3] == "FAIL"
     assert "fix: make stage-model MODEL=bert-large-uncased-whole-word-masking ENV=dev" in table
-    assert "FAIL    0 < 2" in row(table, "quota ml.p4d.24xlarge for spot training job usage")
+    assert "FAIL    0 < 1" in row(table, "quota ml.p4d.24xlarge for spot training job usage")
     assert table.strip().endswith("2 of 11 checks failed")
 
     stage_base_model(deployed, tmp_path)
@@ -68,7 +69,7 @@ def test_the_unused_purchase_option_only_warns(deployed, tmp_path, capsys):
     stage_base_model(deployed, tmp_path)
     code, table = run_preflight(stubbed_quotas({**ENOUGH, "ml.p4d.24xlarge for training job usage": 0.0}, {}), capsys)
     assert code == 0
-    assert "WARN    0 < 2 (only needed if training.use_spot changes)" in row(
+    assert "WARN    0 < 1 (only needed if training.use_spot changes)" in row(
         table, "quota ml.p4d.24xlarge for training"
     )
 

@@ -1,30 +1,39 @@
-"""How long fine-tuning takes and what it costs, from model FLOPs, GPU peak throughput and list prices.
+"""What a fine-tuning job bills and how long it takes: start-up, compute and upload, per instance.
 
-    time = training FLOPs / (GPUs x peak dense FLOP/s x MFU x data-parallel efficiency)
+Stdlib only: runs in the EstimateTrainingCost Lambda function (Python 3.12 runtime, the pipeline's cost guard)
+and in tools/estimate.py (`make estimate`), so both use the same figures. Every constant comes in through
+`cost_model` (built from config/costs.py, where each one is cited); this module holds only the arithmetic.
 
-- Training FLOPs per token: 6 x matmul parameters (forward + backward) plus the attention scores and values,
-  12 x layers x hidden x sequence length (Chowdhery et al. 2022, "PaLM", appendix B: 6N + 12LHQT; the
-  same count as bench/gpu_throughput.py). Embedding tables are lookups, not matmuls.
-- MFU (model FLOPs utilisation): measured, or a stated reference; the caller says which.
-- Data-parallel efficiency: every optimizer step all-reduces the fp32 gradients, a ring inside each instance
-  over NVLink/NVSwitch (2(g-1)/g x bytes / peer bandwidth) and a ring across instances over the network
-  (2(n-1)/n x bytes / network bandwidth). DDP overlaps the all-reduce with the backward pass (2/3 of the
-  compute), so only the communication beyond that is exposed: efficiency = compute / (compute + exposed).
+A SageMaker training job, as AWS bills it (DescribeTrainingJob: "You are billed for the time interval between
+TrainingStartTime and TrainingEndTime", per instance: BillableTimeInSeconds x InstanceCount):
 
-Plain Python: runs in the preprocessing container (the cost guard) and in tools/estimate.py.
+    provisioning (Starting, not billed) | image pull + input download + container/script start + compute +
+    evaluation + model archive upload (billed, on every instance)
+
+Compute: training FLOPs / (GPUs x peak dense FLOP/s x MFU x data-parallel efficiency).
+- Training FLOPs per token: 6 x matmul parameters (forward + backward) plus attention scores and values,
+  12 x layers x hidden x sequence length (Chowdhery et al. 2022, "PaLM", appendix B: 6N + 12LHQT), summed over
+  the real length histogram (dynamic padding: each batch is padded to its own longest feature only).
+- Data-parallel efficiency per optimizer step: compute / (compute + exposed all-reduce). The all-reduce moves
+  the gradients in their wire precision (bf16 with the loop's NCCL compression hook) at the MEASURED algorithm
+  bandwidth of the cluster (nccl-tests busbw -> algbw = busbw x R / (2 (R - 1)) for R ranks). DDP starts the
+  all-reduce while the backward pass still runs; only `allreduce_overlap` of the backward hides it (buckets
+  become ready one by one and the NCCL kernels share the GPU), and the last bucket is always exposed.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 
-# The model and sequence length of published throughput references (BERT-large, SQuAD, 384 tokens).
+# The model and sequence length of the published throughput references (BERT-large, SQuAD, 384 tokens).
 BERT_LARGE = {"num_hidden_layers": 24, "hidden_size": 1024, "intermediate_size": 4096, "vocab_size": 30522}
 REFERENCE_SEQUENCE_LENGTH = 384
 # The estimate when a type has no list price or reference: the cost guard stops rather than waves it through.
 UNKNOWN_COST_USD = 1e12
 BACKWARD_SHARE = 2 / 3  # of a training step's FLOPs: backward is twice the forward
-GRADIENT_BYTES = 4  # fp32 gradients (mixed precision keeps fp32 master weights)
+WEIGHT_BYTES = 4  # fp32 weights in the base model download and in model.tar.gz
 
 
 @dataclass(frozen=True)
@@ -39,7 +48,7 @@ class ModelShape:
     type_vocab_size: int = 2
 
     @classmethod
-    def from_config(cls, config: dict) -> ModelShape:
+    def from_config(cls, config: Mapping) -> ModelShape:
         """From a Hugging Face config.json: BERT/RoBERTa field names, or DistilBERT's (n_layers, dim, hidden_dim)."""
 
         def field(*names: str) -> int:
@@ -55,8 +64,8 @@ class ModelShape:
             hidden=field("hidden_size", "dim"),
             intermediate=field("intermediate_size", "hidden_dim"),
             vocab_size=field("vocab_size"),
-            max_positions=config.get("max_position_embeddings", 512),
-            type_vocab_size=config.get("type_vocab_size", 2),
+            max_positions=int(config.get("max_position_embeddings", 512)),
+            type_vocab_size=int(config.get("type_vocab_size", 2)),
         )
 
     @property
@@ -88,11 +97,12 @@ class Workload:
     """One fine-tuning run: the features of one epoch (as a length histogram) and the loop's settings."""
 
     model: ModelShape
-    train_lengths: dict[int, int]  # sequence length -> number of features of that length
-    validation_lengths: dict[int, int]
+    train_lengths: Mapping[int, int]  # sequence length -> number of features of that length
+    validation_lengths: Mapping[int, int]
     epochs: float
     per_device_batch: int
     gradient_accumulation_steps: int = 1
+    gradient_bytes: int = 2  # bytes per gradient on the wire: bf16/fp16 with the NCCL compression hook
 
     @property
     def train_features(self) -> int:
@@ -115,23 +125,29 @@ class Workload:
         """Training tokens over all epochs."""
         return self.epochs * sum(n * c for n, c in self.train_lengths.items())
 
+    @property
+    def features_mb(self) -> float:
+        """Size of the tokenized features a job downloads: input ids, token types, attention mask (int32 each)."""
+        tokens = sum(n * c for lengths in (self.train_lengths, self.validation_lengths) for n, c in lengths.items())
+        return tokens * 3 * 4 / 1e6
+
 
 @dataclass(frozen=True)
 class Hardware:
-    """What the estimate needs to know about one training instance type."""
+    """What the estimate needs to know about one training instance type (config/costs.py cites each field)."""
 
     instance_type: str
     gpus: int
     peak_tflops: float  # per GPU, dense fp16/bf16
-    network_gbps: float
-    gpu_peer_gbs: float
     usd_per_hour: float | None  # on-demand list price; None: not in the price table
+    busbw_gbs: Mapping[str, float]  # nodes ("1", "2", ...) -> all-reduce bus bandwidth, GB/s (nccl-tests)
     mfu: float | None = None  # measured
     reference_sequences_per_second: float | None = None  # else: BERT-large at 384 tokens on one such GPU
 
     @classmethod
-    def from_dict(cls, instance_type: str, facts: dict) -> Hardware:
-        return cls(instance_type=instance_type, **facts)
+    def from_dict(cls, instance_type: str, facts: Mapping) -> Hardware:
+        known = {f.name for f in fields(cls)} - {"instance_type"}
+        return cls(instance_type=instance_type, **{k: v for k, v in facts.items() if k in known})
 
     @property
     def utilisation(self) -> float:
@@ -145,100 +161,180 @@ class Hardware:
         )
         return flops / (self.peak_tflops * 1e12)
 
+    @property
+    def gpu_flops(self) -> float:
+        """Sustained FLOP/s of one GPU."""
+        return self.peak_tflops * 1e12 * self.utilisation
+
+    def allreduce_gbs(self, nodes: int) -> float:
+        """Algorithm bandwidth (bytes reduced per second) of an all-reduce over `nodes` instances: the bus
+        bandwidth measured at that node count (beyond the largest measured count: the largest one's), turned
+        into algbw for R ranks (nccl-tests PERFORMANCE.md: busbw = algbw x 2 (R - 1) / R)."""
+        measured = {int(k): float(v) for k, v in self.busbw_gbs.items()}
+        busbw = measured.get(nodes) or measured[max(n for n in measured if n <= nodes)]
+        ranks = self.gpus * nodes
+        return busbw * ranks / (2 * (ranks - 1))
+
 
 @dataclass(frozen=True)
-class Estimate:
+class JobTerms:
+    """Start-up and I/O of one SageMaker training job (config/costs.py cites each value)."""
+
+    provisioning_seconds: float  # Starting: "Preparing the instances for training" (not billed)
+    image_mb: float  # the training image's size
+    image_pull_mb_per_second: float
+    container_start_seconds: float  # image ready -> the user script runs (training toolkit, imports)
+    script_setup_seconds: float  # the script's own start: process group, model load onto the GPUs
+    s3_download_mb_per_second: float  # input channels (base model, features)
+    archive_mb_per_second: float  # SageMaker tars and gzips /opt/ml/model into model.tar.gz, then uploads it
+    allreduce_overlap: float  # share of the backward pass that hides the gradient all-reduce
+    bucket_mb: float  # DDP bucket (fp32 MB): the last one's all-reduce is always exposed
+
+    @classmethod
+    def from_dict(cls, terms: Mapping) -> JobTerms:
+        return cls(**{f.name: float(terms[f.name]) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """One optimizer step on one GPU, seconds."""
+
+    compute: float
+    allreduce: float
+    exposed: float
+
+    @property
+    def efficiency(self) -> float:
+        return self.compute / (self.compute + self.exposed)
+
+
+def step_time(workload: Workload, hardware: Hardware, terms: JobTerms, nodes: int) -> StepTime:
+    """Compute of a mean step (over the real length histogram) against the gradient all-reduce that follows it."""
+    flops_per_feature = workload.training_flops / workload.epochs / max(workload.train_features, 1)
+    # Accumulation: one all-reduce per optimizer step of (batch x accumulation) features per GPU.
+    features = workload.per_device_batch * workload.gradient_accumulation_steps
+    compute = features * flops_per_feature / hardware.gpu_flops
+    if hardware.gpus * nodes == 1:
+        return StepTime(compute, 0.0, 0.0)
+    wire = workload.model.parameters * workload.gradient_bytes
+    allreduce = wire / (hardware.allreduce_gbs(nodes) * 1e9)
+    last_bucket = min(wire, terms.bucket_mb * 1e6 * workload.gradient_bytes / 4) / (hardware.allreduce_gbs(nodes) * 1e9)
+    exposed = max(last_bucket, allreduce - terms.allreduce_overlap * BACKWARD_SHARE * compute)
+    return StepTime(compute, allreduce, exposed)
+
+
+@dataclass(frozen=True)
+class JobEstimate:
+    """One training job: each phase in seconds (wall, the same on every instance), and what it bills."""
+
     instance_type: str
     instance_count: int
     gpus: int
-    training_seconds: float
-    evaluation_seconds: float
-    data_parallel_efficiency: float
+    phases: dict[str, float]  # in order; "provisioning" is not billed
+    step: StepTime
     usd_per_hour: float | None
 
     @property
-    def gpu_hours(self) -> float:
-        return self.training_seconds / 3600 * self.gpus
+    def wall_seconds(self) -> float:
+        return sum(self.phases.values())
 
     @property
-    def training_usd(self) -> float | None:
-        """On-demand cost of the training job's instances (list price x instances x hours)."""
+    def billed_seconds(self) -> float:
+        """BillableTimeInSeconds of one instance (on demand): TrainingStartTime to TrainingEndTime."""
+        return self.wall_seconds - self.phases["provisioning"]
+
+    @property
+    def startup_seconds(self) -> float:
+        """Everything before and after the GPUs compute: provisioning, pull, downloads, start, upload."""
+        return self.wall_seconds - self.phases["training"] - self.phases["evaluation"]
+
+    @property
+    def on_demand_usd(self) -> float | None:
         if self.usd_per_hour is None:
             return None
-        return self.usd_per_hour * self.instance_count * self.training_seconds / 3600
+        return self.usd_per_hour * self.instance_count * self.billed_seconds / 3600
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.phases["training"] / 3600 * self.gpus
 
 
-def data_parallel_efficiency(workload: Workload, hardware: Hardware, instance_count: int) -> float:
-    """Share of each optimizer step spent computing rather than waiting for the gradient all-reduce."""
-    gpus_per_node = hardware.gpus
-    step_sequences = workload.per_device_batch * workload.gradient_accumulation_steps
-    compute = step_sequences * workload.model.training_flops(round(workload.mean_train_length)) / _flops(hardware)
-    size = workload.model.parameters * GRADIENT_BYTES
-    communication = 0.0
-    if gpus_per_node > 1 and hardware.gpu_peer_gbs:
-        communication += 2 * (gpus_per_node - 1) / gpus_per_node * size / (hardware.gpu_peer_gbs * 1e9)
-    if instance_count > 1:
-        communication += 2 * (instance_count - 1) / instance_count * size / (hardware.network_gbps / 8 * 1e9)
-    exposed = max(0.0, communication - BACKWARD_SHARE * compute)
-    return compute / (compute + exposed)
-
-
-def _flops(hardware: Hardware) -> float:
-    """Sustained FLOP/s of one GPU."""
-    return hardware.peak_tflops * 1e12 * hardware.utilisation
-
-
-def estimate(workload: Workload, hardware: Hardware, instance_count: int) -> Estimate:
-    """Training time (and the GPU time of evaluating the validation set on the same GPU type) and cost."""
+def training_job(workload: Workload, hardware: Hardware, terms: JobTerms, instance_count: int) -> JobEstimate:
+    """The phases of one FineTune job (train, then evaluate the validation features on the same GPUs)."""
     gpus = hardware.gpus * instance_count
-    efficiency = data_parallel_efficiency(workload, hardware, instance_count)
-    training = workload.training_flops / (gpus * _flops(hardware) * efficiency)
-    return Estimate(
-        instance_type=hardware.instance_type,
-        instance_count=instance_count,
-        gpus=gpus,
-        training_seconds=training,
-        evaluation_seconds=workload.evaluation_flops / _flops(hardware),
-        data_parallel_efficiency=efficiency,
-        usd_per_hour=hardware.usd_per_hour,
-    )
+    step = step_time(workload, hardware, terms, instance_count)
+    model_mb = workload.model.parameters * WEIGHT_BYTES / 1e6
+    phases = {
+        "provisioning": terms.provisioning_seconds,
+        "image pull": terms.image_mb / terms.image_pull_mb_per_second,
+        "input download": (model_mb + workload.features_mb) / terms.s3_download_mb_per_second,
+        "container start": terms.container_start_seconds + terms.script_setup_seconds,
+        "training": workload.training_flops / (gpus * hardware.gpu_flops * step.efficiency),
+        "evaluation": workload.evaluation_flops / (gpus * hardware.gpu_flops),
+        "model upload": model_mb / terms.archive_mb_per_second,
+    }
+    return JobEstimate(hardware.instance_type, instance_count, gpus, phases, step, hardware.usd_per_hour)
+
+
+def _positive(name: str, value: object, integer: bool = False) -> float:
+    """`value` as a positive finite number, else ValueError naming the parameter (the guard is never fooled)."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}={value!r} is not a number") from None
+    if not math.isfinite(number) or number <= 0 or (integer and number != int(number)):
+        raise ValueError(f"{name}={value!r} must be a positive {'whole number' if integer else 'number'}")
+    return number
 
 
 def run_estimate(
-    cost_model: dict,
-    model_config: dict,
-    train_lengths: dict[int, int],
-    validation_lengths: dict[int, int],
+    cost_model: Mapping,
+    model_config: Mapping,
+    train_lengths: Mapping[int, int],
+    validation_lengths: Mapping[int, int],
     instance_type: str,
     instance_count: int,
     epochs: float,
 ) -> dict:
-    """The estimate of one pipeline run, as preprocess.py writes it into stats.json (the cost guard reads
-    `training_on_demand_usd`). `cost_model` is built from the project settings by pipeline_steps:
-    {"hardware": {instance type: Hardware fields}, "per_device_train_batch_size", "gradient_accumulation_steps"}."""
+    """The cost guard's estimate of one FineTune job: what EstimateTrainingCost returns as EstimatedCostUSD.
+
+    cost_model: config/costs.py `cost_model(settings)` (JSON): {"hardware": {type: Hardware fields},
+      "job": JobTerms fields, "per_device_train_batch_size", "gradient_accumulation_steps", "gradient_bytes"}.
+    model_config: the base model's config.json (its shape).
+    train_lengths / validation_lengths: feature length -> count (stats.json's length histograms).
+    Returns `training_on_demand_usd`: on-demand list price x instances x billed seconds (start-up included),
+    rounded UP to the cent, so never below the estimate; UNKNOWN_COST_USD for a type without price or GPU facts.
+    Raises ValueError (one line naming the parameter) for a count or epochs that is not positive.
+    """
+    count = int(_positive("TrainingInstanceCount", instance_count, integer=True))
+    epochs = _positive("Epochs", epochs)
+    if "job" not in cost_model:
+        raise ValueError("cost_model has no 'job' start-up terms: build it with config.costs.cost_model(settings)")
     facts = cost_model["hardware"].get(instance_type)
-    if facts is None:  # no GPU peak or throughput reference in the project's tables
+    if facts is None or facts.get("usd_per_hour") is None:  # no price or GPU facts in the project's tables
         return {"instance_type": instance_type, "training_on_demand_usd": UNKNOWN_COST_USD}
-    hardware = Hardware.from_dict(instance_type, facts)
     workload = Workload(
         model=ModelShape.from_config(model_config),
-        train_lengths=train_lengths,
-        validation_lengths=validation_lengths,
+        train_lengths={int(n): int(c) for n, c in train_lengths.items()},
+        validation_lengths={int(n): int(c) for n, c in validation_lengths.items()},
         epochs=epochs,
-        per_device_batch=cost_model["per_device_train_batch_size"],
-        gradient_accumulation_steps=cost_model.get("gradient_accumulation_steps", 1),
+        per_device_batch=int(cost_model["per_device_train_batch_size"]),
+        gradient_accumulation_steps=int(cost_model.get("gradient_accumulation_steps", 1)),
+        gradient_bytes=int(cost_model.get("gradient_bytes", 2)),
     )
-    result = estimate(workload, hardware, instance_count)
+    hardware = Hardware.from_dict(instance_type, facts)
+    job = training_job(workload, hardware, JobTerms.from_dict(cost_model["job"]), count)
+    cost = job.on_demand_usd
+    assert cost is not None and cost > 0  # start-up alone bills > 0 on every instance
     return {
         "instance_type": instance_type,
-        "instance_count": instance_count,
+        "instance_count": count,
         "epochs": epochs,
         "training_tokens": workload.tokens,
-        "training_flops": workload.training_flops,
         "mfu": round(hardware.utilisation, 4),
-        "data_parallel_efficiency": round(result.data_parallel_efficiency, 4),
-        "training_seconds": round(result.training_seconds, 1),
-        "gpu_hours": round(result.gpu_hours, 3),
-        "usd_per_instance_hour": hardware.usd_per_hour,
-        "training_on_demand_usd": UNKNOWN_COST_USD if result.training_usd is None else result.training_usd,
+        "data_parallel_efficiency": round(job.step.efficiency, 4),
+        "billed_seconds_per_instance": round(job.billed_seconds, 1),
+        "training_seconds": round(job.phases["training"], 1),
+        "usd_per_instance_hour": facts["usd_per_hour"],
+        "training_on_demand_usd": math.ceil(cost * 100) / 100,
     }

@@ -1,0 +1,162 @@
+"""Every path on which EventBridge (or a CloudWatch alarm) writes to a KMS-encrypted topic or queue has, in the
+synthesized templates, the permissions the AWS pages require, and no KMS statement for events.amazonaws.com
+depends on a condition key EventBridge does not send.
+
+Sources: SNS developer guide, sns-key-management "compatibility with AWS services" (the publishing service needs
+kms:Decrypt and kms:GenerateDataKey* in the key policy; aws:SourceAccount/aws:SourceArn "is not supported for
+EventBridge-to-encrypted topics"; awslabs/landing-zone-accelerator-on-aws#407 shows the silent FailedInvocations);
+EventBridge user guide eb-use-resource-based (topic policy: events.amazonaws.com may sns:Publish) and eb-rule-dlq
+(queue policy: sqs:SendMessage for the rule, aws:SourceArn). SNS and SQS put the topic/queue ARN in the KMS
+encryption context (aws:sns:topicArn, aws:sqs:arn): the only condition keys EventBridge's deliveries carry that a
+key policy can use. What no test here can show: that AWS delivers; moto does not model key or topic policies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import as_list, resources_of_type
+
+EVENTS = "events.amazonaws.com"
+ALARMS = "cloudwatch.amazonaws.com"
+# Condition keys present in the KMS requests SNS and SQS make for an EventBridge delivery.
+KEYS_EVENTBRIDGE_DELIVERIES_SEND = {"kms:EncryptionContext:aws:sns:topicArn", "kms:EncryptionContext:aws:sqs:arn"}
+DELIVERY_KMS_ACTIONS = {"kms:Decrypt", "kms:GenerateDataKey"}
+
+
+def render(value: Any) -> str:
+    """A template value as text: Refs of pseudo parameters as ${...}, joins concatenated."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and set(value) == {"Ref"} and value["Ref"].startswith("AWS::"):
+        return "${" + value["Ref"] + "}"
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(render(part) for part in parts)
+    raise AssertionError(f"cannot render {value!r}")
+
+
+def services(statement: dict[str, Any]) -> list[str]:
+    principal = statement.get("Principal", {})
+    return as_list(principal.get("Service", [])) if isinstance(principal, dict) else []
+
+
+def allows(statement: dict[str, Any], action: str) -> bool:
+    """Whether an Allow statement's actions cover `action` (exact or a trailing-* pattern)."""
+    actions = as_list(statement["Action"])
+    return statement["Effect"] == "Allow" and any(
+        granted == action or (granted.endswith("*") and action.startswith(granted[:-1])) for granted in actions
+    )
+
+
+def condition_keys(statement: dict[str, Any]) -> set[str]:
+    return {key for operator in statement.get("Condition", {}).values() for key in operator}
+
+
+def key_statements(env) -> list[dict[str, Any]]:
+    [key] = resources_of_type(env.templates["data"], "AWS::KMS::Key").values()
+    return key["Properties"]["KeyPolicy"]["Statement"]
+
+
+def key_allows_delivery(env, service: str, context_key: str, arn: str) -> bool:
+    """The project key lets `service` encrypt for (and only for) the topic/queue `arn`, by encryption context."""
+    return any(
+        service in services(statement)
+        and all(allows(statement, action) for action in DELIVERY_KMS_ACTIONS)
+        and condition_keys(statement) == {context_key}
+        and render(statement["Condition"]["StringEquals"][context_key]) == arn
+        for statement in key_statements(env)
+    )
+
+
+def arn(service: str, name: str) -> str:
+    return f"arn:${{AWS::Partition}}:{service}:${{AWS::Region}}:${{AWS::AccountId}}:{name}"
+
+
+@pytest.fixture(params=["dev", "prod"])
+def env(request, synthesized):
+    return synthesized[request.param]
+
+
+def topics(env) -> dict[str, dict[str, Any]]:
+    return resources_of_type(env.templates["pipeline"], "AWS::SNS::Topic")
+
+
+def test_every_topic_and_queue_eventbridge_writes_to_is_encrypted_with_the_project_key(env):
+    pipeline = env.templates["pipeline"]
+    targets = [
+        target
+        for rule in resources_of_type(pipeline, "AWS::Events::Rule").values()
+        for target in rule["Properties"]["Targets"]
+    ]
+    written = {target["Arn"]["Ref"] for target in targets if isinstance(target["Arn"], dict) and "Ref" in target["Arn"]}
+    written |= {
+        target["DeadLetterConfig"]["Arn"]["Fn::GetAtt"][0] for target in targets if "DeadLetterConfig" in target
+    }
+    assert written == set(topics(env)) | set(resources_of_type(pipeline, "AWS::SQS::Queue"))
+    for logical in written:
+        properties = pipeline["Resources"][logical]["Properties"]
+        assert "Fn::ImportValue" in str(properties.get("KmsMasterKeyId")), logical  # the data stack's key
+
+
+def test_eventbridge_and_the_alarm_may_publish_to_the_encrypted_topic(env):
+    [(logical, topic)] = topics(env).items()
+    name = topic["Properties"]["TopicName"]
+    assert key_allows_delivery(env, EVENTS, "kms:EncryptionContext:aws:sns:topicArn", arn("sns", name))
+    assert key_allows_delivery(env, ALARMS, "kms:EncryptionContext:aws:sns:topicArn", arn("sns", name))
+    [policy] = resources_of_type(env.templates["pipeline"], "AWS::SNS::TopicPolicy").values()
+    assert policy["Properties"]["Topics"] == [{"Ref": logical}]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert any(
+        EVENTS in services(s)
+        and allows(s, "sns:Publish")
+        and s["Resource"] == {"Ref": logical}
+        and not s.get("Condition")
+        for s in statements
+    )
+    [alarm] = resources_of_type(env.templates["pipeline"], "AWS::CloudWatch::Alarm")
+    assert any(
+        ALARMS in services(s)
+        and allows(s, "sns:Publish")
+        and s["Condition"]["ArnLike"]["aws:SourceArn"] == {"Fn::GetAtt": [alarm, "Arn"]}
+        for s in statements
+    )
+
+
+def test_eventbridge_may_park_failed_starts_in_the_encrypted_dead_letter_queue(env):
+    pipeline = env.templates["pipeline"]
+    [(logical, queue)] = resources_of_type(pipeline, "AWS::SQS::Queue").items()
+    name = queue["Properties"]["QueueName"]
+    assert key_allows_delivery(env, EVENTS, "kms:EncryptionContext:aws:sqs:arn", arn("sqs", name))
+    [policy] = resources_of_type(pipeline, "AWS::SQS::QueuePolicy").values()
+    [rule] = [r for r, v in resources_of_type(pipeline, "AWS::Events::Rule").items() if "DeadLetterConfig" in str(v)]
+    assert any(
+        EVENTS in services(s)
+        and allows(s, "sqs:SendMessage")
+        and s["Condition"] == {"ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": [rule, "Arn"]}}}
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    )
+    assert policy["Properties"]["Queues"] == [{"Ref": logical}]
+
+
+def test_no_kms_statement_for_eventbridge_uses_a_condition_key_it_does_not_send(synthesized):
+    statements = [
+        statement
+        for env in synthesized.values()
+        for template in env.templates.values()
+        for key in resources_of_type(template, "AWS::KMS::Key").values()
+        for statement in key["Properties"]["KeyPolicy"]["Statement"]
+        if EVENTS in services(statement)
+    ]
+    assert statements, "the key policies grant EventBridge nothing: its encrypted deliveries would fail"
+    for statement in statements:
+        assert condition_keys(statement) <= KEYS_EVENTBRIDGE_DELIVERIES_SEND, statement["Sid"]
+        assert condition_keys(statement), f"{statement['Sid']}: unscoped"
+
+
+def test_kms_statement_check_catches_the_silent_deny():
+    """The check above fails on the statement that lost every notification (aws:SourceAccount)."""
+    broken = {"Principal": {"Service": EVENTS}, "Condition": {"StringEquals": {"aws:SourceAccount": "1"}}}
+    assert not condition_keys(broken) <= KEYS_EVENTBRIDGE_DELIVERIES_SEND
