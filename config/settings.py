@@ -38,6 +38,7 @@ DLC_REPOSITORIES = "huggingface-pytorch-*"  # the training and inference reposit
 # NOTE: it does not install `datasets` (nor pyarrow explicitly), which preprocess.py imports today.
 DEFAULT_PROCESSING_IMAGE = "huggingface-pytorch-inference:2.6.0-transformers5.5.3-cpu-py312-ubuntu22.04"
 
+
 @dataclass(frozen=True)
 class TrainingImage:
     """A Hugging Face training image, what the SageMaker SDK wants beside its URI, and the image that serves
