@@ -11,8 +11,9 @@ here through the S3 API), `AWS::SageMaker::Pipeline` resources, `CreatedAfter` o
 IAM enforcement (per the project's notes and moto's documentation); it has no EventBridge -> SageMaker
 target and no SageMaker quotas, and `create_pipeline` accepts any definition. It cannot create, so
 `moto_template` removes: `Tags` on `AWS::KMS::Key` (rejected with a misleading GetAtt error) and the
-auto-delete custom resources with their Lambda handler (its code is an asset `cdk deploy` publishes, and
-moto runs Lambda in Docker). The pipeline is then created through the SageMaker API with the template's own
+auto-delete custom resources with their Lambda handler and the pipeline's Lambda functions (their code is an
+asset `cdk deploy` publishes, and moto runs Lambda in Docker; references to the functions name their would-be
+ARNs). The pipeline is then created through the SageMaker API with the template's own
 definition, resolved the way CloudFormation would. The templates themselves are checked by tests/stacks
 (assertions, cdk-nag, cfn-lint).
 """
@@ -51,15 +52,33 @@ BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"  # the CDK's de
 PSEUDO_PARAMETERS = LocalAccount(account=ACCOUNT, region=REGION).pseudo()
 
 
+def function_arn(logical_id: str) -> str:
+    """What a Lambda function that moto does not create would be called (the pipeline's functions)."""
+    return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{logical_id}"
+
+
+def _without_functions(value: Any, functions: set[str]) -> Any:
+    """`value` with every `Fn::GetAtt [<function>, Arn]` of a removed function replaced by its would-be ARN."""
+    if isinstance(value, dict):
+        if list(value) == ["Fn::GetAtt"] and value["Fn::GetAtt"][0] in functions:
+            return function_arn(value["Fn::GetAtt"][0])
+        return {k: _without_functions(v, functions) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_functions(v, functions) for v in value]
+    return value
+
+
 def moto_template(template: dict[str, Any]) -> dict[str, Any]:
-    """The template without what moto cannot create (see the module docstring)."""
+    """The template without what moto cannot create (see the module docstring); references to the removed
+    Lambda functions (the pipeline role's lambda:InvokeFunction, the Lambda steps' ARNs) name them instead."""
+    functions = {k for k, r in template["Resources"].items() if r["Type"] == "AWS::Lambda::Function"}
     resources = {}
     for logical_id, resource in template["Resources"].items():
         if resource["Type"].startswith("Custom::") or resource["Type"] == "AWS::Lambda::Function":
             continue
         if resource["Type"] == "AWS::KMS::Key":
             resource = {**resource, "Properties": {k: v for k, v in resource["Properties"].items() if k != "Tags"}}
-        resources[logical_id] = resource
+        resources[logical_id] = _without_functions(resource, functions)
     return {**template, "Resources": resources}
 
 
@@ -92,8 +111,11 @@ def deployed_definition(template: dict[str, Any], stack_name: str) -> tuple[str,
             return physical[value["Ref"]]
         if isinstance(value, dict) and "Fn::ImportValue" in value:
             return exports[value["Fn::ImportValue"]]
-        if isinstance(value, dict) and "Fn::GetAtt" in value:  # only role ARNs here
-            return iam.get_role(RoleName=physical[value["Fn::GetAtt"][0]])["Role"]["Arn"]
+        if isinstance(value, dict) and "Fn::GetAtt" in value:  # role ARNs, and the functions moto does not create
+            logical_id = value["Fn::GetAtt"][0]
+            if template["Resources"][logical_id]["Type"] == "AWS::Lambda::Function":
+                return function_arn(logical_id)
+            return iam.get_role(RoleName=physical[logical_id])["Role"]["Arn"]
         return resolve_intrinsics(value, pseudo)
 
     pipeline = pipeline_properties(template)
