@@ -24,8 +24,9 @@ TRAINING_CODE = Path(__file__).resolve().parents[1] / "training_code"
 # What pipeline_functions.py imports (stdlib, boto3 from the runtime, and these stdlib-only modules).
 FUNCTION_FILES = ("pipeline_functions.py", "qa/__init__.py", "qa/cost.py", "qa/outputs.py")
 # A Lambda step waits for its function at most 10 minutes (SageMaker Pipelines step types, Lambda step:
-# https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-steps-types.html#step-type-lambda); each
-# function's own timeout stays below it (Lambda allows 900 s).
+# https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-steps-types.html#step-type-lambda; a step
+# whose function ran 7 minutes timed out "exactly at 10 minutes which is the maximum run time for the
+# LambdaStep", aws/sagemaker-python-sdk#3236); each function's own timeout stays below it (Lambda allows 900 s).
 TIMEOUTS = {"claim_function_arn": 300, "estimate_function_arn": 60, "record_function_arn": 300}
 LAMBDA = iam.ServicePrincipal("lambda.amazonaws.com")
 

@@ -36,7 +36,8 @@ def job_retry_policies(attempts: int) -> list:
     """Retries for the transient faults SageMaker Pipelines names for job steps: capacity, job-internal errors and
     resource limits (SageMaker.*), service faults and throttling (Step.*), with exponential backoff
     (https://docs.aws.amazon.com/sagemaker/latest/dg/pipelines-retry-policy.html). Lambda and condition steps
-    take no retry policy there (only job, model and transform steps do)."""
+    take no retry policy there (only job, model and transform steps do; the SDK's LambdaStep has no
+    retry_policies, aws/sagemaker-python-sdk#3922): the functions retry their own S3 conflicts instead."""
     if attempts == 0:
         return []
     return [
