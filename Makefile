@@ -57,8 +57,12 @@ demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally 
 	$(PY) -m tools.summarize $(ASSEMBLY)
 	$(PY) -m local_runner --assembly $(ASSEMBLY) $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $(DEMO_ARGS)
 
-test: lint ## Lint and type-check, then run the whole test suite (offline)
-	$(PY) -m pytest
+# pytest-xdist workers for `make test` (CI has 2 cores); tests/conftest.py decides what goes where.
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
+
+test: lint ## Lint and type-check, then run the whole test suite (offline; TEST_WORKERS=2 processes)
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 lint: bootstrap ## ruff check, ruff format --check, mypy (configured in pyproject.toml)
 	$(PY) -m ruff check .

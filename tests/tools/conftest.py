@@ -1,4 +1,4 @@
-"""An AWS API emulator for the client tools: one moto server and one deployment per test session.
+"""An AWS API emulator for the client tools: one moto server and one deployment per test session (per worker).
 
 The session deploys, through moto's CloudFormation, the CDK's own bootstrap template (what `cdk bootstrap`
 creates) and the synthesized dev stacks (what `make deploy` creates), then runs the tools as users run them:
