@@ -21,7 +21,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 # SageMaker containers do). Outside make: export PYTHONPATH=$PWD:$PWD/training_code
 export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
 
-.PHONY: help bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs
+.PHONY: help bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs report
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -74,8 +74,9 @@ preflight: bootstrap ## Check bootstrap, stacks, staged model, quotas and bucket
 deploy: bootstrap ## cdk deploy --all with your own AWS credentials (ENV=dev|prod)
 	$(CDK) deploy --all -c env=$(ENV) --output $(ASSEMBLY)
 
-diff: bootstrap ## cdk diff of every stack against the deployed ones (ENV=dev|prod)
+diff: bootstrap ## cdk diff of every stack, then the pipeline definition step by step (deployed vs synthesized)
 	$(CDK) diff -c env=$(ENV) --output $(ASSEMBLY)
+	$(PY) -m tools.pipeline_diff --env $(ENV) --assembly $(ASSEMBLY)
 
 destroy: bootstrap ## cdk destroy --all (prod buckets and key are retained)
 	$(CDK) destroy --all -c env=$(ENV) --output $(ASSEMBLY)
@@ -85,6 +86,9 @@ clean: ## Remove generated output (keeps .venv and node_modules)
 
 estimate: bootstrap ## Time and cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>])
 	$(PY) -m tools.estimate --env $(ENV) $(if $(DATASET),--dataset "$(DATASET)")
+
+report: bootstrap ## HTML + PNG run report of EXECUTION=<local-id | AWS ARN or id> (default: newest local run), recorded in MLflow
+	$(PY) -m tools.report --env $(ENV) $(if $(EXECUTION),--execution "$(EXECUTION)")
 
 runs: bootstrap ## Recent pipeline executions: status, steps, trained vs billed time, cost, F1, model package
 	$(PY) -m tools.runs --env $(ENV) $(if $(LIMIT),--limit $(LIMIT))

@@ -15,6 +15,7 @@ class ArtifactLayout:
     base_models: str = "base-models"
     pipeline_code: str = "pipeline-code"
     claims: str = "claims"  # one object per uploaded manifest version: the execution that owns it
+    mlflow: str = "mlflow"  # the managed MLflow tracking server's artifact store (tracking.managed_server)
 
     def writable_by_jobs(self) -> tuple[str, ...]:
         """Prefixes that training and processing jobs write to."""

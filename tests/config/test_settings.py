@@ -205,3 +205,12 @@ def test_several_rule_problems_are_listed_together(cdk_context):
         load(cdk_context, **{"training.instance_type": "ml.p3.16xlarge", "training.max_wait_seconds": "60"})
     message = str(excinfo.value)
     assert "EFA-capable" in message and "precision=bf16" in message and "max_wait_seconds (60)" in message
+
+
+def test_tracking_names_one_destination_for_aws_executions():
+    from config.settings import TrackingSettings
+
+    with pytest.raises(ValueError, match="set only one"):
+        TrackingSettings(managed_server=True, mlflow_tracking_uri="http://mlflow:5000")
+    with pytest.raises(ValueError, match="mlflow_version"):
+        TrackingSettings(mlflow_version="latest")
