@@ -27,6 +27,8 @@ BRANCHES = ("IfSteps", "ElseSteps")
 
 def _matches(synthesized: Any, deployed: Any) -> bool:
     """Equal, where a `${...}` placeholder in a synthesized string stands for any deployed text."""
+    if isinstance(synthesized, list) and isinstance(deployed, list):
+        return len(synthesized) == len(deployed) and all(map(_matches, synthesized, deployed))
     if isinstance(synthesized, str) and isinstance(deployed, str) and PLACEHOLDER.search(synthesized):
         pattern = ".+?".join(re.escape(part) for part in PLACEHOLDER.split(synthesized))
         return re.fullmatch(pattern, deployed, flags=re.DOTALL) is not None

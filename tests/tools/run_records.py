@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from qa.outputs import EVALUATION_FILE, LOG_HISTORY_FILE
+
 from tools.run_record import JobCost, RunRecord, StepRecord
 
 START = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)

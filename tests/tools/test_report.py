@@ -55,7 +55,8 @@ def test_a_local_record_round_trips_through_its_file(tmp_path):
 def test_the_cost_is_each_job_at_its_list_price():
     record = run_record()
     expected = (
-        PROCESSING_USD_PER_HOUR["ml.m5.4xlarge"] * 190 / 3600 + TRAINING_USD_PER_HOUR["ml.p4d.24xlarge"] * 2 * 1500 / 3600
+        PROCESSING_USD_PER_HOUR["ml.m5.4xlarge"] * 190 / 3600
+        + TRAINING_USD_PER_HOUR["ml.p4d.24xlarge"] * 2 * 1500 / 3600
     )
     assert record.list_price_usd == pytest.approx(expected)
 
@@ -221,11 +222,20 @@ def test_an_aws_execution_gives_the_same_record_as_a_local_run():
     assert record.metrics == {"f1": 91.2, "exact_match": 84.5}
     assert record.f1_threshold == 88
     assert record.log_history == log_history(f1=91.2)
-    assert [s.name for s in record.steps] == ["ClaimManifest", "ValidateAndTokenize", "FineTune", "CheckF1", "RegisterModel"]
+    assert [s.name for s in record.steps] == [
+        "ClaimManifest",
+        "ValidateAndTokenize",
+        "FineTune",
+        "CheckF1",
+        "RegisterModel",
+    ]
     assert [s.attempts for s in record.steps if s.name == "FineTune"] == [2]
     assert record.steps[3].detail == "-> True"
     assert (record.model_package_arn, record.approval_status) == (f"{JOB_ARN}:model-package/g/7", "Approved")
-    expected = TRAINING_USD_PER_HOUR["ml.p4d.24xlarge"] * 2 * 900 / 3600 + PROCESSING_USD_PER_HOUR["ml.m5.4xlarge"] * 180 / 3600
+    expected = (
+        TRAINING_USD_PER_HOUR["ml.p4d.24xlarge"] * 2 * 900 / 3600
+        + PROCESSING_USD_PER_HOUR["ml.m5.4xlarge"] * 180 / 3600
+    )
     assert record.list_price_usd == pytest.approx(expected)
     assert "FineTune" in render_html(record, render_png(record))
 
