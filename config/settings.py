@@ -39,6 +39,15 @@ TRAINING_FRAMEWORK_VERSIONS = {"torchrun": ("5.3.0", "2.9.0", "py312"), "smddp":
 # Inference"; source of truth: https://aws.github.io/deep-learning-containers/reference/available_images/).
 # SMDDP trains with 4.49.0, so its models are served by the 4.49.0 image (aws/deep-learning-containers
 # docs/reference/available_images.md, "HuggingFace Containers > Inference").
+# The CPU image of ValidateAndTokenize (no GPU image for a CPU job): the Hugging Face PyTorch inference CPU
+# image, which has Python 3.12, torch 2.6.0 (CPU), transformers 5.5.3 with fast tokenizers, accelerate 1.12.0
+# and boto3 (aws/deep-learning-containers huggingface/pytorch/inference/docker/2.6/py3/Dockerfile.cpu; listed
+# under "HuggingFace Containers > Inference" in docs/reference/available_images.md). No Hugging Face
+# *training* image has a CPU variant (huggingface/pytorch/training/docker holds GPU Dockerfiles only). Size:
+# the DLC buildspecs record no image_size_baseline for it; its Dockerfile has no CUDA, cuDNN, NCCL or EFA
+# layers, the bulk of the ~25,000 MB GPU training image (huggingface/pytorch/training/buildspec.yml).
+# NOTE: it does not install `datasets` (nor pyarrow explicitly), which preprocess.py imports today.
+DEFAULT_PROCESSING_IMAGE = "huggingface-pytorch-inference:2.6.0-transformers5.5.3-cpu-py312-ubuntu22.04"
 DEFAULT_INFERENCE_IMAGES = {
     "torchrun": "huggingface-pytorch-inference:2.6.0-transformers5.5.3-gpu-py312-cu124-ubuntu22.04",
     "smddp": "huggingface-pytorch-inference:2.6.0-transformers4.49.0-gpu-py312-cu124-ubuntu22.04",
@@ -159,6 +168,9 @@ class TrainingSettings(StrictModel):
 
     instance_type: str = Field("ml.p4d.24xlarge", pattern=INSTANCE_TYPE_PATTERN)
     instance_count: int = Field(2, gt=0, le=64)
+    max_instance_count: int = Field(
+        8, gt=0, le=64, description="The largest TrainingInstanceCount an execution may pass (ClaimManifest checks)."
+    )
     distribution: Literal["torchrun", "smddp"] = "torchrun"
     use_spot: bool = True
     max_run_seconds: int = Field(24 * 3600, gt=0, le=MAX_JOB_SECONDS)
@@ -187,11 +199,14 @@ class TrainingSettings(StrictModel):
 
 
 class ProcessingSettings(StrictModel):
-    """The CPU preprocessing and the evaluation jobs."""
+    """The CPU preprocessing job (ValidateAndTokenize)."""
 
-    claim_instance_type: str = Field("ml.m5.large", pattern=INSTANCE_TYPE_PATTERN)
     preprocess_instance_type: str = Field("ml.m5.4xlarge", pattern=INSTANCE_TYPE_PATTERN)
+    # No step runs on these any more (the claim is a Lambda step, evaluation runs in FineTune); tools/estimate.py
+    # and tools/preflight.py still read them. Remove them when those follow the new graph.
+    claim_instance_type: str = Field("ml.m5.large", pattern=INSTANCE_TYPE_PATTERN)
     evaluate_instance_type: str = Field("ml.g5.2xlarge", pattern=INSTANCE_TYPE_PATTERN)
+    image_uri: str | None = Field(None, min_length=1, description="Overrides the default CPU image.")
     volume_size_gb: int = Field(50, gt=0, le=16384)
     max_runtime_seconds: int = Field(4 * 3600, gt=0, le=5 * 24 * 3600)
 
@@ -200,6 +215,22 @@ class EvaluationSettings(StrictModel):
     """The quality gate before registration."""
 
     f1_threshold: float = Field(88.0, ge=0, le=100)
+    min_f1_threshold: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="The lowest F1Threshold an execution may pass (ClaimManifest refuses lower ones); prod sets it "
+        "to f1_threshold so that no parameter lowers the gate.",
+    )
+
+    @model_validator(mode="after")
+    def _floor_below_default(self) -> EvaluationSettings:
+        if self.min_f1_threshold > self.f1_threshold:
+            raise ValueError(
+                f"evaluation.min_f1_threshold ({self.min_f1_threshold}) must be <= evaluation.f1_threshold "
+                f"({self.f1_threshold})"
+            )
+        return self
 
 
 class RegistrySettings(StrictModel):
@@ -300,9 +331,10 @@ class Settings(StrictModel):
                 valid = names_where(lambda row, job=job: getattr(row, job))
                 problems.append(f"{key}: SageMaker does not offer {name} for {job} jobs; use one of {', '.join(valid)}")
         if not problems:
-            evaluate = instance_type(processing.evaluate_instance_type)
-            if evaluate.has_local_storage and processing.volume_size_gb > evaluate.local_nvme_gb:
-                problems.append(_volume_too_large("processing.volume_size_gb", processing.volume_size_gb, evaluate))
+            for name in (processing.preprocess_instance_type, processing.evaluate_instance_type):
+                facts = instance_type(name)
+                if facts.has_local_storage and processing.volume_size_gb > facts.local_nvme_gb:
+                    problems.append(_volume_too_large("processing.volume_size_gb", processing.volume_size_gb, facts))
         allowed = training.allowed_instance_types
         if allowed is not None and training.instance_type not in allowed:
             problems.append(
@@ -407,6 +439,11 @@ class Settings(StrictModel):
     def experiment_name(self) -> str:
         """The MLflow experiment that holds this environment's executions."""
         return self.tracking.experiment_name or self.pipeline_name
+
+    @property
+    def processing_image_repository(self) -> str:
+        """`repository:tag` of ValidateAndTokenize's CPU image in the deep-learning-containers registry."""
+        return DEFAULT_PROCESSING_IMAGE
 
     @property
     def training_image_repository(self) -> str:

@@ -154,13 +154,14 @@ def main(argv: list[str] | None = None) -> int:
 
     version = time.strftime("%Y%m%d-%H%M%S")
     bucket = defaults["DatasetBucket"]
-    manifest_key = upload_dataset(store, args.dataset, bucket, args.dataset_name, version)
+    manifest_key, manifest_version = upload_dataset(store, args.dataset, bucket, args.dataset_name, version)
     event = object_created_event(
         bucket,
         manifest_key,
         store.path(f"s3://{bucket}/{manifest_key}").read_bytes(),
         account.account,
         account.region,
+        version_id=manifest_version,
     )
     from_event = parameters_from_event(pipeline, event)
     if from_event is None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from local_runner.runner import ExecutionResult
 from local_runner.store import LocalObjectStore
 from tools.report import write_report
-from tools.run_record import REPORT_IMAGE, JobCost, RunRecord, StepRecord, read_log_history, save
+from tools.run_record import METRIC_NAMES, REPORT_IMAGE, JobCost, RunRecord, StepRecord, read_log_history, save
 from tools.tracking import local_store_uri, track
 
 LOCAL_ARN_PREFIX = "arn:aws:sagemaker:local:000000000000:pipeline"
@@ -34,7 +34,9 @@ def record_from_local_result(result: ExecutionResult, pipeline_name: str, store:
     if result.model_data and store.path(result.model_data).is_file():
         with store.path(result.model_data).open("rb") as archive:
             log_history = read_log_history(archive)
-    metrics = {k: float(v) for k, v in result.metrics.items() if k in ("exact_match", "f1")}
+    # FineTune's FinalMetricDataList (eval:f1, ...) or an evaluation property file (f1, ...).
+    named = {METRIC_NAMES.get(k, k): v for k, v in result.metrics.items()}
+    metrics = {k: float(named[k]) for k in METRIC_NAMES.values() if k in named}
     evaluation = next((e for e in reversed(log_history) if "eval_f1" in e), None)
     if not metrics and evaluation:
         metrics = {"exact_match": float(evaluation["eval_exact_match"]), "f1": float(evaluation["eval_f1"])}

@@ -58,6 +58,14 @@ def test_the_record_holds_steps_jobs_curves_and_the_package(tmp_path):
     assert record.execution_arn.endswith(f"pipeline/{PIPELINE}/execution/local-abc")
 
 
+def test_the_training_jobs_final_metrics_are_the_evaluation(tmp_path):
+    store = LocalObjectStore(tmp_path / "s3")
+    result = local_result(store)
+    result.metrics = {"eval:f1": 77.5, "eval:exact_match": 70.25}
+    record = record_from_local_result(result, PIPELINE, store)
+    assert record.metrics == {"f1": 77.5, "exact_match": 70.25}
+
+
 def test_the_end_of_a_local_run_writes_record_report_and_mlflow_run(tmp_path):
     store = LocalObjectStore(tmp_path / "s3")
     lines: list[str] = []

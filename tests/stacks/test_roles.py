@@ -33,7 +33,6 @@ def roles(cdk_context, dev_settings, tmp_path_factory) -> dict[str, Template]:
             "JobRole",
             settings=dev_settings,
             key=data.project_key,
-            datasets=data.datasets,
             artifacts=data.artifacts,
             job_security_group=job_security_group,
         )

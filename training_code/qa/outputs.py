@@ -35,3 +35,15 @@ EVALUATION_METRIC_REGEXES = {
     METRIC_EVAL_EXACT_MATCH: r"evaluation: exact_match=([0-9.]+)",
     METRIC_EVAL_F1: r"evaluation: exact_match=[0-9.]+ f1=([0-9.]+)",
 }
+
+# Local runner seams of the pipeline's Lambda functions (training_code/pipeline_functions.py).
+LOCAL_EXECUTIONS_ENV = "QA_LOCAL_EXECUTIONS"  # a JSON file {execution ARN: status} standing in for SageMaker
+LOCAL_VERSIONS_DIR = ".versions"  # <LOCAL_S3_ROOT>/.versions/<bucket>/<key>/<version id>: kept object versions
+
+# The dataset manifest the upload tool writes last (datasets/<name>/<version>/manifest.json), version 2: every
+# file with the S3 version id it was uploaded as. Keys are relative to the manifest's folder.
+MANIFEST_V2_FORMAT = "hfqa-dataset-manifest/2"
+# ClaimManifest copies the manifest's files at their versions under s3://<artifacts>/inputs/<claim digest>/ and
+# writes this file there last (SageMaker's ManifestFile format, prefix = that folder): what preprocess.py reads.
+PINNED_MANIFEST_FILE = "manifest.json"
+STATS_FILE = "stats.json"  # ValidateAndTokenize's dataset statistics (its `stats` output), read by the estimate
