@@ -1,8 +1,8 @@
 """make diff's second half: the pipeline definition step by step, deployed (DescribePipeline) vs synthesized.
 
-Against moto server: the session deploys the synthesized dev pipeline through the SageMaker API with its
-`Fn::Sub` resolved (as CloudFormation would); moto stores the definition as given and answers DescribePipeline
-with it (it does not validate it, which does not matter to a diff).
+Against moto server: the synthesized dev pipeline is created through the SageMaker API with stand-ins for its
+deploy-time placeholders (tests/tools/moto_pipeline.py); moto stores the definition as given and answers
+DescribePipeline with it (it does not validate it, which does not matter to a diff).
 """
 
 from __future__ import annotations
@@ -81,32 +81,26 @@ def test_a_placeholder_does_not_hide_a_changed_literal():
     assert diff_definitions(DEPLOYED, new)[0] == "~ step FineTune (Training)"
 
 
-def test_the_deployed_pipeline_matches_its_synth_then_shows_a_change(deployed, deployed_env, dev):
+def test_the_deployed_pipeline_matches_its_synth_then_shows_a_change(moto_pipeline, aws, dev):
     assembly = str(dev.assembly)
-    same = run_cli("tools.pipeline_diff", "--env", "dev", "--assembly", assembly, env=deployed_env)
+    same = run_cli("tools.pipeline_diff", "--env", "dev", "--assembly", assembly, env=aws)
     assert same.returncode == 0, same.stderr
     assert same.stdout.splitlines()[1:] == ["  no differences"], same.stdout
-    changed = json.loads(deployed.pipeline_definition)
+    changed = json.loads(moto_pipeline.definition)
     changed["Parameters"][0]["DefaultValue"] = "changed-by-hand"
-    deployed.replace_pipeline(json.dumps(changed))
-    try:
-        result = run_cli("tools.pipeline_diff", "--env", "dev", "--assembly", assembly, env=deployed_env)
-    finally:
-        deployed.replace_pipeline(deployed.pipeline_definition)
+    moto_pipeline.replace(json.dumps(changed))
+    result = run_cli("tools.pipeline_diff", "--env", "dev", "--assembly", assembly, env=aws)
     name = changed["Parameters"][0]["Name"]
     assert f"  ~ parameter {name}" in result.stdout.splitlines(), result.stdout
     assert '"changed-by-hand" ->' in result.stdout
 
 
-def test_not_deployed_says_so(deployed, deployed_env, dev):
-    deployed.replace_pipeline(None)
-    try:
-        result = run_cli("tools.pipeline_diff", "--env", "dev", "--assembly", str(dev.assembly), env=deployed_env)
-    finally:
-        deployed.replace_pipeline(deployed.pipeline_definition)
+def test_not_deployed_says_so(moto_pipeline, aws, dev):
+    moto_pipeline.replace(None)
+    result = run_cli("tools.pipeline_diff", "--env", "dev", "--assembly", str(dev.assembly), env=aws)
     assert result.returncode == 0 and "is not deployed" in result.stdout
 
 
-def test_without_an_assembly_is_one_line(deployed_env, tmp_path):
-    result = run_cli("tools.pipeline_diff", "--env", "dev", "--assembly", str(tmp_path), env=deployed_env)
+def test_without_an_assembly_is_one_line(aws, tmp_path):
+    result = run_cli("tools.pipeline_diff", "--env", "dev", "--assembly", str(tmp_path), env=aws)
     assert_one_line_error(result, "no cloud assembly", "first")

@@ -3,7 +3,7 @@
 The AWS execution is stubbed with botocore's Stubber (which validates every request and response against the
 SageMaker and S3 models): moto has no ListPipelineExecutionSteps and its executions succeed at once, so it
 cannot hold step metadata, attempts, training metrics or billable time. The command's error line for an
-execution that does not exist runs against moto server's deployed pipeline.
+execution that does not exist runs against a pipeline in moto server (tests/tools/moto_pipeline.py).
 """
 
 from __future__ import annotations
@@ -259,6 +259,6 @@ def test_make_report_without_a_local_run_is_one_line(tmp_path):
     assert_one_line_error(result, "no local run", "make demo")
 
 
-def test_make_report_of_an_unknown_execution_is_one_line(deployed, deployed_env):
-    result = run_cli("tools.report", "--execution", "nosuchid", "--env", "dev", env=deployed_env)
-    assert_one_line_error(result, "no execution 'nosuchid'", deployed.pipeline_name, "make runs")
+def test_make_report_of_an_unknown_execution_is_one_line(moto_pipeline, aws):
+    result = run_cli("tools.report", "--execution", "nosuchid", "--env", "dev", env=aws)
+    assert_one_line_error(result, "no execution 'nosuchid'", moto_pipeline.name, "make runs")
