@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Score a fine-tuned QA model on the validation set: SQuAD v1.1 EM/F1 (processing job).
 
+Superseded by the evaluation inside the training job (train.py, qa/evaluation.py); kept only while the
+pipeline still has its Evaluate processing step.
+
 Container layout (SageMaker Processing), each overridable by a flag:
   /opt/ml/processing/input/model/         the trained model: a directory or SageMaker's model.tar.gz
   /opt/ml/processing/input/validation/    features.parquet + examples.jsonl from preprocess.py
@@ -11,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import sys
 import tarfile
 import tempfile
@@ -78,34 +80,23 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    import pyarrow.parquet as pq
     from qa.answering import QuestionAnswerer
-    from qa.metrics import squad_scores
-    from qa.postprocess import best_spans
+    from qa.evaluation import ValidationSet, score
 
-    features = pq.read_table(str(args.validation_dir / "features.parquet")).to_pylist()
-    with (args.validation_dir / "examples.jsonl").open(encoding="utf-8") as handle:
-        examples = [json.loads(line) for line in handle if line.strip()]
+    validation = ValidationSet.load(args.validation_dir)
     with tempfile.TemporaryDirectory() as scratch:
         model_path = locate_model(args.model_dir, Path(scratch))
         log.info(
-            "predicting %d features of %d examples with %s on %s", len(features), len(examples), model_path, device
+            "predicting %d features of %d examples with %s on %s",
+            len(validation.features),
+            len(validation.examples),
+            model_path,
+            device,
         )
-        start_logits, end_logits = QuestionAnswerer(model_path, device).logits(features, args.batch_size)
-    spans = best_spans(examples, features, start_logits, end_logits, args.n_best_size, args.max_answer_length)
-    predictions = {example_id: span.text for example_id, span in spans.items()}
-    scores = squad_scores(predictions, {e["id"]: e["answers"]["text"] for e in examples})
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    evaluation = {
-        "metrics": {
-            "f1": {"value": round(scores["f1"], 4)},
-            "exact_match": {"value": round(scores["exact_match"], 4)},
-        },
-        "examples": len(examples),
-    }
-    (args.output_dir / "evaluation.json").write_text(json.dumps(evaluation, indent=2))
-    (args.output_dir / "predictions.json").write_text(json.dumps(predictions, indent=1, ensure_ascii=False))
-    print(f"exact_match={scores['exact_match']:.2f} f1={scores['f1']:.2f} examples={len(examples)}", flush=True)
+        start_logits, end_logits = QuestionAnswerer(model_path, device).logits(validation.features, args.batch_size)
+    evaluation = score(validation, start_logits, end_logits, args.n_best_size, args.max_answer_length)
+    evaluation.write(args.output_dir, args.output_dir)
+    print(evaluation.line(), flush=True)
     return 0
 
 

@@ -5,8 +5,8 @@ transformers 5.3 removed the question-answering pipeline, so the toolkit's defau
 copies this module and the `qa` package into `<model dir>/code/` of model.tar.gz; the model package names it
 with SAGEMAKER_PROGRAM=inference.py, and the toolkit imports it from there and calls `model_fn(model_dir)`
 once and `predict_fn(request, model)` per request (sagemaker-huggingface-inference-toolkit
-handler_service.py: `initialize`, `validate_and_initialize_user_module`). It answers like evaluate.py scores:
-the same windows, n-best search and span rules, on transformers 4.49 and 5.x alike.
+handler_service.py: `initialize`, `validate_and_initialize_user_module`). It answers as the training job's
+evaluation scores: the same windows, n-best search and span rules, on transformers 4.49 and 5.x alike.
 
 Request (application/json): {"inputs": {"question": "...", "context": "..."}} or a list of such objects,
 optionally with "parameters": {"max_seq_length", "doc_stride", "max_answer_length"}.

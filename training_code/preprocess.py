@@ -20,7 +20,13 @@ from pathlib import Path
 
 from qa.cli import setup_logging, str2bool
 from qa.data import SPLITS, load_dataset_files, read_manifest, summarize_problems
-from qa.features import length_limit_error, prepare_train_features, prepare_validation_features
+from qa.features import (
+    EXAMPLES_FILE,
+    FEATURES_FILE,
+    length_limit_error,
+    prepare_train_features,
+    prepare_validation_features,
+)
 
 PROCESSING = "/opt/ml/processing"
 HISTOGRAM_BUCKET = 32
@@ -120,9 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         features = tokenize_split(split, records, tokenizer, args)
         out = args.output_dir / split
         out.mkdir(parents=True, exist_ok=True)
-        features.to_parquet(str(out / "features.parquet"))
+        features.to_parquet(str(out / FEATURES_FILE))
         if split == "validation":
-            with (out / "examples.jsonl").open("w", encoding="utf-8") as handle:
+            with (out / EXAMPLES_FILE).open("w", encoding="utf-8") as handle:
                 for record in records:
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         lengths = [len(ids) for ids in features["input_ids"]]

@@ -4,13 +4,18 @@
 Runs unchanged as 1 CPU process, N CPU processes (torchrun, gloo), 1 GPU, or many GPUs on many nodes
 (torchrun + NCCL over EFA, or SageMaker's SMDDP launcher). Resumes from the newest complete checkpoint in
 --checkpoint_dir, which SageMaker syncs with the job's checkpoint_s3_uri. Checkpoints are taken every
---checkpoint_minutes of training (and/or every --checkpoint_steps): on SageMaker a spot reclaim ends the job
-without a signal the script sees, so the job resumes from the last periodic checkpoint.
+--checkpoint_minutes of training, every --checkpoint_steps and/or every --checkpoint_epochs (each 0: off):
+on SageMaker a spot reclaim ends the job without a signal the script sees, so the job resumes from the last
+periodic checkpoint.
 
 SageMaker contract: hyperparameters arrive as `--name value`; SM_CHANNEL_TRAIN holds the tokenized features
-(preprocess.py), SM_CHANNEL_MODEL the base model weights + tokenizer, SM_MODEL_DIR receives the final model.
-Each logging interval prints one line that the pipeline's metric definitions parse:
+(preprocess.py), SM_CHANNEL_VALIDATION the validation features and examples, SM_CHANNEL_MODEL the base model
+weights + tokenizer, SM_MODEL_DIR receives the final model. Each logging interval prints one line that the
+pipeline's metric definitions parse:
   step=120 epoch=0.500 loss=1.2345 learning_rate=2.500e-05 samples_per_second=321.00
+After training, every process evaluates its share of the validation set (SQuAD EM/F1); the main process prints
+  evaluation: exact_match=80.1234 f1=88.5678
+and writes evaluation.json into the model dir and predictions.json into SM_OUTPUT_DATA_DIR.
 """
 
 from __future__ import annotations
@@ -22,6 +27,14 @@ from pathlib import Path
 
 from qa.cli import env_path, str2bool
 from qa.distributed import prepare_environment, request_nccl_debug
+from qa.outputs import (
+    CHECKPOINT_DIR,
+    LOCAL_CHECKPOINT_DIR_ENV,
+    MODEL_DIR,
+    OUTPUT_DATA_DIR,
+    PREDICTIONS_FILE,
+    VALIDATION_CHANNEL,
+)
 
 EXIT_INTERRUPTED = 143  # 128 + SIGTERM: stopped after saving a checkpoint; a retry resumes from it
 
@@ -31,17 +44,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     paths = parser.add_argument_group("paths (SageMaker defaults)")
     paths.add_argument("--model_name_or_path", default=env_path("SM_CHANNEL_MODEL", "/opt/ml/input/data/model"))
     paths.add_argument("--train_dir", type=Path, default=Path(env_path("SM_CHANNEL_TRAIN", "/opt/ml/input/data/train")))
-    paths.add_argument("--output_dir", type=Path, default=Path(env_path("SM_MODEL_DIR", "/opt/ml/model")))
-    # SageMaker syncs /opt/ml/checkpoints with checkpoint_s3_uri; QA_CHECKPOINT_DIR moves it (local runs).
     paths.add_argument(
-        "--checkpoint_dir", type=Path, default=Path(env_path("QA_CHECKPOINT_DIR", "/opt/ml/checkpoints"))
+        "--validation_dir",
+        type=Path,
+        default=Path(env_path(f"SM_CHANNEL_{VALIDATION_CHANNEL.upper()}", f"/opt/ml/input/data/{VALIDATION_CHANNEL}")),
+        help="validation features + examples (preprocess.py); a missing folder: no evaluation",
     )
+    paths.add_argument("--output_dir", type=Path, default=Path(env_path("SM_MODEL_DIR", MODEL_DIR)))
+    paths.add_argument(
+        "--output_data_dir",
+        type=Path,
+        default=Path(env_path("SM_OUTPUT_DATA_DIR", OUTPUT_DATA_DIR)),
+        help=f"{PREDICTIONS_FILE} (uploaded as output.tar.gz, not in model.tar.gz)",
+    )
+    # SageMaker syncs CHECKPOINT_DIR with checkpoint_s3_uri; LOCAL_CHECKPOINT_DIR_ENV moves it (local runs).
+    paths.add_argument("--checkpoint_dir", type=Path, default=Path(env_path(LOCAL_CHECKPOINT_DIR_ENV, CHECKPOINT_DIR)))
     hps = parser.add_argument_group("hyperparameters")
     hps.add_argument("--epochs", type=float, default=2.0)
     hps.add_argument("--max_steps", type=int, default=-1, help="stop after this many optimizer steps (-1: epochs)")
     hps.add_argument("--learning_rate", type=float, default=3e-5)
     hps.add_argument("--per_device_train_batch_size", type=int, default=8)
     hps.add_argument("--gradient_accumulation_steps", type=int, default=1)
+    hps.add_argument("--eval_batch_size", type=int, default=32, help="validation features per forward pass and process")
     hps.add_argument("--precision", choices=("bf16", "fp16", "no"), default="bf16")
     hps.add_argument("--warmup_ratio", type=float, default=0.1)
     hps.add_argument("--weight_decay", type=float, default=0.01)
@@ -52,6 +76,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--checkpoint_minutes", type=float, default=15.0, help="checkpoint every N minutes of training (0: off)"
     )
     hps.add_argument("--checkpoint_steps", type=int, default=0, help="checkpoint every N optimizer steps (0: off)")
+    hps.add_argument(
+        "--checkpoint_epochs",
+        type=int,
+        default=0,
+        help="checkpoint at the end of every N-th epoch but the last (0: off; 1: once per epoch). No periodic "
+        "checkpoints at all: --checkpoint_minutes 0 --checkpoint_steps 0 --checkpoint_epochs 0",
+    )
     hps.add_argument("--keep_checkpoints", type=int, default=2)
     hps.add_argument(
         "--control_steps",
@@ -71,7 +102,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build, resume from the newest complete checkpoint, train, save; 143 when a SIGTERM stopped training."""
+    """Build, resume from the newest complete checkpoint, train, save, evaluate; 143 when a SIGTERM stopped
+    training (nothing saved or evaluated then)."""
     args = parse_args(argv)
     prepare_environment()
     if args.nccl_debug:
@@ -87,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     interrupted = fine_tune.train(run, progress)
     if not interrupted:
         fine_tune.save(run, progress)
+        fine_tune.evaluate(run)
     run.accelerator.end_training()
     return EXIT_INTERRUPTED if interrupted else 0
 

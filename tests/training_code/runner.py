@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from qa.outputs import LOCAL_CHECKPOINT_DIR_ENV, VALIDATION_CHANNEL
+
 from local_runner.launch import hyperparameter_args, job_environment, launcher
 from local_runner.spot import reclaim
 from tests.conftest import ENTRY_POINT_PYTHONPATH
@@ -28,14 +30,21 @@ class TrainRun:
         return [part.split("=", 1)[1] for line in self.lines("step=") for part in line.split() if part.startswith(name)]
 
 
-def train_env(model_dir: Path, features_dir: Path, out_dir: Path, checkpoint_dir: Path) -> dict[str, str]:
-    """The SageMaker channels and folders of one run, in this process's environment less any outer job's."""
+def train_env(model_dir: Path, features_dir: Path, work: Path) -> dict[str, str]:
+    """The SageMaker channels and folders of one run, in this process's environment less any outer job's. The
+    validation channel is given when `features_dir` has one (SageMaker creates each channel's folder)."""
     return {
         **job_environment(),
         "SM_CHANNEL_MODEL": str(model_dir),
         "SM_CHANNEL_TRAIN": str(features_dir / "train"),
-        "SM_MODEL_DIR": str(out_dir),
-        "QA_CHECKPOINT_DIR": str(checkpoint_dir),
+        **(
+            {f"SM_CHANNEL_{VALIDATION_CHANNEL.upper()}": str(features_dir / VALIDATION_CHANNEL)}
+            if (features_dir / VALIDATION_CHANNEL).is_dir()
+            else {}
+        ),
+        "SM_MODEL_DIR": str(work / "model"),
+        "SM_OUTPUT_DATA_DIR": str(work / "output-data"),
+        LOCAL_CHECKPOINT_DIR_ENV: str(work / "checkpoints"),
         "OMP_NUM_THREADS": "1",
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
@@ -55,7 +64,7 @@ def run_training(
     """Run train.py to the end; or send SIGTERM once it logs `step=<sigterm_at_step>`; or SIGKILL all its
     processes (a spot reclaim) at the first line for which `kill_when` is true. `instrument`: run it under
     instrumented_train.py with these variables."""
-    env = train_env(model_dir, features_dir, work / "model", work / "checkpoints")
+    env = train_env(model_dir, features_dir, work)
     if instrument is not None:
         env.update(instrument, PYTHONPATH=ENTRY_POINT_PYTHONPATH)  # the instrumented script imports train.py
     script = str(INSTRUMENTED) if instrument is not None else "train.py"

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 from qa import checkpoints
-from qa.fine_tune import Progress, resume
+from qa.fine_tune import LossInterval, Progress, resume
 
 
 @dataclass
@@ -91,3 +93,35 @@ def test_without_a_complete_checkpoint_training_starts_from_scratch(prepared, tm
 def test_a_checkpoint_at_the_end_of_an_epoch_resumes_at_the_start_of_the_next(batches_in_epoch, recorded):
     progress = Progress(global_step=10, epoch=1, batches_in_epoch=batches_in_epoch, samples_seen=160)
     assert progress.position(batches_per_epoch=5) == recorded
+
+
+class DeviceStillBusy:
+    """A reduced loss whose `.item()` returns only when the device has finished, `seconds` from now."""
+
+    def __init__(self, value: float, seconds: float) -> None:
+        self.value, self.seconds = value, seconds
+
+    def item(self) -> float:
+        time.sleep(self.seconds)
+        return self.value
+
+
+def test_throughput_is_measured_after_the_device_finished_the_interval(capsys):
+    accelerator = SimpleNamespace(
+        reduce=lambda tensor, reduction: DeviceStillBusy(float(tensor), 0.3), num_processes=1, is_main_process=True
+    )
+    run = SimpleNamespace(
+        accelerator=accelerator,
+        args=SimpleNamespace(per_device_train_batch_size=8),
+        schedule=SimpleNamespace(updates_per_epoch=4),
+        scheduler=SimpleNamespace(get_last_lr=lambda: [1e-5]),
+    )
+    interval = LossInterval(torch.zeros(()))
+    interval.add(torch.tensor(1.0))
+    interval.add(torch.tensor(3.0))
+    interval.log_and_restart(run, step=2)  # type: ignore[arg-type]
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("step=2 epoch=0.500 loss=2.0000 learning_rate=1.000e-05 samples_per_second=")
+    # 16 samples whose work ends 0.3 s after the log call: at most 16 / 0.3 samples per second.
+    assert float(line.rsplit("=", 1)[1]) <= 16 / 0.3
+    assert interval.batches == 0 and float(interval.total) == 0.0

@@ -64,6 +64,8 @@ def test_two_processes_agree_with_each_other_and_with_one_process(tmp_path, tiny
     assert one.returncode == 0, one.output[-3000:]
     assert two.returncode == 0, two.output[-3000:]
     assert "backend=gloo world_size=2" in two.output
+    # No validation channel: no evaluation, and the log says so.
+    assert "no validation channel at" in one.output and not one.lines("evaluation: ")
     digests = dict(re.findall(r"rank=(\d+) parameter_sha256=([0-9a-f]{64})", two.output))
     assert set(digests) == {"0", "1"}
     assert digests["0"] == digests["1"]

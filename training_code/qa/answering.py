@@ -1,8 +1,9 @@
-"""Run a fine-tuned QA model over feature windows: shared by evaluate.py (batch scoring) and inference.py
-(the endpoint's entry point)."""
+"""Run a fine-tuned QA model over feature windows: shared by the training job's evaluation (qa.evaluation) and
+inference.py (the endpoint's entry point)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,44 @@ import torch
 from qa.features import MODEL_INPUTS, model_max_length, prepare_validation_features
 from qa.postprocess import Span, best_spans
 from qa.training import DynamicPaddingCollator
+
+# Logit rows are padded beyond each feature's length with this: never a best start or end.
+PADDING_LOGIT = -1e4
+WindowLogits = tuple[int, np.ndarray, np.ndarray]  # feature index, start logits, end logits (its length)
+
+
+def window_logits(
+    model: torch.nn.Module,
+    collator: DynamicPaddingCollator,
+    features: Sequence[dict[str, Any]],
+    batches: Sequence[Sequence[int]],
+    device: torch.device | str,
+) -> list[WindowLogits]:
+    """Start and end logits of the features in `batches` (lists of indices into `features`), one forward pass
+    per batch in full precision (the weights as they are saved and served), each cut to its feature's tokens."""
+    results = []
+    with torch.inference_mode():
+        for indices in batches:
+            chunk = [features[index] for index in indices]
+            batch = collator([{k: f[k] for k in MODEL_INPUTS if k in f} for f in chunk])
+            out = model(**{k: v.to(device) for k, v in batch.items()})
+            starts = out.start_logits.float().cpu().numpy()
+            ends = out.end_logits.float().cpu().numpy()
+            for row, (index, feature) in enumerate(zip(indices, chunk, strict=True)):
+                tokens = collator.tokens(len(feature["input_ids"]), starts.shape[1])
+                results.append((index, starts[row, tokens].copy(), ends[row, tokens].copy()))
+    return results
+
+
+def stack_logits(results: Sequence[WindowLogits], count: int) -> tuple[np.ndarray, np.ndarray]:
+    """`count` rows of start and end logits, row i for feature i, padded with PADDING_LOGIT."""
+    longest = max((len(starts) for _, starts, _ in results), default=0)
+    starts = np.full((count, longest), PADDING_LOGIT, dtype=np.float32)
+    ends = np.full_like(starts, PADDING_LOGIT)
+    for index, feature_starts, feature_ends in results:
+        starts[index, : len(feature_starts)] = feature_starts
+        ends[index, : len(feature_ends)] = feature_ends
+    return starts, ends
 
 
 class QuestionAnswerer:
@@ -26,23 +65,11 @@ class QuestionAnswerer:
         self.collator = DynamicPaddingCollator.for_tokenizer(self.tokenizer)
 
     def logits(self, features: list[dict[str, Any]], batch_size: int) -> tuple[np.ndarray, np.ndarray]:
-        """Start and end logits per feature, aligned with its tokens (padded with -1e4 beyond its length)."""
-        longest = max(len(f["input_ids"]) for f in features)
-        starts = np.full((len(features), longest), -1e4, dtype=np.float32)
-        ends = np.full_like(starts, -1e4)
-        with torch.inference_mode():
-            for offset in range(0, len(features), batch_size):
-                chunk = features[offset : offset + batch_size]
-                batch = self.collator([{k: f[k] for k in MODEL_INPUTS if k in f} for f in chunk])
-                out = self.model(**{k: v.to(self.device) for k, v in batch.items()})
-                chunk_starts = out.start_logits.float().cpu().numpy()
-                chunk_ends = out.end_logits.float().cpu().numpy()
-                for row, feature in enumerate(chunk):
-                    length = len(feature["input_ids"])
-                    tokens = self.collator.tokens(length, chunk_starts.shape[1])
-                    starts[offset + row, :length] = chunk_starts[row, tokens]
-                    ends[offset + row, :length] = chunk_ends[row, tokens]
-        return starts, ends
+        """Start and end logits per feature, aligned with its tokens (padded with PADDING_LOGIT beyond it)."""
+        batches = [
+            range(offset, min(offset + batch_size, len(features))) for offset in range(0, len(features), batch_size)
+        ]
+        return stack_logits(window_logits(self.model, self.collator, features, batches, self.device), len(features))
 
     def answer(
         self,

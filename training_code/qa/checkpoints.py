@@ -123,7 +123,9 @@ def read_loop_state(directory: Path, rank: int) -> LoopState:
 def prune(checkpoint_dir: Path, complete_steps: list[int], keep: int) -> None:
     """Keep the newest `keep` of `complete_steps` (known complete by this run); remove every other checkpoint
     older than the newest of them, complete or torn. Decided from the run's own record, not from the folder:
-    on multi-node jobs a node's folder holds only its own ranks' files. SageMaker mirrors the deletions to S3.
+    on multi-node jobs a node's folder holds only its own ranks' files. SageMaker mirrors the deletions to S3
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html) when the job's role may
+    s3:DeleteObject under the checkpoint prefix; without it the S3 copies stay (see training_code/README.md).
     """
     kept = set(sorted(complete_steps)[-keep:])
     newest = max(complete_steps)

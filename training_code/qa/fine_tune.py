@@ -1,4 +1,4 @@
-"""The training job in four phases, run in order by train.py: build, resume, train, save.
+"""The training job in five phases, run in order by train.py: build, resume, train, save, evaluate.
 
 `TrainingRun` is what `build` prepares for the other phases and never changes; `Progress` is where the loop
 stands: restored by `resume`, advanced by `train`, recorded in every checkpoint. Imported only once the
@@ -22,15 +22,18 @@ import torch
 from accelerate import Accelerator, PartialState
 from accelerate.data_loader import DataLoaderShard
 from accelerate.scheduler import AcceleratedScheduler
-from accelerate.utils import DataLoaderConfiguration, set_seed
+from accelerate.utils import DataLoaderConfiguration, gather_object, set_seed
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
 from qa import checkpoints
+from qa.answering import stack_logits, window_logits
 from qa.base_model import load_question_answering_model
 from qa.cli import setup_logging
 from qa.distributed import ddp_kwargs, describe_ddp
+from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches, score
 from qa.features import length_limit_error
+from qa.outputs import EVALUATION_FILE
 from qa.training import (
     CheckpointTimer,
     DynamicPaddingCollator,
@@ -73,6 +76,7 @@ class TrainingRun:
     loader: DataLoaderShard
     sampler: LengthGroupedSampler
     features: int  # training features in the dataset
+    validation: ValidationSet | None  # None without a validation channel: no evaluation
     batches_per_epoch: int  # this process's share, after prepare()
     schedule: Schedule
 
@@ -112,10 +116,11 @@ class LossInterval:
         self.batches += 1
 
     def log_and_restart(self, run: TrainingRun, step: int) -> None:
-        """Print the `step=… loss=…` line the pipeline's metric definitions parse (main process only)."""
-        elapsed = time.perf_counter() - self.started
+        """Print the `step=… loss=…` line the pipeline's metric definitions parse (main process only). The clock
+        is read after the loss is: `.item()` waits for the device, so the interval holds its steps' work."""
         accelerator = run.accelerator
         mean_loss = accelerator.reduce(self.total, reduction="mean").item() / max(1, self.batches)
+        elapsed = time.perf_counter() - self.started
         samples = self.batches * run.args.per_device_train_batch_size * accelerator.num_processes
         if accelerator.is_main_process:
             print(
@@ -129,7 +134,7 @@ class LossInterval:
 
 def build(args: argparse.Namespace) -> TrainingRun | None:
     """Accelerator, data, model, optimizer and scheduler, prepared by Accelerate; None (after printing why on
-    stderr) when the longest training feature does not fit the model."""
+    stderr) when the validation channel is unusable or the longest feature does not fit the model."""
     stop = StopRequest() if args.control_steps > 0 else None
     accelerator = start_accelerator(args)
     world = accelerator.num_processes
@@ -139,11 +144,20 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
 
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
     dataset = FeatureDataset.from_parquet(args.train_dir)
-    config = AutoConfig.from_pretrained(args.model_name_or_path)
-    too_long = length_limit_error(max(dataset.lengths), tokenizer, config, "the longest training feature")
-    if too_long:
-        print(f"error: {too_long}", file=sys.stderr, flush=True)
+    try:
+        validation = load_validation(args.validation_dir)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
         return None
+    config = AutoConfig.from_pretrained(args.model_name_or_path)
+    longest = [(max(dataset.lengths), "the longest training feature")]
+    if validation is not None:
+        longest.append((validation.longest, "the longest validation feature"))
+    for length, what in longest:
+        too_long = length_limit_error(length, tokenizer, config, what)
+        if too_long:
+            print(f"error: {too_long}", file=sys.stderr, flush=True)
+            return None
     model = load_question_answering_model(args.model_name_or_path, log)
     global_batch = args.per_device_train_batch_size * world * args.gradient_accumulation_steps
     loader, sampler = feature_loader(args, dataset, tokenizer, global_batch)
@@ -168,6 +182,7 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
         loader=loader,
         sampler=sampler,
         features=len(dataset),
+        validation=validation,
         batches_per_epoch=len(loader),
         schedule=schedule,
     )
@@ -188,6 +203,8 @@ def start_accelerator(args: argparse.Namespace) -> Accelerator:
         kwargs_handlers=[ddp_kwargs(backend, precision)],
     )
     setup_logging(accelerator.is_main_process)
+    if cuda and precision != args.precision:
+        log.warning("--precision %s: this GPU has no native bf16, training in %s", args.precision, precision)
     log.info(
         "distributed=%s backend=%s world_size=%d device=%s precision=%s",
         accelerator.distributed_type,
@@ -205,8 +222,7 @@ def feature_loader(
     """The (not yet prepared) loader of dynamically padded batches, and its length-grouped sampler."""
     cuda = torch.cuda.is_available()
     sampler = LengthGroupedSampler(dataset.lengths, group_size=global_batch, seed=args.seed, shuffle=True)
-    # Multiples of 8 keep tensor-core shapes on GPUs.
-    collator = DynamicPaddingCollator.for_tokenizer(tokenizer, 8 if cuda else None)
+    collator = batch_collator(tokenizer)
     # On GPUs, collation runs in worker processes into pinned memory, off the training thread.
     workers = args.dataloader_num_workers if args.dataloader_num_workers >= 0 else (2 if cuda else 0)
     loader = torch.utils.data.DataLoader(
@@ -220,6 +236,25 @@ def feature_loader(
         pin_memory=cuda,
     )
     return loader, sampler
+
+
+def batch_collator(tokenizer: PreTrainedTokenizerBase) -> DynamicPaddingCollator:
+    """Dynamic padding; to multiples of 8 on GPUs (tensor-core shapes)."""
+    return DynamicPaddingCollator.for_tokenizer(tokenizer, 8 if torch.cuda.is_available() else None)
+
+
+def load_validation(directory: Path) -> ValidationSet | None:
+    """The validation channel's features and examples, read before training so that a bad channel fails
+    before any GPU time is spent; None (with a warning) when the job has no validation channel."""
+    if not directory.is_dir():
+        log.warning(
+            "no validation channel at %s: the model will not be evaluated (no %s, no evaluation line for the "
+            "pipeline's F1 gate)",
+            directory,
+            EVALUATION_FILE,
+        )
+        return None
+    return ValidationSet.load(directory)
 
 
 def resume(accelerator: Accelerator, checkpoint_dir: Path) -> Progress:
@@ -325,15 +360,22 @@ def training_step(run: TrainingRun, batch: dict[str, torch.Tensor]) -> torch.Ten
 
 
 def checkpoint_if_due(run: TrainingRun, progress: Progress, timer: CheckpointTimer) -> bool:
-    """After an optimizer step: save a checkpoint if one is due (steps, timer, SIGTERM on any rank). True when
-    a SIGTERM asks the run to stop."""
+    """After an optimizer step: save a checkpoint if one is due (steps, epochs, timer, SIGTERM on any rank). True
+    when a SIGTERM asks the run to stop."""
     args, step = run.args, progress.global_step
     # Ordinary steps never wait for the device: the ranks compare notes every --control_steps only.
     stop_now = timed_due = False
     if args.control_steps > 0 and step % args.control_steps == 0:
         stop_now, timed_due = any_rank(run.accelerator, [run.stop_requested, timer.due()])
     step_due = args.checkpoint_steps > 0 and step % args.checkpoint_steps == 0
-    if stop_now or timed_due or step_due:
+    # At the end of every --checkpoint_epochs-th epoch but the last: the model itself is saved right after that.
+    epoch_due = (
+        args.checkpoint_epochs > 0
+        and progress.batches_in_epoch >= run.batches_per_epoch
+        and (progress.epoch + 1) % args.checkpoint_epochs == 0
+        and step < run.schedule.total_steps
+    )
+    if stop_now or timed_due or step_due or epoch_due:
         save_checkpoint(run, progress)
         timer.restart()
     return stop_now
@@ -385,3 +427,32 @@ def save(run: TrainingRun, progress: Progress) -> None:
         }
         (output_dir / "training_summary.json").write_text(json.dumps(summary, indent=2))
         log.info("model saved to %s", output_dir)
+
+
+def evaluate(run: TrainingRun) -> Evaluation | None:
+    """SQuAD EM/F1 of the trained model on the validation set, data-parallel over every process (see
+    qa.evaluation): the main process prints the evaluation line once and writes the evaluation report into the
+    model dir and the predictions into the output data dir, and returns the scores (None elsewhere)."""
+    if run.validation is None:
+        return None
+    accelerator, args, features = run.accelerator, run.args, run.validation.features
+    started = time.perf_counter()
+    batches = length_sorted_batches(features, args.eval_batch_size)
+    mine = batches[accelerator.process_index :: accelerator.num_processes]
+    model = accelerator.unwrap_model(run.model)
+    model.eval()
+    logits = gather_object(window_logits(model, batch_collator(run.tokenizer), features, mine, accelerator.device))
+    evaluation = None
+    if accelerator.is_main_process:
+        evaluation = score(run.validation, *stack_logits(logits, len(features)))
+        evaluation.write(args.output_dir, args.output_data_dir)
+        print(evaluation.line(), flush=True)
+        log.info(
+            "evaluated %d features of %d examples on %d process(es) in %.1f s",
+            len(features),
+            len(run.validation.examples),
+            accelerator.num_processes,
+            time.perf_counter() - started,
+        )
+    accelerator.wait_for_everyone()
+    return evaluation

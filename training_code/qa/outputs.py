@@ -11,6 +11,10 @@ from __future__ import annotations
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # synced both ways with CheckpointConfig.S3Uri
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # TensorBoardOutputConfig.LocalPath (SageMaker's default)
 MODEL_DIR = "/opt/ml/model"  # uploaded as model.tar.gz at the end of the job
+OUTPUT_DATA_DIR = "/opt/ml/output/data"  # SM_OUTPUT_DATA_DIR: uploaded as output.tar.gz beside model.tar.gz
+
+# Input channels of the training job (InputDataConfig ChannelName -> SM_CHANNEL_<NAME>, /opt/ml/input/data/<name>).
+VALIDATION_CHANNEL = "validation"  # preprocess.py's validation output: features.parquet + examples.jsonl
 
 # Seams of the local runner: environment variables that move a container path on this machine.
 LOCAL_S3_ROOT_ENV = "LOCAL_S3_ROOT"  # s3://bucket/key -> <root>/bucket/key
@@ -23,6 +27,7 @@ MANIFEST_VERSION_UNSET = "unset"
 # Files the training job writes into the model directory (so into model.tar.gz), beside the weights.
 EVALUATION_FILE = "evaluation.json"  # SQuAD EM/F1 on the validation set (SageMaker model-quality shape)
 LOG_HISTORY_FILE = "log_history.json"  # one entry per logging step and per evaluation, Trainer-like
+PREDICTIONS_FILE = "predictions.json"  # example id -> predicted answer text, in OUTPUT_DATA_DIR
 EVALUATION_F1_PATH = "metrics.f1.value"  # JSON path of F1 in evaluation.json
 EVALUATION_EXACT_MATCH_PATH = "metrics.exact_match.value"
 

@@ -148,11 +148,25 @@ def build_optimizer(model: torch.nn.Module, learning_rate: float, weight_decay: 
         return torch.optim.AdamW(groups, lr=learning_rate, foreach=True)
 
 
+def native_bf16() -> bool:
+    """Whether this GPU computes in bf16 in hardware (compute capability 8.0+: A100, A10G, L4, H100).
+
+    `torch.cuda.is_bf16_supported()` also counts emulation by default and so answers True on V100 and T4, where
+    bf16 runs slowly through fp32 (pytorch/pytorch PR 148322 discusses it). `including_emulation=False` asks for
+    native support; PyTorch 2.4 added the argument (the training images have 2.5 and 2.9), and an older PyTorch
+    is asked for the compute capability instead.
+    """
+    try:
+        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+    except TypeError:  # PyTorch < 2.4: no including_emulation
+        return torch.cuda.get_device_capability()[0] >= 8
+
+
 def resolve_precision(requested: str) -> str:
-    """bf16 where the hardware has it, fp16 on GPUs without bf16 (V100), full precision on CPU."""
+    """bf16 where the GPU has it natively, fp16 on GPUs without (V100, T4), full precision on CPU."""
     if not torch.cuda.is_available():
         return "no"
-    if requested == "bf16" and not torch.cuda.is_bf16_supported():
+    if requested == "bf16" and not native_bf16():
         return "fp16"
     return requested
 

@@ -1,0 +1,91 @@
+"""Evaluation inside the training job: the validation channel scored on every process, reported once."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+from qa.answering import QuestionAnswerer, stack_logits, window_logits
+from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches, score
+from qa.outputs import (
+    EVALUATION_EXACT_MATCH_PATH,
+    EVALUATION_F1_PATH,
+    EVALUATION_FILE,
+    EVALUATION_METRIC_REGEXES,
+    METRIC_EVAL_EXACT_MATCH,
+    METRIC_EVAL_F1,
+    PREDICTIONS_FILE,
+    VALIDATION_CHANNEL,
+)
+
+from tests.training_code.runner import run_training
+
+
+def json_path(document: dict, dotted: str):
+    for key in dotted.split("."):
+        document = document[key]
+    return document
+
+
+def test_batches_are_length_sorted_and_cover_every_feature_once():
+    features = [{"input_ids": [0] * n} for n in (3, 7, 5, 7, 1)]
+    batches = length_sorted_batches(features, 2)
+    assert batches == [[1, 3], [2, 0], [4]]  # longest first, ties in file order
+
+
+def test_the_report_and_the_line_carry_the_contract_paths_and_metric_regexes():
+    evaluation = Evaluation(exact_match=61.904761, f1=70.123456, predictions={"a": "x", "b": ""})
+    report = evaluation.report()
+    assert json_path(report, EVALUATION_F1_PATH) == 70.1235
+    assert json_path(report, EVALUATION_EXACT_MATCH_PATH) == 61.9048
+    assert report["examples"] == 2
+    line = evaluation.line()
+    assert re.search(EVALUATION_METRIC_REGEXES[METRIC_EVAL_F1], line).group(1) == "70.1235"
+    assert re.search(EVALUATION_METRIC_REGEXES[METRIC_EVAL_EXACT_MATCH], line).group(1) == "61.9048"
+
+
+def test_a_validation_channel_without_the_preprocessed_files_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"has no features.parquet and no examples.jsonl: give it"):
+        ValidationSet.load(tmp_path)
+
+
+def single_process_evaluation(model_dir, validation_dir, batch_size: int) -> Evaluation:
+    """What one process computes over the saved model: every length-sorted batch, in order."""
+    validation = ValidationSet.load(validation_dir)
+    answerer = QuestionAnswerer(model_dir, "cpu")
+    batches = length_sorted_batches(validation.features, batch_size)
+    logits = window_logits(answerer.model, answerer.collator, validation.features, batches, "cpu")
+    return score(validation, *stack_logits(logits, len(validation.features)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 2])
+def test_training_evaluates_once_and_equals_a_single_process_evaluation(
+    tmp_path, tiny_model_dir, sample_features, processes
+):
+    # 7 features per batch: the batches do not split evenly over 2 processes.
+    hps = {"max_steps": 3, "per_device_train_batch_size": 4, "logging_steps": 1, "eval_batch_size": 7}
+    run = run_training(tiny_model_dir, sample_features, tmp_path, hps, processes)
+    assert run.returncode == 0, run.output[-3000:]
+    [line] = run.lines("evaluation: ")
+    report = json.loads((tmp_path / "model" / EVALUATION_FILE).read_text())
+    predictions = json.loads((tmp_path / "output-data" / PREDICTIONS_FILE).read_text())
+    assert not (tmp_path / "model" / PREDICTIONS_FILE).exists()  # kept out of model.tar.gz
+
+    reference = single_process_evaluation(tmp_path / "model", sample_features / VALIDATION_CHANNEL, 7)
+    assert line == reference.line()
+    assert report == reference.report()
+    assert predictions == reference.predictions
+    assert len(predictions) == 84 and any(predictions.values())
+
+
+def test_an_empty_validation_channel_stops_the_job_before_training(tmp_path, tiny_model_dir, sample_features):
+    features = tmp_path / "features"
+    shutil.copytree(sample_features / "train", features / "train")
+    (features / VALIDATION_CHANNEL).mkdir()
+    run = run_training(tiny_model_dir, features, tmp_path / "work", {"max_steps": 1})
+    assert run.returncode == 1, run.output[-3000:]
+    assert f"error: validation channel {features / VALIDATION_CHANNEL} has no features.parquet" in run.output
+    assert not run.lines("step=") and "Traceback" not in run.output
