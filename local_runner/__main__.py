@@ -191,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\nthe same Object Created event is delivered again (EventBridge delivers at least once)")
             duplicate = runner.run(overrides)
             print_summary(duplicate, store.root, registry_path)
+            report_local_run(duplicate, pipeline.pipeline_name, store, args.work_dir, print)
     except (UnsupportedDefinition, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -54,7 +54,7 @@ def test_the_record_holds_steps_jobs_curves_and_the_package(tmp_path):
     evaluation = log_history()[-1]
     assert record.metrics == {"exact_match": evaluation["eval_exact_match"], "f1": evaluation["eval_f1"]}
     assert record.f1_threshold == 40.0
-    assert record.model_package_arn.endswith("model-package/hfqa-dev-qa-models/4")
+    assert str(record.model_package_arn).endswith("model-package/hfqa-dev-qa-models/4")
     assert record.execution_arn.endswith(f"pipeline/{PIPELINE}/execution/local-abc")
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import copy
 import json
+from typing import Any
 
 from tests.tools.conftest import assert_one_line_error, run_cli
 from tools.pipeline_diff import diff_definitions
 
-DEPLOYED = {
+DEPLOYED: dict[str, Any] = {
     "Version": "2020-12-01",
     "Parameters": [{"Name": "Epochs", "Type": "Float", "DefaultValue": 2.0}],
     "Steps": [

@@ -21,6 +21,7 @@ def store(tmp_path):
 def only_run(uri: str):
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name(EXPERIMENT)
+    assert experiment is not None
     [run] = client.search_runs([experiment.experiment_id])
     return client, run
 
