@@ -97,7 +97,7 @@ def _plot_timeline(axis: Any, record: RunRecord) -> None:
         label = f"{step.seconds or 0:.0f} s" + (f", {step.attempts} attempts" if step.attempts > 1 else "")
         axis.text(start + width + total / 100, row, label, va="center", fontsize=7)
     axis.set_yticks(range(len(timed)), [s.name for s in reversed(timed)], fontsize=7)
-    axis.set_xlim(0, total * 1.25 or 1)
+    axis.set_xlim(0, total * 1.4 or 1)  # room for the labels right of the last bars
     axis.set_xlabel("seconds since the first step started", fontsize=8)
     axis.tick_params(axis="x", labelsize=7)
     axis.grid(axis="x", alpha=0.3)
@@ -144,7 +144,7 @@ def render_png(record: RunRecord) -> bytes:
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    figure, axes = pyplot.subplots(2, 2, figsize=(12, 7.5), dpi=80)
+    figure, axes = pyplot.subplots(2, 2, figsize=(12, 7.5), dpi=100)
     package = record.model_package_arn.rsplit("/", 2)[-2:] if record.model_package_arn else None
     registered = f"registered {'/'.join(package)} ({record.approval_status})" if package else "no model registered"
     cost = record.list_price_usd

@@ -89,9 +89,9 @@ def test_the_figure_colours_an_f1_below_the_threshold_red():
     red, green = (0xC6, 0x28, 0x28), (0x2E, 0x7D, 0x32)
     passing = _pixels(render_png(run_record(f1=90.5, threshold=88)))
     failing = _pixels(render_png(run_record(f1=80.0, threshold=88)))
-    assert passing.size == failing.size == (960, 600)
+    assert passing.size == failing.size == (1200, 750)
     # Red appears in the passing figure only as the dashed threshold line; the failing bar adds a block of it.
-    assert _count(failing, red) > _count(passing, red) + 5000
+    assert _count(failing, red) > _count(passing, red) + 8000
     assert _count(passing, green) > 5000
 
 
