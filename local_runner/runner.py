@@ -49,6 +49,13 @@ LAMBDA_OUTPUT_TYPES: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def _operand(value: Any) -> str:
+    """A condition operand as the log shows it: strings quoted and cut short (messages are reported once)."""
+    if isinstance(value, str):
+        return repr(value if len(value) <= 20 else value[:17] + "...")
+    return str(value)
+
+
 def _equal(left: Any, right: Any) -> bool:
     """Equals compares strings as strings and numbers as numbers."""
     if isinstance(left, str) or isinstance(right, str):
@@ -159,6 +166,11 @@ class LocalPipelineRunner:
         validate_definition(definition)
         self.functions = functions or LocalFunctions(store.root, work_dir / "executions.json")
         self.definition = definition
+        self.failure_messages = {
+            step["Arguments"]["ErrorMessage"]["Get"]
+            for step in all_steps(definition.get("Steps", []))
+            if step["Type"] == "Fail" and "Get" in (step["Arguments"].get("ErrorMessage") or {})
+        }
         self.pipeline_name = pipeline_name
         self.store, self.registry, self.work_dir, self.out = store, registry, work_dir, out
         self.interruption = interruption
@@ -323,7 +335,13 @@ class LocalPipelineRunner:
                 raise StepFailed(f"{step['Name']}: the function returned no output {name!r}")
             outputs[name] = LAMBDA_OUTPUT_TYPES[declared.get("OutputType", "String")](returned[name])
         self.step_properties[step["Name"]] = {"OutputParameters": outputs}
-        shown = {k: v for k, v in outputs.items() if v not in ("", None)}
+        # Outputs that a Fail step reports as the execution's failure are printed there, once.
+        reported = {ref for ref in self.failure_messages if ref.startswith(f"Steps.{step['Name']}.")}
+        shown = {
+            k: v
+            for k, v in outputs.items()
+            if v not in ("", None) and f"Steps.{step['Name']}.OutputParameters['{k}']" not in reported
+        }
         return ", ".join(f"{k}={v}" for k, v in shown.items())
 
     def _run_condition(self, step: dict[str, Any]) -> str:
@@ -334,7 +352,7 @@ class LocalPipelineRunner:
                 raise UnsupportedDefinition(f"condition type {condition['Type']!r} is not supported locally")
             left, right = self.resolver.resolve(condition["LeftValue"]), self.resolver.resolve(condition["RightValue"])
             passed = COMPARISONS[condition["Type"]](left, right)
-            self.out(f"    {left} {condition['Type']} {right}: {passed}")
+            self.out(f"    {_operand(left)} {condition['Type']} {_operand(right)}: {passed}")
             outcomes.append(passed)
         branch = "IfSteps" if all(outcomes) else "ElseSteps"
         self.result.steps.append(StepResult(step["Name"], "Condition", "Succeeded", 0.0, f"-> {branch}", time.time()))

@@ -17,7 +17,7 @@ from constructs import Construct
 
 from config import Settings
 from pipeline_steps.placeholders import FUNCTION_HANDLERS
-from stacks.data import ProjectKey, SecureBucket
+from stacks.data import ProjectKey, SecureBucket, removal_policy
 from stacks.network import log_retention
 
 TRAINING_CODE = Path(__file__).resolve().parents[1] / "training_code"
@@ -44,13 +44,27 @@ class PipelineFunction(Construct):
     """One function: its own role, its own log group (retained as the settings say)."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, settings: Settings, code: lambda_.Code, field: str
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        key: ProjectKey,
+        code: lambda_.Code,
+        field: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.role = iam.Role(
             self, "Role", assumed_by=LAMBDA, description=f"{settings.name_prefix}: pipeline step {construct_id}"
         )
-        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention(settings.log_retention_days))
+        # Encrypted with the project key, whose policy lets CloudWatch Logs use it for this account's log groups.
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=log_retention(settings.log_retention_days),
+            encryption_key=key.key,
+            removal_policy=removal_policy(settings),
+        )
         self.log_group.grant_write(self.role)
         self.function = lambda_.Function(
             self,
@@ -83,11 +97,14 @@ class PipelineFunctions(Construct):
         super().__init__(scope, construct_id)
         layout = settings.layout
         code = lambda_.Code.from_asset(str(stage_function_code(build_dir)))
-        self.claim = PipelineFunction(self, "ClaimManifest", settings=settings, code=code, field="claim_function_arn")
-        self.estimate = PipelineFunction(
-            self, "EstimateTrainingCost", settings=settings, code=code, field="estimate_function_arn"
+        self.claim, self.estimate, self.record = (
+            PipelineFunction(self, name, settings=settings, key=key, code=code, field=field)
+            for name, field in (
+                ("ClaimManifest", "claim_function_arn"),
+                ("EstimateTrainingCost", "estimate_function_arn"),
+                ("RecordModel", "record_function_arn"),
+            )
         )
-        self.record = PipelineFunction(self, "RecordModel", settings=settings, code=code, field="record_function_arn")
         for function in (self.claim, self.estimate, self.record):
             key.grant_sse_kms(function.role)
         artifacts_objects = f"{artifacts.arn_by_name}/"
@@ -106,7 +123,10 @@ class PipelineFunctions(Construct):
         # s3:if-none-match / s3:if-match: the claim object may only be created if absent, or replaced if unchanged
         # (a take-over); an unconditional overwrite is denied
         # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html).
-        for sid, condition_key in (("CreateClaimIfAbsent", "s3:if-none-match"), ("TakeOverClaimIfUnchanged", "s3:if-match")):
+        for sid, condition_key in (
+            ("CreateClaimIfAbsent", "s3:if-none-match"),
+            ("TakeOverClaimIfUnchanged", "s3:if-match"),
+        ):
             claim.add_to_policy(
                 iam.PolicyStatement(
                     sid=sid,

@@ -12,6 +12,7 @@ delivery, the registered package and what that package serves.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -120,25 +121,35 @@ def test_tiny_demo_passes_every_step_registers_with_metrics_and_ignores_a_duplic
     first, duplicate = out.split("the same Object Created event is delivered again")
     for name in (
         "ClaimManifest",
+        "ParametersValid",
+        "FirstDelivery",
         "ValidateAndTokenize",
+        "EstimateTrainingCost",
         "CheckTrainingCost",
         "FineTune",
-        "Evaluate",
+        "RecordModel",
         "CheckF1",
         "RegisterModel",
     ):
         assert f"> {name}" in first
+    assert "> Evaluate " not in first  # evaluation runs inside FineTune: no second GPU cold start
     # The cost guard let it through: the estimate (a few cents) is within the default MaxTrainingCostUSD.
     [guard] = re.findall(r"    ([0-9.e+-]+) LessThanOrEqualTo 1000.0: True", first)
     assert 0 < float(guard) < 1
     # The second delivery claims nothing: no preprocessing, no training, no second model, no failure.
     assert "> ClaimManifest" in duplicate and "ok FirstDelivery: false -> ElseSteps" in duplicate
+    # The duplicate's record names the execution that owns the dataset version.
+    [owner] = re.findall(r"^execution (local-\w+) of ", first, re.M)
+    assert re.search(rf"ClaimManifest +Lambda +Succeeded .*Duplicate=true, ClaimedBy=\S+/execution/{owner}", duplicate)
     assert "> FineTune" not in duplicate and "> ValidateAndTokenize" not in duplicate
     assert ": Succeeded" in duplicate
     assert "running 2 CPU process(es) with torchrun" in out
     [package] = sequence.packages(load_settings({**cdk_context, "env": "dev"}))
     assert package.approval_status == "PendingManualApproval"
     assert set(package.metrics["metrics"]) == {"f1", "exact_match"}
+    # The report RecordModel wrote from FineTune's FinalMetricDataList, with the archive's identity.
+    archive = (sequence.work_dir / "s3" / package.model_data.removeprefix("s3://")).read_bytes()
+    assert package.metrics["model"]["sha256"] == hashlib.sha256(archive).hexdigest()
     assert package.model_data.endswith("/output/model.tar.gz")
     assert (sequence.work_dir / "s3" / package.model_data.removeprefix("s3://")).is_file()
     assert "execution local-" in out and ": Succeeded" in out

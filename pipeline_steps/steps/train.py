@@ -18,7 +18,7 @@ import json
 import posixpath
 from typing import Any
 
-from qa.outputs import CHECKPOINT_DIR, EVALUATION_METRIC_REGEXES, TENSORBOARD_DIR
+from qa.outputs import CHECKPOINT_DIR, EVALUATION_METRIC_REGEXES, TENSORBOARD_DIR, VALIDATION_CHANNEL
 from sagemaker.debugger import TensorBoardOutputConfig
 from sagemaker.huggingface import HuggingFace
 from sagemaker.inputs import TrainingInput
@@ -134,7 +134,7 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
         inputs={
             "train": TrainingInput(s3_data=outputs["train"].S3Output.S3Uri),
             # Evaluated after training (SM_CHANNEL_VALIDATION): features and examples of preprocess.py.
-            "validation": TrainingInput(s3_data=outputs["validation"].S3Output.S3Uri),
+            VALIDATION_CHANNEL: TrainingInput(s3_data=outputs["validation"].S3Output.S3Uri),
             # Weights come from S3: a private VPC has no route to a model hub.
             "model": TrainingInput(s3_data=ctx.params.base_model_uri),
         }
