@@ -11,6 +11,7 @@ One MLflow run per execution (tag `execution_arn`): recording it again only refr
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ LOCAL_ARTIFACTS = "mlflow-artifacts"
 TERMINAL_STATUSES = {"Succeeded", "Failed", "Stopped"}
 CURVE_KEYS = ("loss", "learning_rate", "grad_norm", "samples_per_second", "eval_f1", "eval_exact_match")
 EXECUTION_TAG = "execution_arn"
+SAGEMAKER_PLUGIN = "sagemaker_mlflow"  # the module of the sagemaker-mlflow package (ARN tracking URIs)
 
 
 def managed_server_arn(settings: Settings, account: str, region: str) -> str:
@@ -87,6 +89,13 @@ def track(record: RunRecord, uri: str, experiment_name: str, artifacts: tuple[Pa
     """Record `record` at tracking URI `uri` (one MLflow run per execution); a one-line account of it."""
     if record.status not in TERMINAL_STATUSES:
         return f"mlflow: {record.execution_id} is {record.status}: recorded once it has ended"
+    if uri.startswith("arn:") and importlib.util.find_spec(SAGEMAKER_PLUGIN) is None:
+        from tools.deployment import fail
+
+        fail(
+            f"tracking URI {uri} is a SageMaker tracking server: MLflow reaches it through the sagemaker-mlflow "
+            "plugin, which is not installed (pip install sagemaker-mlflow)"
+        )
     from mlflow.entities import Param, RunTag
     from mlflow.tracking import MlflowClient
 

@@ -6,7 +6,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.tools.run_records import run_record
-from tools.deployment import settings_for
+from tools.deployment import ToolError, settings_for
 from tools.report import write_report
 from tools.tracking import local_store_uri, managed_server_arn, track, tracking_uri
 
@@ -82,3 +82,13 @@ def test_the_tracking_uri_follows_the_settings(tmp_path):
         update={"tracking": settings.tracking.model_copy(update={"mlflow_tracking_uri": "http://mlflow:5000"})}
     )
     assert tracking_uri(explicit, tmp_path, arn) == "http://mlflow:5000"
+
+
+def test_a_managed_server_without_its_plugin_is_one_line(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "sagemaker_mlflow" else real(name))
+    arn = "arn:aws:sagemaker:us-east-1:111122223333:mlflow-tracking-server/hfqa-dev-mlflow"
+    with pytest.raises(ToolError, match="pip install sagemaker-mlflow"):
+        track(run_record(), arn, EXPERIMENT)
