@@ -120,7 +120,15 @@ def _plot_metrics(axis: Any, record: RunRecord) -> None:
         axis.text(bar.get_x() + bar.get_width() / 2, value + 1, f"{value:.1f}", ha="center", fontsize=8)
     if threshold is not None:
         axis.axhline(threshold, color="#c62828", linestyle="--", linewidth=1)
-        axis.text(-0.45, threshold + 1.5, f"F1 threshold {threshold:g}", ha="left", fontsize=7, color="#c62828")
+        axis.text(
+            -0.45,
+            threshold + 1.5,
+            f"F1 threshold {threshold:g}",
+            ha="left",
+            fontsize=7,
+            color="#c62828",
+            bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+        )
     axis.set_ylim(0, 105)
     axis.set_ylabel("score (0-100)", fontsize=8)
     axis.tick_params(labelsize=8)
