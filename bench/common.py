@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from qa.outputs import LOCAL_CHECKPOINT_DIR_ENV
+
 from local_runner.launch import launcher
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,7 +155,7 @@ def run_train_py(
                 "SM_CHANNEL_MODEL": str(model),
                 "SM_CHANNEL_TRAIN": str(features),
                 "SM_MODEL_DIR": f"{scratch}/model",
-                "QA_CHECKPOINT_DIR": f"{scratch}/checkpoints",
+                LOCAL_CHECKPOINT_DIR_ENV: f"{scratch}/checkpoints",
                 **(env or {}),
             },
             cwd=TRAINING_CODE,

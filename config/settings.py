@@ -6,12 +6,12 @@ being silently ignored.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from config.costs import TRAINING_USD_PER_HOUR, hardware_facts, young_daly_minutes
+from config.images import DEFAULT_PROCESSING_IMAGE, DEFAULT_TRAINING_IMAGES, VOLTA_TRAINING_IMAGE, TrainingImage
 from config.instance_types import (
     DEFAULT_TRAINING_CANDIDATES,
     INSTANCE_TYPES,
@@ -24,77 +24,6 @@ from config.layout import ArtifactLayout
 # SageMaker's own upper bound for MaxRuntimeInSeconds / MaxWaitTimeInSeconds (28 days).
 MAX_JOB_SECONDS = 28 * 24 * 3600
 
-DLC_REGISTRY_ACCOUNT = "763104351884"
-DLC_REPOSITORIES = "huggingface-pytorch-*"  # the training and inference repositories below
-
-# The CPU image of ValidateAndTokenize (no GPU image for a CPU job): the Hugging Face PyTorch inference CPU
-# image, which has Python 3.12, torch 2.6.0 (CPU), transformers 5.5.3 with fast tokenizers, accelerate 1.12.0
-# and boto3 (aws/deep-learning-containers huggingface/pytorch/inference/docker/2.6/py3/Dockerfile.cpu; listed
-# under "HuggingFace Containers > Inference" in docs/reference/available_images.md). No Hugging Face
-# *training* image has a CPU variant (huggingface/pytorch/training/docker holds GPU Dockerfiles only), and the
-# PyTorch training CPU image has no transformers (pytorch/training/docker/2.8/py3/Dockerfile.cpu). Size: the
-# DLC buildspecs record no image_size_baseline for it; its Dockerfile has no CUDA, cuDNN, NCCL or EFA layers,
-# the bulk of the ~25,000 MB GPU training image (huggingface/pytorch/training/buildspec.yml).
-# NOTE: it does not install `datasets` (nor pyarrow explicitly), which preprocess.py imports today.
-DEFAULT_PROCESSING_IMAGE = "huggingface-pytorch-inference:2.6.0-transformers5.5.3-cpu-py312-ubuntu22.04"
-
-
-@dataclass(frozen=True)
-class TrainingImage:
-    """A Hugging Face training image, what the SageMaker SDK wants beside its URI, and the image that serves
-    what it saves."""
-
-    repository: str  # repository:tag in the deep-learning-containers registry
-    transformers_version: str
-    pytorch_version: str
-    py_version: str
-    cuda: tuple[int, int]  # the CUDA build of its PyTorch
-    inference_repository: str
-
-    @property
-    def framework_versions(self) -> tuple[str, str, str]:
-        """(transformers, PyTorch, Python), as the SageMaker SDK's HuggingFace estimator takes them."""
-        return (self.transformers_version, self.pytorch_version, self.py_version)
-
-    @property
-    def has_volta_kernels(self) -> bool:
-        """CUDA 13.0 removed Maxwell, Pascal and Volta (sm_50-sm_72) from the toolkit ("Deprecated
-        Architectures", https://docs.nvidia.com/cuda/archive/13.0.0/cuda-toolkit-release-notes/index.html), and
-        PyTorch's CUDA 12.8 builds already ship no sm_70 kernels (TORCH_CUDA_ARCH_LIST of the cu128 wheels starts
-        at 7.5, https://github.com/pytorch/pytorch/blob/main/.ci/manywheel/build_cuda.sh): a V100 then finds no
-        kernel for its architecture. Turing (sm_75) keeps its kernels in both."""
-        return self.cuda < (12, 8)
-
-
-# Serving: the inference transformers must be at least the version that saved the model (a 4.49 image cannot
-# read configs written by 5.x). No inference image carries exactly 5.3.0; 2.6.0-transformers5.5.3 is the newest
-# GPU one and sits beside the 5.3.0 training image in the Hugging Face DLC list (huggingface/hub-docs
-# docs/sagemaker/source/dlcs/available.md, "PyTorch Inference"; source of truth:
-# https://aws.github.io/deep-learning-containers/reference/available_images/). Models trained with 4.49.0 are
-# served by the 4.49.0 image (aws/deep-learning-containers docs/reference/available_images.md, "HuggingFace
-# Containers > Inference").
-_CU130_IMAGE = TrainingImage(
-    "huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04",
-    "5.3.0",
-    "2.9.0",
-    "py312",
-    (13, 0),
-    "huggingface-pytorch-inference:2.6.0-transformers5.5.3-gpu-py312-cu124-ubuntu22.04",
-)
-# SMDDP ships only up to PyTorch 2.5.1; its CUDA 12.4 build still has Volta kernels, and torchrun
-# (torch_distributed) runs on it as well.
-_CU124_IMAGE = TrainingImage(
-    "huggingface-pytorch-training:2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04",
-    "4.49.0",
-    "2.5.1",
-    "py311",
-    (12, 4),
-    "huggingface-pytorch-inference:2.6.0-transformers4.49.0-gpu-py312-cu124-ubuntu22.04",
-)
-# Per distribution backend: the newest image that runs it.
-DEFAULT_TRAINING_IMAGES = {"torchrun": _CU130_IMAGE, "smddp": _CU124_IMAGE}
-# When a Volta type (ml.p3dn.24xlarge) is among the allowed training types: the newest image with Volta kernels.
-VOLTA_TRAINING_IMAGE = _CU124_IMAGE
 APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
 
 INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[0-9]*x?large$"
@@ -232,7 +161,12 @@ class TrainingSettings(StrictModel):
     use_spot: bool = True
     max_run_seconds: int = Field(24 * 3600, gt=0, le=MAX_JOB_SECONDS)
     max_wait_seconds: int = Field(36 * 3600, gt=0, le=MAX_JOB_SECONDS)
-    checkpoint_prefix: str = Field(ArtifactLayout().checkpoints, pattern=r"^([a-z0-9][a-z0-9._-]*)?$")
+    checkpoint_prefix: str = Field(
+        ArtifactLayout().checkpoints,
+        pattern=r"^([a-z0-9][a-z0-9._-]*)?$",
+        description="Where checkpoints go in the artifacts bucket (read it as Settings.layout.checkpoints); "
+        "empty: the job writes no checkpoints.",
+    )
     allowed_instance_types: tuple[str, ...] | None = Field(
         None,
         description="Values the TrainingInstanceType pipeline parameter accepts (its EnumValues); every rule "
@@ -260,6 +194,11 @@ class TrainingSettings(StrictModel):
         description="Default of the MaxTrainingCostUSD pipeline parameter: executions whose estimated on-demand "
         "training cost (list prices, config/costs.py) exceeds it stop before FineTune.",
     )
+
+    @property
+    def checkpoints_enabled(self) -> bool:
+        """Whether the training job writes checkpoints (under Settings.layout.checkpoints)."""
+        return bool(self.checkpoint_prefix)
 
 
 class ProcessingSettings(StrictModel):
@@ -393,7 +332,7 @@ class Settings(StrictModel):
                 f"({training.max_run_seconds}) with spot training: it is the run time plus the time spent "
                 "waiting for spot capacity"
             )
-        if training.use_spot and not training.checkpoint_prefix:
+        if training.use_spot and not training.checkpoints_enabled:
             problems.append(
                 "training.use_spot=true needs training.checkpoint_prefix: without checkpoints every spot "
                 "interruption restarts training from scratch"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from qa.outputs import CHECKPOINT_DIR, LOCAL_TENSORBOARD_DIR_ENV, TENSORBOARD_DIR
+from qa.outputs import CHECKPOINT_DIR, LOCAL_CHECKPOINT_DIR_ENV, LOCAL_TENSORBOARD_DIR_ENV, TENSORBOARD_DIR
 
 from config.instance_types import INSTANCE_TYPES
 from local_runner.errors import StepFailed, UnsupportedDefinition
@@ -337,7 +337,7 @@ def _training_environment(job: TrainingJob) -> dict[str, str]:
             "SM_NUM_GPUS": "0",
             "SM_CURRENT_HOST": "algo-1",
             "SM_HOSTS": json.dumps(["algo-1"]),
-            "QA_CHECKPOINT_DIR": str(job.checkpoint_dir),
+            LOCAL_CHECKPOINT_DIR_ENV: str(job.checkpoint_dir),
             # TensorBoardOutputConfig.LocalPath, mapped into the job's folder like every container path.
             LOCAL_TENSORBOARD_DIR_ENV: str(job.container.path(TENSORBOARD_DIR)),
             "OMP_NUM_THREADS": "1" if job.processes > 1 else os.environ.get("OMP_NUM_THREADS", "2"),

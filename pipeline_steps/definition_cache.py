@@ -22,6 +22,8 @@ from config import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIRS = (PROJECT_ROOT / "pipeline_steps", PROJECT_ROOT / "config")
+# The container <-> definition contract the steps import (file names, container paths, metric regexes).
+SOURCE_FILES = (PROJECT_ROOT / "training_code" / "qa" / "outputs.py",)
 DEFAULT_CACHE_DIR = PROJECT_ROOT / ".cache" / "pipeline-definitions"  # app.py's; `make clean` removes it
 SDK_DISTRIBUTIONS = ("sagemaker", "sagemaker-core", "boto3", "botocore")
 MAX_ENTRIES = 32
@@ -34,10 +36,11 @@ def inputs_digest(settings: Settings) -> str:
     for name in SDK_DISTRIBUTIONS:
         digest.update(f"{name} {importlib.metadata.version(name)}\n".encode())
     digest.update(settings.model_dump_json().encode())
-    for directory in SOURCE_DIRS:
-        for path in sorted(directory.rglob("*.py")):
-            digest.update(str(path.relative_to(directory.parent)).encode())
-            digest.update(path.read_bytes())
+    sources = [(directory.parent, path) for directory in SOURCE_DIRS for path in sorted(directory.rglob("*.py"))]
+    sources += [(path.parents[2], path) for path in SOURCE_FILES]
+    for root, path in sources:
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

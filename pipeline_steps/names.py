@@ -1,8 +1,36 @@
-"""Names in the pipeline definition that the stacks' notification rules match or quote (no SageMaker SDK here:
-the stacks import this on every synth)."""
+"""Names in the pipeline definition that other rooms match, set or quote: pipeline parameters (the trigger, the
+tools, the local runner), step names (notifications, tools, the runner) and model-package metadata keys. No
+SageMaker SDK here: the stacks and the tools import this on every run."""
 
-# The condition step whose False outcome is a duplicate delivery (steps/claim.py).
-FIRST_DELIVERY_STEP = "FirstDelivery"
+# Pipeline parameters (parameters.py builds them; an execution or the S3 trigger sets them by these names).
+DATASET_BUCKET = "DatasetBucket"
+MANIFEST_KEY = "ManifestKey"
+MANIFEST_VERSION_ID = "ManifestVersionId"
+BASE_MODEL_URI = "BaseModelUri"
+TRAINING_INSTANCE_TYPE = "TrainingInstanceType"
+TRAINING_INSTANCE_COUNT = "TrainingInstanceCount"
+EPOCHS = "Epochs"
+LEARNING_RATE = "LearningRate"
+F1_THRESHOLD = "F1Threshold"
+MODEL_APPROVAL_STATUS = "ModelApprovalStatus"
+SKIP_INVALID_RECORDS = "SkipInvalidRecords"
+MAX_TRAINING_COST = "MaxTrainingCostUSD"
+
+# Steps, in the order of the graph (README "Step graph"; steps/*.py build them).
+CLAIM_STEP = "ClaimManifest"
+PARAMETERS_STEP = "ParametersValid"
+PARAMETERS_FAIL_STEP = "InvalidParameter"
+FIRST_DELIVERY_STEP = "FirstDelivery"  # its False outcome is a duplicate delivery
+PREPROCESS_STEP = "ValidateAndTokenize"
+ESTIMATE_STEP = "EstimateTrainingCost"
+COST_CONDITION_STEP = "CheckTrainingCost"
+COST_FAIL_STEP = "TrainingCostAboveLimit"
+TRAIN_STEP = "FineTune"
+RECORD_STEP = "RecordModel"
+F1_CONDITION_STEP = "CheckF1"
+REGISTER_STEP = "RegisterModel"
+F1_FAIL_STEP = "F1BelowThreshold"
+
 # CustomerMetadataProperties keys of a registered model package (steps/register.py; string values) that the
 # model-package notifications quote.
 MODEL_METADATA_DATASET_MANIFEST = "dataset_manifest"

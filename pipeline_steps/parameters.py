@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from qa.outputs import MANIFEST_VERSION_UNSET
 from sagemaker.workflow.parameters import ParameterFloat, ParameterInteger, ParameterString
 
 from config import Settings
 from config.layout import DatasetLayout
-
-# ManifestVersionId's default: claim.py refuses it (training_code/qa/cli.py), so a run started by hand without
-# the manifest's S3 version id fails before any GPU instead of reusing features cached for other content.
-MANIFEST_VERSION_UNSET = "unset"
+from pipeline_steps import names
 
 
 @dataclass(frozen=True)
@@ -36,29 +34,31 @@ class PipelineParameters:
 def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket: str) -> PipelineParameters:
     """Parameters with the environment's defaults (the trigger fills DatasetBucket and ManifestKey)."""
     return PipelineParameters(
-        dataset_bucket=ParameterString("DatasetBucket", default_value=datasets_bucket),
-        manifest_key=ParameterString("ManifestKey", default_value=DatasetLayout().manifest_key("sample-squad", "v1")),
-        base_model_uri=ParameterString("BaseModelUri", default_value=settings.base_model_uri(artifacts_bucket)),
-        manifest_version_id=ParameterString("ManifestVersionId", default_value=MANIFEST_VERSION_UNSET),
+        dataset_bucket=ParameterString(names.DATASET_BUCKET, default_value=datasets_bucket),
+        manifest_key=ParameterString(
+            names.MANIFEST_KEY, default_value=DatasetLayout().manifest_key("sample-squad", "v1")
+        ),
+        base_model_uri=ParameterString(names.BASE_MODEL_URI, default_value=settings.base_model_uri(artifacts_bucket)),
+        manifest_version_id=ParameterString(names.MANIFEST_VERSION_ID, default_value=MANIFEST_VERSION_UNSET),
         # EnumValues: an execution can only pick a type on which settings validation ran every rule.
         training_instance_type=ParameterString(
-            "TrainingInstanceType",
+            names.TRAINING_INSTANCE_TYPE,
             default_value=settings.training.instance_type,
             enum_values=list(settings.training_instance_types),
         ),
         training_instance_count=ParameterInteger(
-            "TrainingInstanceCount", default_value=settings.training.instance_count
+            names.TRAINING_INSTANCE_COUNT, default_value=settings.training.instance_count
         ),
-        epochs=ParameterFloat("Epochs", default_value=settings.hyperparameters.epochs),
-        learning_rate=ParameterFloat("LearningRate", default_value=settings.hyperparameters.learning_rate),
-        f1_threshold=ParameterFloat("F1Threshold", default_value=settings.evaluation.f1_threshold),
+        epochs=ParameterFloat(names.EPOCHS, default_value=settings.hyperparameters.epochs),
+        learning_rate=ParameterFloat(names.LEARNING_RATE, default_value=settings.hyperparameters.learning_rate),
+        f1_threshold=ParameterFloat(names.F1_THRESHOLD, default_value=settings.evaluation.f1_threshold),
         model_approval_status=ParameterString(
-            "ModelApprovalStatus",
+            names.MODEL_APPROVAL_STATUS,
             default_value=settings.registry.approval_status,
             enum_values=list(settings.registry.approval_statuses),
         ),
         skip_invalid_records=ParameterString(
-            "SkipInvalidRecords", default_value="false", enum_values=["true", "false"]
+            names.SKIP_INVALID_RECORDS, default_value="false", enum_values=["true", "false"]
         ),
-        max_training_cost=ParameterFloat("MaxTrainingCostUSD", default_value=settings.training.max_cost_usd),
+        max_training_cost=ParameterFloat(names.MAX_TRAINING_COST, default_value=settings.training.max_cost_usd),
     )

@@ -16,6 +16,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from config import Settings
+from pipeline_steps import names
 from pipeline_steps.placeholders import FUNCTION_HANDLERS
 from stacks.data import ProjectKey, SecureBucket, removal_policy
 from stacks.network import log_retention
@@ -101,9 +102,9 @@ class PipelineFunctions(Construct):
         self.claim, self.estimate, self.record = (
             PipelineFunction(self, name, settings=settings, key=key, code=code, field=field)
             for name, field in (
-                ("ClaimManifest", "claim_function_arn"),
-                ("EstimateTrainingCost", "estimate_function_arn"),
-                ("RecordModel", "record_function_arn"),
+                (names.CLAIM_STEP, "claim_function_arn"),
+                (names.ESTIMATE_STEP, "estimate_function_arn"),
+                (names.RECORD_STEP, "record_function_arn"),
             )
         )
         for function in (self.claim, self.estimate, self.record):

@@ -9,8 +9,8 @@ import aws_cdk as cdk
 from constructs import IConstruct
 
 from config import Settings
+from config.images import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
 from config.layout import DatasetLayout
-from config.settings import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
 
 DATASET_LAYOUT = DatasetLayout()
 

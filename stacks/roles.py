@@ -11,7 +11,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from config import Settings
-from config.settings import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
+from config.images import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
 from stacks.data import ProjectKey, SecureBucket
 from stacks.network import EfaSecurityGroup
 

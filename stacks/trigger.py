@@ -12,6 +12,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from config.layout import DatasetLayout
+from pipeline_steps import names
 
 # The manifest is uploaded last (tools/upload_dataset.py). EventBridge's `*` wildcard matches any characters,
 # `/` included, and no pattern operator can forbid extra segments
@@ -22,10 +23,10 @@ from config.layout import DatasetLayout
 MANIFEST_KEY_PATTERN = DatasetLayout().manifest_key_pattern
 # SageMakerPipelineParameters values must be whole JSON paths: bucket and key go in separately.
 PIPELINE_PARAMETERS_FROM_EVENT = {
-    "DatasetBucket": "$.detail.bucket.name",
-    "ManifestKey": "$.detail.object.key",
+    names.DATASET_BUCKET: "$.detail.bucket.name",
+    names.MANIFEST_KEY: "$.detail.object.key",
     # The datasets bucket is versioned: each upload has its own version id (the cache key of preprocessing).
-    "ManifestVersionId": "$.detail.object.version-id",
+    names.MANIFEST_VERSION_ID: "$.detail.object.version-id",
 }
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.layout import DatasetLayout
+from pipeline_steps import names
 from tools.deployment import (
     JOB_LOG_GROUPS,
     Deployment,
@@ -121,9 +122,9 @@ def start(deployment: Deployment, name: str, version: str, params: str, env_name
     values = parse_params(params, defined)
     bucket, key = deployment.bucket("datasets"), DATASETS.manifest_key(name, version)
     dataset = {
-        "DatasetBucket": bucket,
-        "ManifestKey": key,
-        "ManifestVersionId": manifest_version_id(deployment.client("s3"), bucket, key, env_name),
+        names.DATASET_BUCKET: bucket,
+        names.MANIFEST_KEY: key,
+        names.MANIFEST_VERSION_ID: manifest_version_id(deployment.client("s3"), bucket, key, env_name),
     }
     values.update({k: v for k, v in dataset.items() if k in defined})
     response = sagemaker.start_pipeline_execution(

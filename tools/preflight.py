@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any, Literal
 
 from config import read_cdk_json_context
+from pipeline_steps import names
 from tools.deployment import (
     MODEL_CONFIG,
     ROOT,
@@ -110,7 +111,7 @@ def check_base_model(deployment: Deployment, env_name: str) -> Check:
     """The pipeline's BaseModelUri (the configured default before the pipeline exists) holds config, tokenizer
     and weights."""
     defaults = pipeline_parameter_defaults(deployment.client("sagemaker"), deployment.settings.pipeline_name) or {}
-    uri = defaults.get("BaseModelUri") or deployment.default_base_model_uri
+    uri = defaults.get(names.BASE_MODEL_URI) or deployment.default_base_model_uri
     s3 = deployment.client("s3")
     missing = staged_model_problems(s3, uri)
     configured = deployment.settings.model.base_model

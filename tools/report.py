@@ -19,10 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from config.costs import PRICE_REGION, PRICES_AS_OF
+from pipeline_steps import names
 from tools.run_record import (
-    BASE_MODEL,
-    MANIFEST_KEY,
-    MANIFEST_VERSION,
     REPORT_FILE,
     REPORT_IMAGE,
     RunRecord,
@@ -201,9 +199,9 @@ def render_html(record: RunRecord, png: bytes) -> str:
         for j in record.jobs
     ]
     lineage = [
-        ["dataset manifest", record.parameters.get(MANIFEST_KEY, "-")],
-        ["manifest version", record.parameters.get(MANIFEST_VERSION, "-")],
-        ["base model", record.parameters.get(BASE_MODEL, "-")],
+        ["dataset manifest", record.parameters.get(names.MANIFEST_KEY, "-")],
+        ["manifest version", record.parameters.get(names.MANIFEST_VERSION_ID, "-")],
+        ["base model", record.parameters.get(names.BASE_MODEL_URI, "-")],
         ["model archive", record.model_data or "-"],
         ["model package", f"{record.model_package_arn or '-'} ({record.approval_status or '-'})"],
         ["execution", record.execution_arn],

@@ -20,16 +20,12 @@ from typing import IO, Any
 from qa.outputs import LOG_HISTORY_FILE, METRIC_EVAL_EXACT_MATCH, METRIC_EVAL_F1
 
 from config.costs import PROCESSING_USD_PER_HOUR, TRAINING_USD_PER_HOUR
+from pipeline_steps import names
 
 RECORD_FILE = "execution.json"  # the run record, beside the local run's job folders
 REPORT_FILE = "report.html"
 REPORT_IMAGE = "report.png"
 
-# Pipeline parameters that carry lineage (GRAPH.md): the dataset manifest, its version, the base model.
-MANIFEST_KEY = "ManifestKey"
-MANIFEST_VERSION = "ManifestVersionId"
-BASE_MODEL = "BaseModelUri"
-F1_THRESHOLD = "F1Threshold"
 # FinalMetricDataList names -> the report's metric names.
 METRIC_NAMES = {METRIC_EVAL_F1: "f1", METRIC_EVAL_EXACT_MATCH: "exact_match"}
 
@@ -83,7 +79,7 @@ class RunRecord:
 
     @property
     def f1_threshold(self) -> float | None:
-        value = self.parameters.get(F1_THRESHOLD)
+        value = self.parameters.get(names.F1_THRESHOLD)
         return None if value in (None, "") else float(value)
 
     @property

@@ -8,16 +8,19 @@ registered model package with its approval status. Read-only SageMaker and S3 ca
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import operator
 import re
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from qa.outputs import METRIC_EVAL_F1
+from qa.outputs import EVALUATION_F1_PATH, EVALUATION_FILE, METRIC_EVAL_F1
 
 from config.costs import PRICE_REGION, PRICES_AS_OF, TRAINING_USD_PER_HOUR
+from pipeline_steps import names
 from tools.deployment import (
     JOB_LOG_GROUPS,
     ToolParser,
@@ -30,6 +33,8 @@ from tools.deployment import (
 )
 
 F1_IN_FAIL_MESSAGE = re.compile(r"Validation F1 ([0-9.]+) is below")
+# The processing step that evaluated the model in the graph before issue 20 (FineTune evaluates now).
+EVALUATE_STEP = "Evaluate"
 MAX_LIMIT = 100  # MaxResults of ListPipelineExecutions: 1-100
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ListPipelineExecutions.html
 
@@ -109,15 +114,16 @@ def training_run(sagemaker: Any, job_arn: str) -> TrainingRun:
 
 
 def evaluation_f1(sagemaker: Any, s3: Any, job_arn: str) -> float | None:
-    """metrics.f1.value of evaluation.json, the Evaluate job's output."""
+    """F1 (EVALUATION_F1_PATH) of EVALUATION_FILE, the output of an Evaluate job (executions of the graph
+    before issue 20; FineTune evaluates now)."""
     job = sagemaker.describe_processing_job(ProcessingJobName=_job_name(job_arn))
     outputs = job.get("ProcessingOutputConfig", {}).get("Outputs", [])
     uri = next((o["S3Output"]["S3Uri"] for o in outputs if o["OutputName"] == "evaluation"), None)
     if uri is None:
         return None
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    body = s3.get_object(Bucket=bucket, Key=f"{prefix.rstrip('/')}/evaluation.json")["Body"].read()
-    return float(json.loads(body)["metrics"]["f1"]["value"])
+    body = s3.get_object(Bucket=bucket, Key=f"{prefix.rstrip('/')}/{EVALUATION_FILE}")["Body"].read()
+    return float(functools.reduce(operator.getitem, EVALUATION_F1_PATH.split("."), json.loads(body)))
 
 
 def describe_execution(sagemaker: Any, s3: Any, summary: dict[str, Any]) -> ExecutionReport:
@@ -127,7 +133,7 @@ def describe_execution(sagemaker: Any, s3: Any, summary: dict[str, Any]) -> Exec
         arn=arn,
         started=summary["StartTime"],
         status=summary["PipelineExecutionStatus"],
-        manifest_key=next((p["Value"] for p in parameters if p["Name"] == "ManifestKey"), None),
+        manifest_key=next((p["Value"] for p in parameters if p["Name"] == names.MANIFEST_KEY), None),
         failure=summary.get("PipelineExecutionFailureReason"),
     )
     steps = sagemaker.list_pipeline_execution_steps(PipelineExecutionArn=arn, SortOrder="Ascending")
@@ -140,7 +146,7 @@ def describe_execution(sagemaker: Any, s3: Any, summary: dict[str, Any]) -> Exec
         if "TrainingJob" in metadata:
             report.training = training_run(sagemaker, metadata["TrainingJob"]["Arn"])
             report.f1 = report.training.f1 if report.training.f1 is not None else report.f1
-        elif "ProcessingJob" in metadata and step["StepName"] == "Evaluate" and step["StepStatus"] == "Succeeded":
+        elif "ProcessingJob" in metadata and step["StepName"] == EVALUATE_STEP and step["StepStatus"] == "Succeeded":
             report.f1 = evaluation_f1(sagemaker, s3, metadata["ProcessingJob"]["Arn"])
         elif "RegisterModel" in metadata:
             report.model_package = metadata["RegisterModel"]["Arn"]

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
-from tools.run_record import BASE_MODEL, MANIFEST_KEY, MANIFEST_VERSION, RunRecord
+from pipeline_steps import names
+from tools.run_record import RunRecord
 
 LOCAL_STORE = "mlflow.db"  # in the local runs' folder (.local-runs)
 LOCAL_ARTIFACTS = "mlflow-artifacts"
@@ -54,9 +55,9 @@ def _tags(record: RunRecord) -> dict[str, str]:
         "pipeline": record.pipeline_name,
         "source": record.source,
         "status": record.status,
-        "dataset_manifest": record.parameters.get(MANIFEST_KEY, ""),
-        "manifest_version": record.parameters.get(MANIFEST_VERSION, ""),
-        "base_model": record.parameters.get(BASE_MODEL, ""),
+        "dataset_manifest": record.parameters.get(names.MANIFEST_KEY, ""),
+        "manifest_version": record.parameters.get(names.MANIFEST_VERSION_ID, ""),
+        "base_model": record.parameters.get(names.BASE_MODEL_URI, ""),
         "model_package_arn": record.model_package_arn or "",
         "approval_status": record.approval_status or "",
         "model_data": record.model_data or "",

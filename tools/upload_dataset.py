@@ -33,6 +33,7 @@ from qa.data import ACCEPTED_FORMATS, SPLITS, load_dataset_files, split_entries,
 from qa.outputs import MANIFEST_V2_FORMAT
 
 from config.layout import DatasetLayout
+from pipeline_steps import names
 from tools.deployment import (
     Deployment,
     ToolParser,
@@ -65,7 +66,7 @@ PARALLEL_PARTS = 4
 LARGE_UPLOAD_BYTES = 8 * MIB  # from here on, progress is also reported within files
 # Execution parameters the upload determines, matched against the execution it started when the pipeline
 # defines them (the trigger copies them from the S3 event: bucket name, object key, version id).
-MATCHED_PARAMETERS = ("DatasetBucket", "ManifestKey", "ManifestVersionId")
+MATCHED_PARAMETERS = (names.DATASET_BUCKET, names.MANIFEST_KEY, names.MANIFEST_VERSION_ID)
 CLOCK_SKEW = timedelta(minutes=2)  # tolerated difference between this machine's clock and SageMaker's
 # A conditional write that loses answers 412 PreconditionFailed, or 409 ConditionalRequestConflict when a
 # concurrent write to the same key is in progress:
@@ -115,8 +116,8 @@ def dataset_entries_by_split(dataset_dir: Path) -> dict[str, list[Path]]:
         top = dataset_dir / split
         if top.is_symlink():
             fail(f"{split}/ is a symlink: copy its files into {dataset_dir} instead")
-        for folder, subfolders, names in os.walk(top):
-            for name in [*subfolders, *names]:
+        for folder, subfolders, files in os.walk(top):
+            for name in [*subfolders, *files]:
                 path = Path(folder) / name
                 relative = path.relative_to(dataset_dir).as_posix()
                 if path.is_symlink() and not path.resolve().is_relative_to(root):
@@ -358,9 +359,9 @@ def expected_parameters(plan: UploadPlan, manifest: dict[str, Any], defined: set
     """The parameter values the execution started by this manifest carries, for the parameters the pipeline
     defines (only versioned buckets give a version id)."""
     values = {
-        "DatasetBucket": plan.bucket,
-        "ManifestKey": plan.manifest_key,
-        "ManifestVersionId": manifest.get("VersionId"),
+        names.DATASET_BUCKET: plan.bucket,
+        names.MANIFEST_KEY: plan.manifest_key,
+        names.MANIFEST_VERSION_ID: manifest.get("VersionId"),
     }
     return {name: value for name in MATCHED_PARAMETERS if name in defined and (value := values[name]) is not None}
 
@@ -403,7 +404,7 @@ def check_target(deployment: Deployment, env_name: str) -> tuple[str, set[str]]:
             f"pipeline {settings.pipeline_name} not found in {deployment.region}: "
             f"deploy the stacks first (make deploy ENV={env_name})"
         )
-    base_model_uri = defaults.get("BaseModelUri") or deployment.default_base_model_uri
+    base_model_uri = defaults.get(names.BASE_MODEL_URI) or deployment.default_base_model_uri
     missing = staged_model_problems(s3, base_model_uri)
     if missing:
         fail(

@@ -15,12 +15,9 @@ from sagemaker.workflow.lambda_step import LambdaOutput, LambdaOutputTypeEnum, L
 from sagemaker.workflow.step_collections import StepCollection
 from sagemaker.workflow.steps import Step
 
+from pipeline_steps import names
 from pipeline_steps.steps.context import BuildContext
 
-STEP_NAME = "ClaimManifest"
-PARAMETERS_STEP = "ParametersValid"
-PARAMETERS_FAIL_STEP = "InvalidParameter"
-CONDITION_STEP = "FirstDelivery"
 # training_code/pipeline_functions.py claim_handler's outputs (all strings).
 OUTPUTS = ("ParameterError", "Ignored", "Duplicate", "ClaimedBy", "InputUri")
 
@@ -32,7 +29,7 @@ def build(ctx: BuildContext) -> LambdaStep:
         "MinF1Threshold": settings.evaluation.min_f1_threshold,
     }
     return LambdaStep(
-        name=STEP_NAME,
+        name=names.CLAIM_STEP,
         lambda_func=ctx.function(ctx.values.claim_function_arn),
         description="Check the parameters, claim this manifest version (S3 conditional write), pin its data",
         inputs={
@@ -61,7 +58,7 @@ def output(step: LambdaStep, name: str):
 def gates(ctx: BuildContext, claim: LambdaStep, then: list[Step | StepCollection]) -> ConditionStep:
     """ParametersValid -> FirstDelivery -> `then`."""
     first_delivery = ConditionStep(
-        name=CONDITION_STEP,
+        name=names.FIRST_DELIVERY_STEP,
         conditions=[
             ConditionEquals(left=output(claim, "Duplicate"), right="false"),
             ConditionEquals(left=output(claim, "Ignored"), right=""),
@@ -73,9 +70,9 @@ def gates(ctx: BuildContext, claim: LambdaStep, then: list[Step | StepCollection
         description="Only the execution that claimed this manifest version goes on",
     )
     return ConditionStep(
-        name=PARAMETERS_STEP,
+        name=names.PARAMETERS_STEP,
         conditions=[ConditionEquals(left=output(claim, "ParameterError"), right="")],
         if_steps=[first_delivery],
-        else_steps=[FailStep(name=PARAMETERS_FAIL_STEP, error_message=output(claim, "ParameterError"))],
+        else_steps=[FailStep(name=names.PARAMETERS_FAIL_STEP, error_message=output(claim, "ParameterError"))],
         description="Stop before anything is billed when a pipeline parameter breaks its rule",
     )

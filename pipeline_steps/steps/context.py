@@ -18,8 +18,8 @@ from sagemaker.workflow.retry import (
 )
 
 from config import Settings
+from config.images import DLC_REGISTRY_ACCOUNT
 from config.instance_types import instance_type
-from config.settings import DLC_REGISTRY_ACCOUNT
 from pipeline_steps.parameters import PipelineParameters
 from pipeline_steps.placeholders import REGION, URL_SUFFIX, DeployTimeValues
 

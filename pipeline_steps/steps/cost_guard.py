@@ -21,11 +21,9 @@ from sagemaker.workflow.steps import ProcessingStep, Step
 
 from config import Settings
 from config.costs import cost_model
+from pipeline_steps import names
 from pipeline_steps.steps.context import BuildContext
 
-ESTIMATE_STEP = "EstimateTrainingCost"
-CONDITION_STEP = "CheckTrainingCost"
-FAIL_STEP = "TrainingCostAboveLimit"
 COST_OUTPUT = "EstimatedCostUSD"
 
 
@@ -39,7 +37,7 @@ def estimate(ctx: BuildContext, preprocess: ProcessingStep) -> LambdaStep:
     params = ctx.params
     stats = preprocess.properties.ProcessingOutputConfig.Outputs["stats"].S3Output.S3Uri
     return LambdaStep(
-        name=ESTIMATE_STEP,
+        name=names.ESTIMATE_STEP,
         lambda_func=ctx.function(ctx.values.estimate_function_arn),
         description="Estimate the training cost of this execution's instance choice and epochs",
         inputs={
@@ -57,7 +55,7 @@ def estimate(ctx: BuildContext, preprocess: ProcessingStep) -> LambdaStep:
 def build(ctx: BuildContext, estimate_step: LambdaStep, then: list[Step | StepCollection]) -> ConditionStep:
     cost = estimate_step.properties.Outputs[COST_OUTPUT]
     fail = FailStep(
-        name=FAIL_STEP,
+        name=names.COST_FAIL_STEP,
         error_message=Join(
             on=" ",
             values=[
@@ -70,7 +68,7 @@ def build(ctx: BuildContext, estimate_step: LambdaStep, then: list[Step | StepCo
         ),
     )
     return ConditionStep(
-        name=CONDITION_STEP,
+        name=names.COST_CONDITION_STEP,
         conditions=[ConditionLessThanOrEqualTo(left=cost, right=ctx.params.max_training_cost)],
         if_steps=then,
         else_steps=[fail],

@@ -14,10 +14,10 @@ from sagemaker.processing import ProcessingInput, ProcessingOutput
 from sagemaker.workflow.lambda_step import LambdaStep
 from sagemaker.workflow.steps import CacheConfig, ProcessingStep
 
+from pipeline_steps import names
 from pipeline_steps.steps import claim
 from pipeline_steps.steps.context import BuildContext, job_retry_policies
 
-STEP_NAME = "ValidateAndTokenize"
 INPUT = "/opt/ml/processing/input"
 OUTPUT = "/opt/ml/processing/output"
 OUTPUTS = ("train", "validation", "stats")
@@ -65,7 +65,7 @@ def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
         ],
     )
     return ProcessingStep(
-        name=STEP_NAME,
+        name=names.PREPROCESS_STEP,
         step_args=step_args,
         description="Validate every record of the pinned dataset, then tokenize it (fails before any GPU)",
         cache_config=CacheConfig(enable_caching=True, expire_after="P30D"),

@@ -15,12 +15,9 @@ from sagemaker.workflow.lambda_step import LambdaOutput, LambdaOutputTypeEnum, L
 from sagemaker.workflow.model_step import ModelStep
 from sagemaker.workflow.steps import TrainingStep
 
+from pipeline_steps import names
 from pipeline_steps.steps.context import BuildContext, service_retry_policies
 
-RECORD_STEP = "RecordModel"
-CONDITION_STEP = "CheckF1"
-REGISTER_STEP = "RegisterModel"
-FAIL_STEP = "F1BelowThreshold"
 RECORD_OUTPUTS = ("ModelSha256", "ModelVersionId", "ReportUri")
 INFERENCE_PROGRAM = "inference.py"  # sagemaker-inference's SAGEMAKER_PROGRAM: a module in <model dir>/code
 
@@ -32,7 +29,7 @@ def metric(train: TrainingStep, name: str):
 
 def record(ctx: BuildContext, train: TrainingStep) -> LambdaStep:
     return LambdaStep(
-        name=RECORD_STEP,
+        name=names.RECORD_STEP,
         lambda_func=ctx.function(ctx.values.record_function_arn),
         description="Record the model archive's SHA-256 and version id; write its model-quality report",
         inputs={
@@ -80,19 +77,19 @@ def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> Condi
         description=f"{ctx.settings.model.base_model} fine-tuned for extractive question answering",
     )
     register = ModelStep(
-        name=REGISTER_STEP,
+        name=names.REGISTER_STEP,
         step_args=register_args,
         retry_policies={"register_model_retry_policies": service_retry_policies(ctx.settings.training.retry_attempts)},
     )
     fail = FailStep(
-        name=FAIL_STEP,
+        name=names.F1_FAIL_STEP,
         error_message=Join(
             on=" ",
             values=["Validation F1", f1, "is below the threshold", params.f1_threshold, "- model not registered."],
         ),
     )
     return ConditionStep(
-        name=CONDITION_STEP,
+        name=names.F1_CONDITION_STEP,
         conditions=[ConditionGreaterThanOrEqualTo(left=f1, right=params.f1_threshold)],
         if_steps=[register],
         else_steps=[fail],

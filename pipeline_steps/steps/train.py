@@ -24,9 +24,9 @@ from sagemaker.huggingface import HuggingFace
 from sagemaker.inputs import TrainingInput
 from sagemaker.workflow.steps import ProcessingStep, TrainingStep
 
+from pipeline_steps import names
 from pipeline_steps.steps.context import BuildContext, job_retry_policies
 
-STEP_NAME = "FineTune"
 # One regex per value of the line train.py prints every logging interval.
 METRIC_DEFINITIONS = [
     {"Name": "train:loss", "Regex": r"step=\d+ epoch=[0-9.]+ loss=([0-9.eE+-]+)"},
@@ -104,8 +104,8 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
         max_run=training.max_run_seconds,
         max_wait=training.max_wait_seconds if training.use_spot else None,
         # Unique per execution (a new execution never resumes another's), stable across step retries.
-        checkpoint_s3_uri=ctx.execution_uri(training.checkpoint_prefix) if training.checkpoint_prefix else None,
-        checkpoint_local_path=CHECKPOINT_DIR if training.checkpoint_prefix else None,
+        checkpoint_s3_uri=ctx.execution_uri(ctx.settings.layout.checkpoints) if training.checkpoints_enabled else None,
+        checkpoint_local_path=CHECKPOINT_DIR if training.checkpoints_enabled else None,
         volume_size=training.volume_size_gb,
         # The instance type is a pipeline parameter: the key is omitted when any allowed type has local NVMe.
         volume_kms_key=ctx.volume_kms_key(*ctx.settings.training_instance_types),
@@ -139,7 +139,7 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
         }
     )
     return IsolatedTrainingStep(
-        name=STEP_NAME,
+        name=names.TRAIN_STEP,
         code_key=ctx.values.code_key,
         step_args=step_args,
         description="Data-parallel fine-tuning (spot, checkpointed, resumable), then SQuAD EM/F1 on the validation set",

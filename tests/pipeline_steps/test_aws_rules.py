@@ -21,7 +21,7 @@ from local_runner.expressions import ExpressionResolver
 from local_runner.trigger import object_created_event
 from pipeline_steps.aws_rules import AwsRuleViolation, botocore_enum, check_definition, violations
 from pipeline_steps.definition import build_definition
-from pipeline_steps.parameters import MANIFEST_VERSION_UNSET
+from pipeline_steps.names import MANIFEST_VERSION_ID
 from pipeline_steps.walk import all_steps, find_step
 from stacks.trigger import PIPELINE_PARAMETERS_FROM_EVENT
 
@@ -177,8 +177,9 @@ def test_same_manifest_key_with_new_content_gets_a_new_cache_key(definition, set
     assert preprocess_cache_key(definition, first) == preprocess_cache_key(definition, copy.deepcopy(first))
 
 
-def test_the_unset_version_default_is_the_one_the_claim_step_refuses():
+def test_the_unset_version_default_is_the_one_the_claim_step_refuses(definition):
     from qa.cli import UNSET_VERSION
-    from qa.outputs import MANIFEST_VERSION_UNSET as CONTRACT_UNSET
+    from qa.outputs import MANIFEST_VERSION_UNSET
 
-    assert UNSET_VERSION == MANIFEST_VERSION_UNSET == CONTRACT_UNSET
+    [default] = [p["DefaultValue"] for p in definition["Parameters"] if p["Name"] == MANIFEST_VERSION_ID]
+    assert default == MANIFEST_VERSION_UNSET == UNSET_VERSION

@@ -81,3 +81,13 @@ def test_changed_source_is_a_new_key(tmp_path, monkeypatch, settings):
     assert definition_cache.inputs_digest(settings) == before
     module.write_text("VALUE = 2\n")
     assert definition_cache.inputs_digest(settings) != before
+
+
+def test_changed_contract_file_is_a_new_key(tmp_path, monkeypatch, settings):
+    contract = tmp_path / "training_code" / "qa" / "outputs.py"
+    contract.parent.mkdir(parents=True)
+    contract.write_text('STATS_FILE = "stats.json"\n')
+    monkeypatch.setattr(definition_cache, "SOURCE_FILES", (contract,))
+    before = definition_cache.inputs_digest(settings)
+    contract.write_text('STATS_FILE = "statistics.json"\n')
+    assert definition_cache.inputs_digest(settings) != before

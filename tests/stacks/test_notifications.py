@@ -12,9 +12,10 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Template
 
 from config import Settings
+from local_runner.assembly import synthesized_definition
 from local_runner.event_pattern import matches
 from pipeline_steps.names import FIRST_DELIVERY_STEP, MODEL_METADATA_DATASET_MANIFEST, MODEL_METADATA_F1
-from pipeline_steps.steps.claim import CONDITION_STEP
+from pipeline_steps.walk import find_step
 from stacks.notifications import PipelineNotifications
 from tests.conftest import as_list, resources_of_type
 from tests.stacks.conftest import BareStack, logical_id
@@ -113,8 +114,9 @@ def rules_matching(template: Template, event: dict[str, Any]) -> list[str]:
     return sorted(logical for logical, rule in rules(template).items() if matches(rule["EventPattern"], event))
 
 
-def test_the_duplicate_rule_names_the_pipelines_first_delivery_step():
-    assert FIRST_DELIVERY_STEP == CONDITION_STEP
+def test_the_duplicate_rule_names_the_pipelines_first_delivery_step(dev):
+    _, definition = synthesized_definition(dev.templates["pipeline"])
+    assert find_step(definition, FIRST_DELIVERY_STEP)["Type"] == "Condition"
 
 
 def test_topic_is_encrypted_named_and_has_no_subscription_by_default(template, dev_settings):

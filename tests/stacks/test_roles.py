@@ -9,7 +9,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from config.settings import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
+from config.images import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
 from stacks.data import DataStack
 from stacks.roles import JOB_LOG_GROUPS, JobRole, PipelineRole
 from tests.conftest import as_list, dumps
