@@ -6,7 +6,7 @@ being silently ignored.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,6 +24,9 @@ from config.layout import ArtifactLayout
 # SageMaker's own upper bound for MaxRuntimeInSeconds / MaxWaitTimeInSeconds (28 days).
 MAX_JOB_SECONDS = 28 * 24 * 3600
 
+# The stacks of one environment, in deployment order.
+StackPurpose = Literal["data", "network", "pipeline"]
+STACK_PURPOSES: tuple[StackPurpose, ...] = get_args(StackPurpose)
 APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
 
 INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[0-9]*x?large$"
@@ -457,6 +460,10 @@ class Settings(StrictModel):
     def layout(self) -> ArtifactLayout:
         """Artifact-bucket prefixes, with the configured checkpoint prefix."""
         return ArtifactLayout(checkpoints=self.training.checkpoint_prefix or ArtifactLayout().checkpoints)
+
+    def stack_name(self, purpose: StackPurpose) -> str:
+        """The CloudFormation stack of `purpose` (stacks/app_builder.py creates them, the tools look them up)."""
+        return f"{self.name_prefix}-{purpose}"
 
     def bucket_name(self, purpose: str, account: str, region: str) -> str:
         """Deterministic bucket names, so IAM policies, the pipeline definition and the upload tools can

@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from config.layout import ArtifactLayout
 from local_runner.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
 from local_runner.errors import InvocationFailed, UnsupportedDefinition
 from local_runner.record import report_local_run
@@ -23,6 +24,7 @@ from local_runner.serving import invoke
 from local_runner.spot import SpotInterruption
 from local_runner.store import LocalObjectStore
 from local_runner.trigger import object_created_event, parameters_from_event, upload_dataset
+from pipeline_steps import names
 from pipeline_steps.walk import all_steps
 from tools.demo_models import build_tiny_model, bundled_model_dir
 
@@ -167,18 +169,17 @@ def main(argv: list[str] | None = None) -> int:
     store.put_file(pipeline.code_archive, pipeline.code_uri)
 
     overrides: dict[str, str] = dict(args.param)
-    defaults = {p["Name"]: p.get("DefaultValue") for p in pipeline.definition["Parameters"]}
-    artifacts_bucket = defaults["BaseModelUri"].removeprefix("s3://").split("/", 1)[0]
-    model_uri = f"s3://{artifacts_bucket}/base-models/{'tiny-bert' if args.tiny else 'all-MiniLM-L6-v2'}/"
+    base_models = f"s3://{pipeline.artifacts_bucket}/{ArtifactLayout().base_models}"
+    model_uri = f"{base_models}/{'tiny-bert' if args.tiny else 'all-MiniLM-L6-v2'}/"
     model_dir = args.work_dir / "tiny-model" if args.tiny else bundled_model_dir()
     if args.tiny and not (model_dir / "config.json").exists():
         build_tiny_model(model_dir)
     store.upload_dir(model_dir, model_uri)
     print(f"staged base model {model_dir} -> {model_uri}")
-    overrides.setdefault("BaseModelUri", model_uri)
+    overrides.setdefault(names.BASE_MODEL_URI, model_uri)
 
     version = time.strftime("%Y%m%d-%H%M%S")
-    bucket = defaults["DatasetBucket"]
+    bucket = pipeline.datasets_bucket
     manifest_key, manifest_version = upload_dataset(store, args.dataset, bucket, args.dataset_name, version)
     event = object_created_event(
         bucket,

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from local_runner.errors import AssemblyNotFound, UnsupportedDefinition
+from local_runner.errors import UnsupportedDefinition
 from pipeline_steps.placeholders import FUNCTION_HANDLERS, PLACEHOLDER, DeployTimeValues
-
-PIPELINE_TYPE = "AWS::SageMaker::Pipeline"
+from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
+from tools.assembly import (
+    PIPELINE_TYPE,
+    AssemblyNotFound,
+    pipeline_properties,
+    synth_command,
+    synthesized_definition,
+    synthesized_templates,
+)
 
 
 @dataclass(frozen=True)
@@ -85,19 +93,26 @@ class SynthesizedPipeline:
     trigger_parameters: dict[str, str]  # pipeline parameter -> JSON path into the event
     code_archive: Path
     code_uri: str
+    datasets_bucket: str
+    artifacts_bucket: str
 
 
-def pipeline_properties(template: dict[str, Any]) -> dict[str, Any]:
-    """The properties of the template's one AWS::SageMaker::Pipeline."""
-    [pipeline] = [r["Properties"] for r in template["Resources"].values() if r["Type"] == PIPELINE_TYPE]
-    return pipeline
-
-
-def synthesized_definition(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The pipeline definition a synthesized template embeds: its JSON text, still holding the deploy-time
-    `${...}` placeholders, and the `Fn::Sub` variables the stack gives them."""
-    text, variables = pipeline_properties(template)["PipelineDefinition"]["PipelineDefinitionBody"]["Fn::Sub"]
-    return text, variables
+def stack_outputs(assembly: Path, stack_name: str, account: LocalAccount) -> dict[str, Any]:
+    """Output id -> value of the stacks `stack_name` depends on (the data stack's bucket names), resolved with
+    local values: a Ref to a bucket is its BucketName."""
+    templates = synthesized_templates(assembly)
+    artifacts = json.loads((assembly / "manifest.json").read_text())["artifacts"]
+    outputs: dict[str, Any] = {}
+    for dependency in artifacts[stack_name].get("dependencies", []):
+        template = templates.get(dependency, {})
+        refs = account.pseudo()
+        for logical_id, resource in template.get("Resources", {}).items():
+            if resource["Type"] == "AWS::S3::Bucket" and "BucketName" in resource.get("Properties", {}):
+                refs[logical_id] = resolve_intrinsics(resource["Properties"]["BucketName"], account.pseudo())
+        for output_id, output in template.get("Outputs", {}).items():
+            with contextlib.suppress(UnsupportedDefinition):  # outputs of other resources: not needed here
+                outputs[output_id] = resolve_intrinsics(output["Value"], refs)
+    return outputs
 
 
 def load_synthesized_pipeline(assembly: Path, stack_name: str, account: LocalAccount) -> SynthesizedPipeline:
@@ -120,6 +135,10 @@ def load_synthesized_pipeline(assembly: Path, stack_name: str, account: LocalAcc
         if r["Type"] == "AWS::Events::Rule" and "SageMakerPipelineParameters" in json.dumps(r)
     ]
     [target] = rule["Targets"]
+    outputs = stack_outputs(assembly, stack_name, account)
+    missing = {DATASETS_BUCKET_OUTPUT, ARTIFACTS_BUCKET_OUTPUT} - set(outputs)
+    if missing:
+        raise UnsupportedDefinition(f"no stack that {stack_name} depends on has the outputs {sorted(missing)}")
     parameters = {p["Name"]: p["Value"] for p in target["SageMakerPipelineParameters"]["PipelineParameterList"]}
     return SynthesizedPipeline(
         definition=definition,
@@ -128,30 +147,9 @@ def load_synthesized_pipeline(assembly: Path, stack_name: str, account: LocalAcc
         trigger_parameters=parameters,
         code_archive=_code_archive_path(assembly, stack_name),
         code_uri=f"s3://{code_bucket}/{code_key}",
+        datasets_bucket=outputs[DATASETS_BUCKET_OUTPUT],
+        artifacts_bucket=outputs[ARTIFACTS_BUCKET_OUTPUT],
     )
-
-
-def synthesized_templates(assembly: Path) -> dict[str, dict[str, Any]]:
-    """Stack name -> template for the stacks of the latest synth into `assembly`, in manifest order.
-
-    The manifest lists only what the latest synth wrote: templates left behind by an earlier synth into the
-    same folder are not included.
-    """
-    manifest = assembly / "manifest.json"
-    if not manifest.is_file():
-        raise AssemblyNotFound(f"no cloud assembly in {assembly}/: run `{synth_command(assembly)}` first")
-    templates = {}
-    for name, artifact in json.loads(manifest.read_text())["artifacts"].items():
-        if artifact.get("type") == "aws:cloudformation:stack":
-            templates[name] = json.loads((assembly / artifact["properties"]["templateFile"]).read_text())
-    return templates
-
-
-def synth_command(assembly: Path) -> str:
-    """The command that writes this assembly folder: `make synth ENV=<env>` for the Makefile's cdk.out/<env>."""
-    if assembly.parent.name == "cdk.out":
-        return f"make synth ENV={assembly.name}"
-    return f"npx cdk synth --output {assembly}"
 
 
 def find_pipeline_stack(assembly: Path) -> str:

@@ -5,10 +5,6 @@ class UnsupportedDefinition(ValueError):
     """The definition uses a step type, field or expression the local runner does not implement."""
 
 
-class AssemblyNotFound(FileNotFoundError):
-    """No synthesized assembly (or no pipeline stack in it) where the runner looks; the message names the fix."""
-
-
 class StepFailed(RuntimeError):
     """A step ended unsuccessfully; the message says why."""
 

@@ -18,7 +18,7 @@ from local_runner.jobs import Printer, run_processing, run_training
 from local_runner.registry import LocalModelRegistry, ModelPackage
 from local_runner.spot import SpotInterruption
 from local_runner.store import LocalObjectStore
-from pipeline_steps.walk import all_steps, expressions
+from pipeline_steps.walk import all_steps, execution_order, expressions
 
 STEP_FIELDS = {
     "Name",
@@ -122,30 +122,6 @@ def validate_definition(definition: dict[str, Any]) -> None:
             problems.append(f"expression {operator!r} is not supported")
     if problems:
         raise UnsupportedDefinition("the local runner cannot run this definition:\n  - " + "\n  - ".join(problems))
-
-
-def _step_dependencies(step: dict[str, Any], names: set[str]) -> set[str]:
-    text = json.dumps(step)
-    referenced = {name for name in names if f'"Steps.{name}.' in text or f'"Get": "Steps.{name}.' in text}
-    return (referenced | set(step.get("DependsOn", []))) - {step["Name"]}
-
-
-def execution_order(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Steps of one level (the top level or a condition branch) in dependency order (data references and
-    DependsOn); references to steps outside `steps` are already satisfied."""
-    names = {s["Name"] for s in steps}
-    pending = {s["Name"]: s for s in steps}
-    ordered: list[dict[str, Any]] = []
-    done: set[str] = set()
-    while pending:
-        ready = [s for n, s in pending.items() if _step_dependencies(s, names) <= done]
-        if not ready:
-            raise UnsupportedDefinition(f"cyclic step dependencies among {sorted(pending)}")
-        for step in ready:
-            ordered.append(step)
-            done.add(step["Name"])
-            del pending[step["Name"]]
-    return ordered
 
 
 class LocalPipelineRunner:

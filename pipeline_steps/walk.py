@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,3 +38,27 @@ def expressions(node: Any) -> Iterator[dict[str, Any]]:
     elif isinstance(node, list):
         for value in node:
             yield from expressions(value)
+
+
+def _step_dependencies(step: dict[str, Any], names: set[str]) -> set[str]:
+    text = json.dumps(step)
+    referenced = {name for name in names if f'"Steps.{name}.' in text or f'"Get": "Steps.{name}.' in text}
+    return (referenced | set(step.get("DependsOn", []))) - {step["Name"]}
+
+
+def execution_order(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Steps of one level (the top level or a condition branch) in dependency order (data references and
+    DependsOn); references to steps outside `steps` are already satisfied."""
+    names = {s["Name"] for s in steps}
+    pending = {s["Name"]: s for s in steps}
+    ordered: list[dict[str, Any]] = []
+    done: set[str] = set()
+    while pending:
+        ready = [s for n, s in pending.items() if _step_dependencies(s, names) <= done]
+        if not ready:
+            raise ValueError(f"cyclic step dependencies among {sorted(pending)}")
+        for step in ready:
+            ordered.append(step)
+            done.add(step["Name"])
+            del pending[step["Name"]]
+    return ordered

@@ -35,8 +35,7 @@ def build_stacks(
     keeps built pipeline definitions for the next synth with the same inputs (None: always build).
     """
     build_dir = build_dir or DEFAULT_BUILD_DIR
-    prefix = settings.name_prefix
-    tags = {"project": prefix, "environment": settings.env_name}
+    tags = {"project": settings.name_prefix, "environment": settings.env_name}
     # Production stacks cannot be deleted by a stray `cdk destroy` (CloudFormation termination protection).
     # Stack tags are given explicitly: with feature flag @aws-cdk/core:explicitStackTags, `Tags.of(stack)` no longer
     # tags the CloudFormation stack. CloudFormation propagates stack tags to resources, how depending on the type.
@@ -46,11 +45,11 @@ def build_stacks(
         "termination_protection": settings.production,
         "tags": tags,
     }
-    data = DataStack(app, f"{prefix}-data", settings=settings, **common)
-    network = NetworkStack(app, f"{prefix}-network", settings=settings, key=data.key, **common)
+    data = DataStack(app, settings.stack_name("data"), settings=settings, **common)
+    network = NetworkStack(app, settings.stack_name("network"), settings=settings, key=data.key, **common)
     pipeline = PipelineStack(
         app,
-        f"{prefix}-pipeline",
+        settings.stack_name("pipeline"),
         settings=settings,
         data=data,
         network=network,

@@ -13,6 +13,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from config import Settings
+from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
 
 # IAM: "The Sid element supports ASCII uppercase letters (A-Z), lowercase letters (a-z), and numbers (0-9)."
 # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_sid.html
@@ -284,6 +285,6 @@ class DataStack(Stack):
         )
         # The exact prefix the training step's CheckpointConfig.S3Uri starts with (one folder per execution).
         self.checkpoint_s3_uri_prefix = f"s3://{self.bucket_names['artifacts']}/{layout.checkpoints}/"
-        CfnOutput(self, "DatasetsBucketName", value=self.datasets.bucket.bucket_name)
-        CfnOutput(self, "ArtifactsBucketName", value=self.artifacts.bucket.bucket_name)
+        CfnOutput(self, DATASETS_BUCKET_OUTPUT, value=self.datasets.bucket.bucket_name)
+        CfnOutput(self, ARTIFACTS_BUCKET_OUTPUT, value=self.artifacts.bucket.bucket_name)
         CfnOutput(self, "CheckpointS3UriPrefix", value=self.checkpoint_s3_uri_prefix)

@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 
 from config import Settings, load_settings
-from local_runner.assembly import synthesized_definition, synthesized_templates
 from local_runner.errors import InvocationFailed
 from local_runner.registry import LocalModelRegistry, ModelPackage
 from local_runner.serving import invoke
 from pipeline_steps.walk import all_steps
 from tests.conftest import ROOT
+from tools.assembly import synthesized_definition, synthesized_templates
 
 pytestmark = pytest.mark.slow
 

@@ -19,10 +19,10 @@ from typing import Any, NoReturn
 from urllib.parse import quote
 
 from config import ConfigError, Settings, load_settings, read_cdk_json_context
+from config.settings import STACK_PURPOSES
 
 ROOT = Path(__file__).resolve().parents[1]
 
-STACK_PURPOSES = ("data", "network", "pipeline")  # stacks/app_builder.py names them <name_prefix>-<purpose>
 
 # What a staged model folder needs (the training job loads it with `from_pretrained`).
 MODEL_CONFIG = "config.json"
@@ -129,7 +129,7 @@ class Deployment:
 
     @property
     def stack_names(self) -> list[str]:
-        return [f"{self.settings.name_prefix}-{purpose}" for purpose in STACK_PURPOSES]
+        return [self.settings.stack_name(purpose) for purpose in STACK_PURPOSES]
 
     @property
     def default_base_model_uri(self) -> str:

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from local_runner.assembly import pipeline_properties, synth_command, synthesized_definition
-from local_runner.assembly import synthesized_templates as templates_of
 from pipeline_steps.walk import all_steps
+from tools.assembly import pipeline_properties, synth_command, synthesized_definition
+from tools.assembly import synthesized_templates as templates_of
 
 PLACEHOLDER = re.compile(r"\$\{[^}]+\}")
 BRANCHES = ("IfSteps", "ElseSteps")

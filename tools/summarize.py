@@ -11,9 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from local_runner.assembly import synthesized_definition, synthesized_templates
-from local_runner.errors import AssemblyNotFound
-from local_runner.runner import execution_order
+from pipeline_steps.walk import execution_order
+from tools.assembly import AssemblyNotFound, synthesized_definition, synthesized_templates
 from tools.idle_cost import idle_cost
 
 KEY_TYPES = {

@@ -14,13 +14,13 @@ import shutil
 import pytest
 
 from local_runner.__main__ import main as run_local
-from local_runner.assembly import synthesized_definition
 from local_runner.errors import UnsupportedDefinition
 from local_runner.registry import LocalModelRegistry
-from local_runner.runner import LocalPipelineRunner, execution_order
+from local_runner.runner import LocalPipelineRunner
 from local_runner.store import LocalObjectStore
-from pipeline_steps.walk import find_step
+from pipeline_steps.walk import execution_order, find_step
 from tests.conftest import ROOT
+from tools.assembly import synthesized_definition
 
 pytestmark = pytest.mark.slow
 SAMPLE = ROOT / "data" / "sample-squad"

@@ -7,10 +7,10 @@ import json
 import aws_cdk as cdk
 
 from config import load_settings
-from local_runner.assembly import synthesized_definition
 from pipeline_steps.walk import find_step
 from stacks.app_builder import build_stacks
 from tests.conftest import resources_of_type
+from tools.assembly import synthesized_definition
 
 
 def synth(cdk_context, tmp_path, **overrides):

@@ -4,6 +4,7 @@ eventbridge), with this pipeline's names; matched with the local runner's EventB
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -12,13 +13,13 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk.assertions import Template
 
 from config import Settings
-from local_runner.assembly import synthesized_definition
 from local_runner.event_pattern import matches
 from pipeline_steps.names import FIRST_DELIVERY_STEP, MODEL_METADATA_DATASET_MANIFEST, MODEL_METADATA_F1
 from pipeline_steps.walk import find_step
 from stacks.notifications import PipelineNotifications
 from tests.conftest import as_list, resources_of_type
 from tests.stacks.conftest import BareStack, logical_id
+from tools.assembly import synthesized_definition
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 PIPELINE_ARN = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:pipeline/p"
@@ -115,7 +116,7 @@ def rules_matching(template: Template, event: dict[str, Any]) -> list[str]:
 
 
 def test_the_duplicate_rule_names_the_pipelines_first_delivery_step(dev):
-    _, definition = synthesized_definition(dev.templates["pipeline"])
+    definition = json.loads(synthesized_definition(dev.templates["pipeline"])[0])
     assert find_step(definition, FIRST_DELIVERY_STEP)["Type"] == "Condition"
 
 

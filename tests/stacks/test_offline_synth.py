@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from config.settings import STACK_PURPOSES
 from tests.conftest import ROOT, run_without_network, unshare_works
 
 
@@ -70,3 +71,9 @@ def test_a_misspelt_context_key_stops_synth_with_the_fix(tmp_path, context, mess
     assert result.returncode != 0
     assert message in result.stderr
     assert not (tmp_path / "manifest.json").exists()  # nothing was synthesized, dev included
+
+
+def test_the_apps_stacks_are_named_by_the_settings(dev, prod):
+    for env in (dev, prod):
+        names = [stack.stack_name for stack in env.stacks.all()]
+        assert names == [env.settings.stack_name(purpose) for purpose in STACK_PURPOSES]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from local_runner.assembly import synthesized_definition
 from pipeline_steps.walk import all_steps
+from tools.assembly import synthesized_definition
 from tools.summarize import GENERATED_OUTPUT_PREFIX, step_tree, summarize
 
 
