@@ -172,8 +172,15 @@ class LocalPipelineRunner:
         return values
 
     def run(self, overrides: dict[str, Any] | None = None) -> ExecutionResult:
-        execution_id = f"local-{uuid.uuid4().hex[:12]}"
-        parameters = self.parameters(overrides or {})
+        """One execution with `overrides` for the pipeline parameters; its state lives in a LocalExecution."""
+        return LocalExecution(self, f"local-{uuid.uuid4().hex[:12]}", self.parameters(overrides or {})).run()
+
+
+class LocalExecution:
+    """The state of one execution (step properties, property files, attempts, the result) and its steps."""
+
+    def __init__(self, runner: LocalPipelineRunner, execution_id: str, parameters: dict[str, Any]) -> None:
+        self.runner, self.out = runner, runner.out
         self.step_properties: dict[str, dict[str, Any]] = {}
         self.attempts: dict[str, int] = {}
         self.property_files: dict[tuple[str, str], str] = {}
@@ -181,27 +188,30 @@ class LocalPipelineRunner:
             parameters,
             {
                 "PipelineExecutionId": execution_id,
-                "PipelineName": self.pipeline_name,
-                "PipelineExecutionArn": f"arn:aws:sagemaker:local:000000000000:pipeline/{self.pipeline_name}"
+                "PipelineName": runner.pipeline_name,
+                "PipelineExecutionArn": f"arn:aws:sagemaker:local:000000000000:pipeline/{runner.pipeline_name}"
                 f"/execution/{execution_id}",
             },
             self.step_properties,
             self._read_property_file,
         )
         self.result = ExecutionResult(execution_id=execution_id, status="Executing", parameters=parameters)
+
+    def run(self) -> ExecutionResult:
+        runner = self.runner
         execution_arn = self.resolver.execution["PipelineExecutionArn"]
-        self.functions.record_status(execution_arn, "Executing")
-        self.out(f"execution {execution_id} of {self.pipeline_name}")
-        for name, value in parameters.items():
+        runner.functions.record_status(execution_arn, "Executing")
+        self.out(f"execution {self.result.execution_id} of {runner.pipeline_name}")
+        for name, value in self.result.parameters.items():
             self.out(f"  {name} = {value}")
         try:
-            for step in execution_order(self.definition["Steps"]):
+            for step in execution_order(runner.definition["Steps"]):
                 self._run_step(step)
             self.result.status = "Succeeded"
         except StepFailed as failure:
             self.result.status = "Failed"
             self.result.failure = str(failure)
-        self.functions.record_status(execution_arn, self.result.status)
+        runner.functions.record_status(execution_arn, self.result.status)
         return self.result
 
     def _run_step(self, step: dict[str, Any]) -> None:
@@ -226,7 +236,7 @@ class LocalPipelineRunner:
             self.out(f"ok {name} succeeded in {elapsed:.1f}s{': ' + detail if detail else ''}")
 
     def _job_dir(self, name: str) -> Path:
-        path = self.work_dir / self.result.execution_id / name
+        path = self.runner.work_dir / self.result.execution_id / name
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
         return path
@@ -237,7 +247,7 @@ class LocalPipelineRunner:
         self.result.resources[step["Name"]] = JobResources(
             "processing", cluster["InstanceType"], int(cluster["InstanceCount"])
         )
-        properties = run_processing(step["Name"], args, self.store, self._job_dir(step["Name"]), self.out)
+        properties = run_processing(step["Name"], args, self.runner.store, self._job_dir(step["Name"]), self.out)
         self.step_properties[step["Name"]] = properties
         for output in args.get("ProcessingOutputConfig", {}).get("Outputs", []):
             self.result.outputs[output["OutputName"]] = output["S3Output"]["S3Uri"]
@@ -245,16 +255,16 @@ class LocalPipelineRunner:
             [output] = [o for o in args["ProcessingOutputConfig"]["Outputs"] if o["OutputName"] == report["OutputName"]]
             uri = f"{output['S3Output']['S3Uri'].rstrip('/')}/{report['FilePath']}"
             self.property_files[(step["Name"], report["PropertyFileName"])] = uri
+            document = json.loads(self.runner.store.path(uri).read_text())
+            if "metrics" in document:  # SageMaker model-quality shape: {"metrics": {name: {"value": ...}}}
+                self.result.metrics = {k: v.get("value") for k, v in document["metrics"].items()}
         return ", ".join(o["OutputName"] for o in args.get("ProcessingOutputConfig", {}).get("Outputs", []))
 
     def _read_property_file(self, step_name: str, file_name: str) -> Any:
         uri = self.property_files.get((step_name, file_name))
         if uri is None:
             raise UnsupportedDefinition(f"property file {step_name}.{file_name} was not produced")
-        document = json.loads(self.store.path(uri).read_text())
-        if "metrics" in document:  # SageMaker model-quality shape: {"metrics": {name: {"value": ...}}}
-            self.result.metrics = {k: v.get("value") for k, v in document.get("metrics", {}).items()}
-        return document
+        return json.loads(self.runner.store.path(uri).read_text())
 
     def _run_training(self, step: dict[str, Any]) -> str:
         args = self.resolver.resolve(step["Arguments"])
@@ -264,12 +274,19 @@ class LocalPipelineRunner:
             "training", resources["InstanceType"], int(resources["InstanceCount"]), spot
         )
         attempts = max([p.get("MaxAttempts", 1) for p in step.get("RetryPolicies", [])] + [1]) + 1
-        interruption = self.interruption
+        interruption = self.runner.interruption
         for attempt in range(1, attempts + 1):
             job_name = f"{self.result.execution_id}-{step['Name']}"
             job_dir = self._job_dir(step["Name"])
             outcome = run_training(
-                step["Name"], args, self.store, job_dir, job_name, self.out, interruption, self.hyperparameter_overrides
+                step["Name"],
+                args,
+                self.runner.store,
+                job_dir,
+                job_name,
+                self.out,
+                interruption,
+                self.runner.hyperparameter_overrides,
             )
             if outcome.interrupted_after is None:
                 if interruption is not None:
@@ -303,7 +320,7 @@ class LocalPipelineRunner:
         """Invoke the step's function (the handler the local ARN names) with the resolved inputs; its outputs
         become the step's OutputParameters, typed as declared."""
         event = self.resolver.resolve(step.get("Arguments", {}))
-        returned = self.functions.invoke(step["FunctionArn"], event, step["Name"])
+        returned = self.runner.functions.invoke(step["FunctionArn"], event, step["Name"])
         outputs = {}
         for declared in step.get("OutputParameters", []):
             name = declared["OutputName"]
@@ -312,7 +329,7 @@ class LocalPipelineRunner:
             outputs[name] = LAMBDA_OUTPUT_TYPES[declared.get("OutputType", "String")](returned[name])
         self.step_properties[step["Name"]] = {"OutputParameters": outputs}
         # Outputs that a Fail step reports as the execution's failure are printed there, once.
-        reported = {ref for ref in self.failure_messages if ref.startswith(f"Steps.{step['Name']}.")}
+        reported = {ref for ref in self.runner.failure_messages if ref.startswith(f"Steps.{step['Name']}.")}
         shown = {
             k: v
             for k, v in outputs.items()
@@ -341,11 +358,11 @@ class LocalPipelineRunner:
         args = self.resolver.resolve(step["Arguments"])
         [container] = args["InferenceSpecification"]["Containers"]
         statistics = args.get("ModelMetrics", {}).get("ModelQuality", {}).get("Statistics", {})
-        metrics = json.loads(self.store.path(statistics["S3Uri"]).read_text()) if statistics else {}
+        metrics = json.loads(self.runner.store.path(statistics["S3Uri"]).read_text()) if statistics else {}
         # CustomerMetadataProperties: shown, as the registry keeps them.
         for key, value in sorted(args.get("CustomerMetadataProperties", {}).items()):
             self.out(f"    metadata {key} = {value}")
-        package = self.registry.register(
+        package = self.runner.registry.register(
             group=args["ModelPackageGroupName"],
             approval_status=args.get("ModelApprovalStatus", "PendingManualApproval"),
             model_data=container["ModelDataUrl"],

@@ -46,7 +46,7 @@ def build_stacks(
         "tags": tags,
     }
     data = DataStack(app, settings.stack_name("data"), settings=settings, **common)
-    network = NetworkStack(app, settings.stack_name("network"), settings=settings, key=data.key, **common)
+    network = NetworkStack(app, settings.stack_name("network"), settings=settings, key=data.project_key.key, **common)
     pipeline = PipelineStack(
         app,
         settings.stack_name("pipeline"),

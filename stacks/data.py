@@ -142,7 +142,7 @@ class SecureBucket(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
+        removal: RemovalPolicy,
         bucket_name: str,
         key: kms.IKey | None,
         access_logs: s3.IBucket | None,
@@ -151,7 +151,6 @@ class SecureBucket(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.bucket_name = bucket_name
-        destroy = settings.removal_policy == "destroy"
         self.bucket = s3.Bucket(
             self,
             "Bucket",
@@ -167,8 +166,8 @@ class SecureBucket(Construct):
             server_access_logs_bucket=access_logs,
             server_access_logs_prefix=f"{construct_id.lower()}/" if access_logs else None,
             lifecycle_rules=lifecycle_rules,
-            removal_policy=removal_policy(settings),
-            auto_delete_objects=destroy,
+            removal_policy=removal,
+            auto_delete_objects=removal == RemovalPolicy.DESTROY,
         )
 
     @property
@@ -221,8 +220,8 @@ class DataStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         layout = settings.layout
+        removal = removal_policy(settings)
         self.project_key = ProjectKey(self, "ProjectKey", settings=settings)
-        self.key = self.project_key.key
         self.bucket_names = {
             purpose: settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION)
             for purpose in ("access-logs", "datasets", "artifacts")
@@ -231,7 +230,7 @@ class DataStack(Stack):
         self.access_logs_bucket = SecureBucket(
             self,
             "AccessLogs",
-            settings=settings,
+            removal=removal,
             bucket_name=self.bucket_names["access-logs"],
             key=None,
             access_logs=None,
@@ -249,9 +248,9 @@ class DataStack(Stack):
         self.datasets = SecureBucket(
             self,
             "Datasets",
-            settings=settings,
+            removal=removal,
             bucket_name=self.bucket_names["datasets"],
-            key=self.key,
+            key=self.project_key.key,
             access_logs=self.access_logs_bucket,
             versioned=True,
             lifecycle_rules=[
@@ -267,9 +266,9 @@ class DataStack(Stack):
         self.artifacts = SecureBucket(
             self,
             "Artifacts",
-            settings=settings,
+            removal=removal,
             bucket_name=self.bucket_names["artifacts"],
-            key=self.key,
+            key=self.project_key.key,
             access_logs=self.access_logs_bucket,
             versioned=True,
             lifecycle_rules=[

@@ -89,7 +89,8 @@ class PipelineStack(Stack):
         self.job_role = JobRole(
             self,
             "JobRole",
-            settings=settings,
+            name_prefix=settings.name_prefix,
+            layout=settings.layout,
             key=data.project_key,
             artifacts=data.artifacts,
             job_security_group=network.job_security_group,
@@ -120,7 +121,7 @@ class PipelineStack(Stack):
         group = network.security_group
         substitutions = DeployTimeValues(
             job_role_name=self.job_role.role_name,
-            kms_key_arn=data.key.key_arn,
+            kms_key_arn=data.project_key.key.key_arn,
             code_bucket=code.asset.s3_bucket_name,
             code_key=code.asset.s3_object_key,
             claim_function_arn=self.functions.claim.function.function_arn,
@@ -152,7 +153,7 @@ class PipelineStack(Stack):
             datasets_bucket_name=data.bucket_names["datasets"],
             pipeline_name=settings.pipeline_name,
             pipeline_arn=self.pipeline_arn,
-            key=data.key,
+            key=data.project_key.key,
             dead_letter_queue_name=settings.trigger_dead_letter_queue_name,
             removal_policy=retention,
         )
@@ -164,7 +165,7 @@ class PipelineStack(Stack):
             pipeline_name=settings.pipeline_name,
             pipeline_arn=self.pipeline_arn,
             model_package_group_name=self.model_package_group_name,
-            key=data.key,
+            key=data.project_key.key,
             email=settings.notification_email,
             env_name=settings.env_name,
         )

@@ -10,7 +10,7 @@ from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from config import Settings
+from config import ArtifactLayout, Settings
 from config.images import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
 from stacks.data import ProjectKey, SecureBucket
 from stacks.network import EfaSecurityGroup
@@ -29,19 +29,19 @@ class JobRole(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
+        name_prefix: str,
+        layout: ArtifactLayout,
         key: ProjectKey,
         artifacts: SecureBucket,
         job_security_group: EfaSecurityGroup | None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        layout = settings.layout
         self.role = iam.Role(
             self,
             "Role",
             assumed_by=SAGEMAKER,
-            description=f"{settings.name_prefix}: SageMaker processing and training jobs",
+            description=f"{name_prefix}: SageMaker processing and training jobs",
         )
         role = self.role
         artifacts.grant_read_objects(role, [f"{layout.base_models}/*", f"{layout.inputs}/*"])

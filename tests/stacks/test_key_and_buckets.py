@@ -9,7 +9,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
 from config import Settings
-from stacks.data import ProjectKey, SecureBucket, statement_id
+from stacks.data import ProjectKey, SecureBucket, removal_policy, statement_id
 from tests.conftest import dumps
 from tests.stacks.conftest import (
     BareStack,
@@ -109,13 +109,13 @@ def secure_bucket(stack: cdk.Stack, settings: Settings, *, encrypted: bool, logg
     return SecureBucket(
         stack,
         "Datasets",
-        settings=settings,
+        removal=removal_policy(settings),
         bucket_name=settings.bucket_name("datasets", Aws.ACCOUNT_ID, Aws.REGION),
         key=kms.Key(stack, "Key") if encrypted else None,
         access_logs=SecureBucket(
             stack,
             "AccessLogs",
-            settings=settings,
+            removal=removal_policy(settings),
             bucket_name=settings.bucket_name("access-logs", Aws.ACCOUNT_ID, Aws.REGION),
             key=None,
             access_logs=None,

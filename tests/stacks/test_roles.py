@@ -31,7 +31,8 @@ def roles(cdk_context, dev_settings, tmp_path_factory) -> dict[str, Template]:
         job_role = JobRole(
             stack,
             "JobRole",
-            settings=dev_settings,
+            name_prefix=dev_settings.name_prefix,
+            layout=dev_settings.layout,
             key=data.project_key,
             artifacts=data.artifacts,
             job_security_group=job_security_group,
