@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from qa.outputs import CLAIM_DUPLICATE, CLAIM_IGNORED, CLAIM_OUTPUTS, CLAIM_PARAMETER_ERROR
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionEquals
 from sagemaker.workflow.execution_variables import ExecutionVariables
@@ -17,9 +18,6 @@ from sagemaker.workflow.steps import Step
 
 from pipeline_steps import names
 from pipeline_steps.steps.context import BuildContext
-
-# training_code/pipeline_functions.py claim_handler's outputs (all strings).
-OUTPUTS = ("ParameterError", "Ignored", "Duplicate", "ClaimedBy", "InputUri")
 
 
 def build(ctx: BuildContext) -> LambdaStep:
@@ -47,7 +45,7 @@ def build(ctx: BuildContext) -> LambdaStep:
             "MaxTrainingCostUSD": params.max_training_cost,
             "Bounds": json.dumps(bounds, sort_keys=True),
         },
-        outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in OUTPUTS],
+        outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in CLAIM_OUTPUTS],
     )
 
 
@@ -60,8 +58,8 @@ def gates(ctx: BuildContext, claim: LambdaStep, then: list[Step | StepCollection
     first_delivery = ConditionStep(
         name=names.FIRST_DELIVERY_STEP,
         conditions=[
-            ConditionEquals(left=output(claim, "Duplicate"), right="false"),
-            ConditionEquals(left=output(claim, "Ignored"), right=""),
+            ConditionEquals(left=output(claim, CLAIM_DUPLICATE), right="false"),
+            ConditionEquals(left=output(claim, CLAIM_IGNORED), right=""),
         ],
         if_steps=then,
         # A duplicate delivery, or an event for a key that is no manifest: nothing to do, no failure. The claim
@@ -71,8 +69,8 @@ def gates(ctx: BuildContext, claim: LambdaStep, then: list[Step | StepCollection
     )
     return ConditionStep(
         name=names.PARAMETERS_STEP,
-        conditions=[ConditionEquals(left=output(claim, "ParameterError"), right="")],
+        conditions=[ConditionEquals(left=output(claim, CLAIM_PARAMETER_ERROR), right="")],
         if_steps=[first_delivery],
-        else_steps=[FailStep(name=names.PARAMETERS_FAIL_STEP, error_message=output(claim, "ParameterError"))],
+        else_steps=[FailStep(name=names.PARAMETERS_FAIL_STEP, error_message=output(claim, CLAIM_PARAMETER_ERROR))],
         description="Stop before anything is billed when a pipeline parameter breaks its rule",
     )

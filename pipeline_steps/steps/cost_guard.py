@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from qa.outputs import STATS_FILE
+from qa.outputs import ESTIMATED_COST_OUTPUT, STATS_FILE
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionLessThanOrEqualTo
 from sagemaker.workflow.fail_step import FailStep
@@ -23,8 +23,6 @@ from config import Settings
 from config.costs import cost_model
 from pipeline_steps import names
 from pipeline_steps.steps.context import BuildContext
-
-COST_OUTPUT = "EstimatedCostUSD"
 
 
 def cost_model_json(settings: Settings) -> str:
@@ -48,12 +46,12 @@ def estimate(ctx: BuildContext, preprocess: ProcessingStep) -> LambdaStep:
             "Epochs": params.epochs,
             "CostModel": cost_model_json(ctx.settings),
         },
-        outputs=[LambdaOutput(output_name=COST_OUTPUT, output_type=LambdaOutputTypeEnum.Float)],
+        outputs=[LambdaOutput(output_name=ESTIMATED_COST_OUTPUT, output_type=LambdaOutputTypeEnum.Float)],
     )
 
 
 def build(ctx: BuildContext, estimate_step: LambdaStep, then: list[Step | StepCollection]) -> ConditionStep:
-    cost = estimate_step.properties.Outputs[COST_OUTPUT]
+    cost = estimate_step.properties.Outputs[ESTIMATED_COST_OUTPUT]
     fail = FailStep(
         name=names.COST_FAIL_STEP,
         error_message=Join(

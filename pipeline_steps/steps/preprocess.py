@@ -9,7 +9,7 @@ is ClaimManifest's InputUri, one folder per manifest version (not per execution)
 
 from __future__ import annotations
 
-from qa.outputs import PINNED_MANIFEST_FILE
+from qa.outputs import CLAIM_INPUT_URI, PINNED_MANIFEST_FILE
 from sagemaker.processing import ProcessingInput, ProcessingOutput
 from sagemaker.workflow.lambda_step import LambdaStep
 from sagemaker.workflow.steps import CacheConfig, ProcessingStep
@@ -31,7 +31,7 @@ def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
             ctx.code_input(),
             # The manifest version's files at the versions it pins, and the pinned manifest (ClaimManifest).
             ProcessingInput(
-                source=claim.output(claim_step, "InputUri"), destination=f"{INPUT}/data", input_name="data"
+                source=claim.output(claim_step, CLAIM_INPUT_URI), destination=f"{INPUT}/data", input_name="data"
             ),
             ProcessingInput(source=params.base_model_uri, destination=f"{INPUT}/model", input_name="tokenizer"),
         ],

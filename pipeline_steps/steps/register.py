@@ -4,7 +4,15 @@ the archive's identity) : fail with the numbers."""
 
 from __future__ import annotations
 
-from qa.outputs import EVALUATION_FILE, METRIC_EVAL_EXACT_MATCH, METRIC_EVAL_F1
+from qa.outputs import (
+    EVALUATION_FILE,
+    METRIC_EVAL_EXACT_MATCH,
+    METRIC_EVAL_F1,
+    RECORD_MODEL_SHA256,
+    RECORD_MODEL_VERSION_ID,
+    RECORD_OUTPUTS,
+    RECORD_REPORT_URI,
+)
 from sagemaker.huggingface import HuggingFaceModel
 from sagemaker.model_metrics import MetricsSource, ModelMetrics
 from sagemaker.workflow.condition_step import ConditionStep
@@ -18,7 +26,6 @@ from sagemaker.workflow.steps import TrainingStep
 from pipeline_steps import names
 from pipeline_steps.steps.context import BuildContext, service_retry_policies
 
-RECORD_OUTPUTS = ("ModelSha256", "ModelVersionId", "ReportUri")
 INFERENCE_PROGRAM = "inference.py"  # sagemaker-inference's SAGEMAKER_PROGRAM: a module in <model dir>/code
 
 
@@ -36,7 +43,7 @@ def record(ctx: BuildContext, train: TrainingStep) -> LambdaStep:
             "ModelArchiveUri": train.properties.ModelArtifacts.S3ModelArtifacts,
             "F1": metric(train, METRIC_EVAL_F1),
             "ExactMatch": metric(train, METRIC_EVAL_EXACT_MATCH),
-            "ReportUri": ctx.execution_uri(ctx.settings.layout.evaluation, EVALUATION_FILE),
+            RECORD_REPORT_URI: ctx.execution_uri(ctx.settings.layout.evaluation, EVALUATION_FILE),
         },
         outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in RECORD_OUTPUTS],
     )
@@ -65,14 +72,16 @@ def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> Condi
         inference_instances=list(ctx.settings.registry.inference_instance_types),
         transform_instances=list(ctx.settings.registry.inference_instance_types),
         model_metrics=ModelMetrics(
-            model_statistics=MetricsSource(s3_uri=outputs["ReportUri"], content_type="application/json")
+            model_statistics=MetricsSource(s3_uri=outputs[RECORD_REPORT_URI], content_type="application/json")
         ),
         # What a later check compares the archive with (API_CreateModelPackage CustomerMetadataProperties).
         customer_metadata_properties={
-            "model_archive_sha256": outputs["ModelSha256"],
-            "model_archive_version_id": outputs["ModelVersionId"],
-            "dataset_manifest": Join(on="", values=["s3://", params.dataset_bucket, "/", params.manifest_key]),
-            "dataset_manifest_version_id": params.manifest_version_id,
+            names.MODEL_METADATA_ARCHIVE_SHA256: outputs[RECORD_MODEL_SHA256],
+            names.MODEL_METADATA_ARCHIVE_VERSION_ID: outputs[RECORD_MODEL_VERSION_ID],
+            names.MODEL_METADATA_DATASET_MANIFEST: Join(
+                on="", values=["s3://", params.dataset_bucket, "/", params.manifest_key]
+            ),
+            names.MODEL_METADATA_DATASET_MANIFEST_VERSION: params.manifest_version_id,
         },
         description=f"{ctx.settings.model.base_model} fine-tuned for extractive question answering",
     )

@@ -60,3 +60,16 @@ LOCAL_VERSIONS_DIR = ".versions"  # <LOCAL_S3_ROOT>/.versions/<bucket>/<key>/<ve
 # writes this file there last (SageMaker's ManifestFile format, prefix = that folder): what preprocess.py reads.
 PINNED_MANIFEST_FILE = "manifest.json"
 STATS_FILE = "stats.json"  # ValidateAndTokenize's dataset statistics (its `stats` output), read by the estimate
+# Outputs of the pipeline's Lambda functions (pipeline_functions.py handlers), read by the Lambda steps'
+# OutputParameters and the steps after them.
+CLAIM_PARAMETER_ERROR = "ParameterError"  # "" or one line naming the bad parameter
+CLAIM_IGNORED = "Ignored"  # "" or why the key is no manifest key
+CLAIM_DUPLICATE = "Duplicate"  # "true" / "false"
+CLAIM_CLAIMED_BY = "ClaimedBy"  # the owner execution
+CLAIM_INPUT_URI = "InputUri"  # s3://<artifacts>/inputs/<claim digest>/
+CLAIM_OUTPUTS = (CLAIM_PARAMETER_ERROR, CLAIM_IGNORED, CLAIM_DUPLICATE, CLAIM_CLAIMED_BY, CLAIM_INPUT_URI)
+ESTIMATED_COST_OUTPUT = "EstimatedCostUSD"  # EstimateTrainingCost: on-demand USD
+RECORD_MODEL_SHA256 = "ModelSha256"
+RECORD_MODEL_VERSION_ID = "ModelVersionId"
+RECORD_REPORT_URI = "ReportUri"  # also RecordModel's input: where it writes EVALUATION_FILE
+RECORD_OUTPUTS = (RECORD_MODEL_SHA256, RECORD_MODEL_VERSION_ID, RECORD_REPORT_URI)
