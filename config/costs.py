@@ -111,8 +111,11 @@ ARCHIVE_MB_PER_SECOND = 50.0
 PIPELINE_STEP_SECONDS = 5.0
 # The Lambda steps (function duration in seconds, memory MB): claim + copy of the data files (server-side
 # copy_object), the estimate, and the record step (streams model.tar.gz for its SHA-256 at an assumed
-# 100 MB/s). Assumptions; the functions log their duration (CloudWatch REPORT lines).
-LAMBDA_STEPS = {"ClaimManifest": (3.0, 512), "EstimateTrainingCost": (1.0, 512), "RecordModel": (None, 1024)}
+# 100 MB/s, so its duration follows the model size). Assumptions; the functions log their duration
+# (CloudWatch REPORT lines).
+CLAIM_FUNCTION = (3.0, 512)
+ESTIMATE_FUNCTION = (1.0, 512)
+RECORD_FUNCTION_MB = 1024
 LAMBDA_HASH_MB_PER_SECOND = 100.0
 REGISTER_SECONDS = 2.0  # CreateModelPackage: an API call (assumption)
 

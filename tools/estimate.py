@@ -22,6 +22,7 @@ from qa.cost import BERT_LARGE, WEIGHT_BYTES, Hardware, JobEstimate, JobTerms, M
 from config import Settings, load_settings, read_cdk_json_context
 from config import costs as c
 from config.instance_types import instance_type
+from pipeline_steps import names
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -167,12 +168,14 @@ def tokenization_job(settings: Settings, examples: int, dataset_mb: float, featu
     billed = pull + io + start + work
     usd = c.PROCESSING_USD_PER_HOUR.get(name, 0.0) * billed / 3600
     startup = c.PIPELINE_STEP_SECONDS + c.PROVISIONING_SECONDS + pull + io + start
-    return Step("ValidateAndTokenize", "cpu job", startup, work, usd)
+    return Step(names.PREPROCESS_STEP, "cpu job", startup, work, usd)
 
 
 def fine_tune_step(job: JobEstimate) -> Step:
     work = job.phases["training"] + job.phases["evaluation"]
-    return Step("FineTune", "gpu job", c.PIPELINE_STEP_SECONDS + job.startup_seconds, work, job.on_demand_usd or 0.0)
+    return Step(
+        names.TRAIN_STEP, "gpu job", c.PIPELINE_STEP_SECONDS + job.startup_seconds, work, job.on_demand_usd or 0.0
+    )
 
 
 def pipeline(
@@ -180,25 +183,22 @@ def pipeline(
 ) -> Pipeline:
     """GRAPH.md's critical path for one execution (`cached`: the tokenization is a cache hit)."""
     model_mb = workload.model.parameters * WEIGHT_BYTES / 1e6
-    claim_seconds, claim_mb = c.LAMBDA_STEPS["ClaimManifest"]
-    estimate_seconds, estimate_mb = c.LAMBDA_STEPS["EstimateTrainingCost"]
-    _, record_mb = c.LAMBDA_STEPS["RecordModel"]
     tokenize = (
-        _control("ValidateAndTokenize (cache hit)")
+        _control(f"{names.PREPROCESS_STEP} (cache hit)")
         if cached
         else tokenization_job(settings, examples, dataset_mb, workload.features_mb)
     )
     steps = [
-        _lambda("ClaimManifest", claim_seconds or 0.0, claim_mb),
-        _control("ParametersValid"),
-        _control("FirstDelivery"),
+        _lambda(names.CLAIM_STEP, *c.CLAIM_FUNCTION),
+        _control(names.PARAMETERS_STEP),
+        _control(names.FIRST_DELIVERY_STEP),
         tokenize,
-        _lambda("EstimateTrainingCost", estimate_seconds or 0.0, estimate_mb),
-        _control("CheckTrainingCost"),
+        _lambda(names.ESTIMATE_STEP, *c.ESTIMATE_FUNCTION),
+        _control(names.COST_CONDITION_STEP),
         fine_tune_step(job),
-        _lambda("RecordModel", model_mb / c.LAMBDA_HASH_MB_PER_SECOND, record_mb),
-        _control("CheckF1"),
-        _control("RegisterModel", c.REGISTER_SECONDS),
+        _lambda(names.RECORD_STEP, model_mb / c.LAMBDA_HASH_MB_PER_SECOND, c.RECORD_FUNCTION_MB),
+        _control(names.F1_CONDITION_STEP),
+        _control(names.REGISTER_STEP, c.REGISTER_SECONDS),
     ]
     return Pipeline(steps, job)
 
