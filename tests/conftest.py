@@ -1,4 +1,5 @@
-"""Session-wide fixtures: one synthesized App (dev + prod stacks) shared by every stack test."""
+"""Session-wide fixtures: one synthesized App (dev + prod stacks) shared by every stack test (one per pytest-xdist
+worker: `make test` runs two), and how `make test` shares the tests between its workers."""
 
 from __future__ import annotations
 
@@ -22,10 +23,15 @@ from typing import Any
 os.environ["CDK_VALIDATION"] = "false"
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
+# Under pytest-xdist each worker holds one core: one OpenMP thread for torch here and in the jobs it starts,
+# rather than two workers spinning two threads each over the same two cores.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
+from xdist.scheduler import LoadScopeScheduling
 
 from config import Settings, load_settings, read_cdk_json_context
 from local_runner.launch import free_port
@@ -87,6 +93,38 @@ def dev(synthesized) -> SynthesizedEnvironment:
 @pytest.fixture(scope="session")
 def prod(synthesized) -> SynthesizedEnvironment:
     return synthesized["prod"]
+
+
+# `make test` runs `pytest -n 2` (pytest-xdist). A module whose module-scoped fixture is too costly to build on both
+# workers (make synth + two tiny demos) keeps its tests on one worker.
+KEPT_TOGETHER = ("tests/test_make_demo.py",)
+
+
+def work_unit(nodeid: str) -> str:
+    """The test itself, or its module when that is KEPT_TOGETHER."""
+    module = nodeid.split("::", 1)[0]
+    return module if module in KEPT_TOGETHER else nodeid
+
+
+class OneTestAtATime(LoadScopeScheduling):
+    """xdist's `load` distribution, one test per work unit handed to whichever worker runs low, except that the
+    tests of a KEPT_TOGETHER module form one unit (handed out first: units are ordered by size, then as collected).
+    Session fixtures (the synthesized App, the moto server and its deployment, the tiny models, the preprocessed
+    sample) are built once per worker. (xdist_group marks cannot do this: pytest 9.2 ignores the node ids they
+    rename.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return work_unit(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> OneTestAtATime | None:
+    return OneTestAtATime(config, log) if config.getvalue("dist") == "load" else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker the slow tests come first, so they start first and both workers end on short tests."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: collection order otherwise
 
 
 def resources_of_type(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:

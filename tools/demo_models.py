@@ -21,6 +21,7 @@ def build_tiny_model(
     """
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers.utils import logging as transformers_logging
 
     tokenizer = AutoTokenizer.from_pretrained(str(bundled_model_dir()))
     torch.manual_seed(0)
@@ -34,6 +35,13 @@ def build_tiny_model(
         attention_probs_dropout_prob=dropout,
         max_position_embeddings=max_position_embeddings,
     )
-    BertModel(config).save_pretrained(target)
+    # save_pretrained draws a "Writing model shards" progress bar: none on the console of a local run.
+    bars_were_on = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        BertModel(config).save_pretrained(target)
+    finally:
+        if bars_were_on:
+            transformers_logging.enable_progress_bar()
     tokenizer.save_pretrained(target)
     return target

@@ -7,12 +7,16 @@ traceback.
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
+from urllib.parse import quote
 
 from config import ConfigError, Settings, load_settings, read_cdk_json_context
 
@@ -41,12 +45,63 @@ BAD_CREDENTIAL_CODES = frozenset(
 )
 
 
+# NAME/VERSION of a dataset (and other names that become S3 key segments): a leading letter or digit, then
+# letters, digits, '.', '_' or '-'. These are among S3's "safe characters", which need no URL encoding, so an
+# S3 event carries the key exactly as written (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
+NAME_MAX_LENGTH = 100
+NAME_FIRST = re.compile(r"[A-Za-z0-9]")
+NAME_REST = re.compile(r"[A-Za-z0-9._-]*")
+ECHO_PREFIX = 20  # characters of a bad value echoed back in an error
+
+
 class ToolError(Exception):
     """A failure the user can fix; the message is one line naming the bad thing and the fix."""
 
 
 def fail(message: str) -> NoReturn:
     raise ToolError(message)
+
+
+class ToolParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors end, like every other failure, in one `error:` line."""
+
+    def __init__(self, doc: str | None = None, **kwargs: Any) -> None:  # sub-command parsers get prog=...
+        super().__init__(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        fail(f"{message} (see --help)")
+
+
+def short(value: str) -> str:
+    """`value` for an error message: at most ECHO_PREFIX characters, quoted."""
+    return repr(value[:ECHO_PREFIX]) + ("..." if len(value) > ECHO_PREFIX else "")
+
+
+def check_name(option: str, value: str) -> str:
+    """`value` when it is a valid NAME/VERSION; fails naming the rule it breaks (and a short prefix of it)."""
+    if not value:
+        fail(f"{option} is empty: use 1 to {NAME_MAX_LENGTH} letters, digits, '.', '_' or '-'")
+    if len(value) > NAME_MAX_LENGTH:
+        fail(f"{option} {short(value)} has {len(value)} characters: at most {NAME_MAX_LENGTH} are allowed")
+    if not NAME_FIRST.fullmatch(value[0]):
+        fail(f"{option} {short(value)} must start with a letter or a digit")
+    if not NAME_REST.fullmatch(value):
+        bad = next(c for c in value if not NAME_REST.fullmatch(c))
+        fail(f"{option} {short(value)} contains {bad!r}: use only letters, digits, '.', '_' or '-'")
+    return value
+
+
+def region_name() -> str | None:
+    """The region the environment names. AWS_REGION (which the README and the other AWS SDKs use) wins;
+    boto3 itself reads only AWS_DEFAULT_REGION and the config file, so every tool's session gets it here."""
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+
+
+def aws_session() -> Any:
+    """A boto3 session in the region of `region_name()` (None: the profile's region, if any)."""
+    import boto3
+
+    return boto3.Session(region_name=region_name())
 
 
 def settings_for(env_name: str) -> Settings:
@@ -84,15 +139,39 @@ class Deployment:
 def load_deployment(env_name: str, session: Any | None = None) -> Deployment:
     """Settings of `env_name` plus the account and region of the caller's AWS session (boto3)."""
     settings = settings_for(env_name)
-    if session is None:
-        import boto3
-
-        session = boto3.Session()
+    session = session or aws_session()
     region = settings.region or session.region_name
     if not region:
         fail(f"no AWS region: set AWS_REGION (or `region` in cdk.json's '{env_name}' environment)")
     account = session.client("sts", region_name=region).get_caller_identity()["Account"]
     return Deployment(settings=settings, account=settings.account or account, region=region, session=session)
+
+
+# Console pages (their addresses are the console's, not a documented API: links for a person to open).
+def console_url(region: str, fragment: str) -> str:
+    return f"https://{region}.console.aws.amazon.com/{fragment}"
+
+
+def execution_console_url(region: str, pipeline_name: str, execution_arn: str) -> str:
+    execution_id = execution_arn.rsplit("/", 1)[-1]
+    return console_url(region, f"sagemaker/home?region={region}#/pipelines/{pipeline_name}/executions/{execution_id}")
+
+
+def job_console_url(region: str, kind: str, job_name: str) -> str:
+    """`kind`: TrainingJob or ProcessingJob."""
+    page = {"TrainingJob": "jobs", "ProcessingJob": "processing-jobs"}[kind]
+    return console_url(region, f"sagemaker/home?region={region}#/{page}/{job_name}")
+
+
+# SageMaker writes a job's logs to /aws/sagemaker/TrainingJobs or /aws/sagemaker/ProcessingJobs, one stream
+# per instance named <job name>/algo-<n>-<epoch> (training) or <job name>/<instance> (processing):
+# https://docs.aws.amazon.com/sagemaker/latest/dg/logging-cloudwatch.html
+JOB_LOG_GROUPS = {"TrainingJob": "/aws/sagemaker/TrainingJobs", "ProcessingJob": "/aws/sagemaker/ProcessingJobs"}
+
+
+def log_group_console_url(region: str, log_group: str) -> str:
+    encoded = quote(quote(log_group, safe=""), safe="").replace("%", "$")
+    return console_url(region, f"cloudwatch/home?region={region}#logsV2:log-groups/log-group/{encoded}")
 
 
 def missing_model_parts(relative_names: Iterable[str]) -> list[str]:
@@ -143,8 +222,9 @@ def staged_model_problems(s3: Any, uri: str) -> list[str]:
     return missing_model_parts(names)
 
 
-def pipeline_parameter_defaults(sagemaker: Any, pipeline_name: str) -> dict[str, Any] | None:
-    """Name -> default value of the deployed pipeline's parameters; None when the pipeline does not exist."""
+def pipeline_parameters(sagemaker: Any, pipeline_name: str) -> list[dict[str, Any]] | None:
+    """The deployed pipeline's parameter declarations (Name, Type, DefaultValue, EnumValues); None when the
+    pipeline does not exist."""
     from botocore.exceptions import ClientError
 
     try:
@@ -154,7 +234,13 @@ def pipeline_parameter_defaults(sagemaker: Any, pipeline_name: str) -> dict[str,
         if err.response["Error"]["Code"] in ("ResourceNotFound", "ValidationException"):
             return None
         raise
-    return {p["Name"]: p.get("DefaultValue") for p in json.loads(definition).get("Parameters", [])}
+    return list(json.loads(definition).get("Parameters", []))
+
+
+def pipeline_parameter_defaults(sagemaker: Any, pipeline_name: str) -> dict[str, Any] | None:
+    """Name -> default value of the deployed pipeline's parameters; None when the pipeline does not exist."""
+    parameters = pipeline_parameters(sagemaker, pipeline_name)
+    return None if parameters is None else {p["Name"]: p.get("DefaultValue") for p in parameters}
 
 
 def describe_aws_failure(err: Exception) -> str | None:

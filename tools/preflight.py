@@ -9,7 +9,7 @@ names its fix; the exit code is 1 when any check failed. Nothing is changed in t
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,16 +18,20 @@ from typing import Any, Literal
 
 from config import read_cdk_json_context
 from tools.deployment import (
+    MODEL_CONFIG,
     ROOT,
     Deployment,
     ToolError,
+    ToolParser,
     bucket_exists,
     describe_aws_failure,
     load_deployment,
     pipeline_parameter_defaults,
     run_tool,
+    split_s3_uri,
     staged_model_problems,
 )
+from tools.stage_model import config_mismatches
 
 # The CDK's default bootstrap qualifier, unless cdk.json sets "@aws-cdk/core:bootstrapQualifier".
 DEFAULT_QUALIFIER = "hnb659fds"
@@ -107,10 +111,21 @@ def check_base_model(deployment: Deployment, env_name: str) -> Check:
     and weights."""
     defaults = pipeline_parameter_defaults(deployment.client("sagemaker"), deployment.settings.pipeline_name) or {}
     uri = defaults.get("BaseModelUri") or deployment.default_base_model_uri
-    missing = staged_model_problems(deployment.client("s3"), uri)
+    s3 = deployment.client("s3")
+    missing = staged_model_problems(s3, uri)
+    configured = deployment.settings.model.base_model
+    fix = f"make stage-model MODEL={configured} ENV={env_name}"
     if missing:
-        fix = f"make stage-model MODEL={deployment.settings.model.base_model} ENV={env_name}"
         return Check("base model staged", "FAIL", f"{uri} lacks {', '.join(missing)}", fix)
+    # The staged config against the settings, where the URI is the configured model's own folder (another
+    # BaseModelUri names whatever model its user staged there).
+    if uri == deployment.default_base_model_uri:
+        bucket, prefix = split_s3_uri(uri)
+        config = json.loads(s3.get_object(Bucket=bucket, Key=f"{prefix}{MODEL_CONFIG}")["Body"].read())
+        mismatches = config_mismatches(config, configured)
+        if mismatches:
+            detail = f"{uri}{MODEL_CONFIG} is not {configured}: {'; '.join(mismatches)}"
+            return Check("base model staged", "FAIL", detail, f"{fix} REPLACE=1")
     return Check("base model staged", "ok", f"{uri} (config, tokenizer, weights)")
 
 
@@ -211,10 +226,14 @@ def preflight(env_name: str, quotas_client: Any | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ToolParser(__doc__)
     parser.add_argument("--env", default="dev")
     return preflight(parser.parse_args(argv).env)
 
 
-if __name__ == "__main__":
+def cli() -> None:
     sys.exit(run_tool(main))
+
+
+if __name__ == "__main__":
+    cli()

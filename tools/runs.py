@@ -15,9 +15,23 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from qa.outputs import METRIC_EVAL_F1
+
 from config.costs import PRICE_REGION, PRICES_AS_OF, TRAINING_USD_PER_HOUR
+from tools.deployment import (
+    JOB_LOG_GROUPS,
+    ToolParser,
+    execution_console_url,
+    fail,
+    job_console_url,
+    load_deployment,
+    pipeline_parameter_defaults,
+    run_tool,
+)
 
 F1_IN_FAIL_MESSAGE = re.compile(r"Validation F1 ([0-9.]+) is below")
+MAX_LIMIT = 100  # MaxResults of ListPipelineExecutions: 1-100
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ListPipelineExecutions.html
 
 
 @dataclass
@@ -27,6 +41,7 @@ class StepRun:
     seconds: float | None
     attempts: int = 1
     detail: str = ""
+    job: tuple[str, str] | None = None  # (TrainingJob | ProcessingJob | Lambda, job or function name)
 
 
 @dataclass
@@ -37,6 +52,7 @@ class TrainingRun:
     training_seconds: int
     billable_seconds: int
     interruptions: int
+    f1: float | None = None  # the eval:f1 metric, when the job evaluates (FinalMetricDataList)
 
     @property
     def spot_savings(self) -> float | None:
@@ -88,6 +104,7 @@ def training_run(sagemaker: Any, job_arn: str) -> TrainingRun:
         training_seconds=job.get("TrainingTimeInSeconds", 0),
         billable_seconds=job.get("BillableTimeInSeconds", 0),
         interruptions=sum(1 for t in transitions if t["Status"] == "Interrupted"),
+        f1=next((m["Value"] for m in job.get("FinalMetricDataList", []) if m["MetricName"] == METRIC_EVAL_F1), None),
     )
 
 
@@ -117,8 +134,12 @@ def describe_execution(sagemaker: Any, s3: Any, summary: dict[str, Any]) -> Exec
     for step in steps["PipelineExecutionSteps"]:
         metadata = step.get("Metadata", {})
         run = StepRun(step["StepName"], step["StepStatus"], _seconds(step), step.get("AttemptCount", 1))
+        kind = next((k for k in (*JOB_LOG_GROUPS, "Lambda") if k in metadata), None)
+        if kind is not None:
+            run.job = (kind, _job_name(metadata[kind]["Arn"]).rsplit(":", 1)[-1])
         if "TrainingJob" in metadata:
             report.training = training_run(sagemaker, metadata["TrainingJob"]["Arn"])
+            report.f1 = report.training.f1 if report.training.f1 is not None else report.f1
         elif "ProcessingJob" in metadata and step["StepName"] == "Evaluate" and step["StepStatus"] == "Succeeded":
             report.f1 = evaluation_f1(sagemaker, s3, metadata["ProcessingJob"]["Arn"])
         elif "RegisterModel" in metadata:
@@ -151,10 +172,28 @@ def _duration(seconds: float | None) -> str:
     return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
 
 
-def format_report(report: ExecutionReport) -> str:
+def log_group(kind: str, name: str) -> str:
+    """The CloudWatch log group of a job (SageMaker's) or of a Lambda function (/aws/lambda/<name>)."""
+    return JOB_LOG_GROUPS.get(kind) or f"/aws/lambda/{name}"
+
+
+def format_jobs(report: ExecutionReport, region: str) -> list[str]:
+    lines = []
+    for step in report.steps:
+        if step.job is None:
+            continue
+        kind, name = step.job
+        link = f" {job_console_url(region, kind, name)}" if kind in JOB_LOG_GROUPS else ""
+        lines.append(f"  {step.name}: {kind} {name}, logs {log_group(kind, name)}{link}")
+    return lines
+
+
+def format_report(report: ExecutionReport, region: str) -> str:
+    pipeline_name = report.arn.split(":pipeline/", 1)[-1].split("/", 1)[0]
     lines = [
         f"{report.started:%Y-%m-%d %H:%M} {report.status:10} {report.manifest_key or '(no ManifestKey)'}",
         f"  {report.arn}",
+        f"  console: {execution_console_url(region, pipeline_name, report.arn)}",
         "  steps: "
         + ", ".join(
             f"{s.name} {s.status} {_duration(s.seconds)}" + (f" ({s.attempts} attempts)" if s.attempts > 1 else "")
@@ -178,34 +217,44 @@ def format_report(report: ExecutionReport) -> str:
     )
     if report.model_package:
         lines[-1] += f"; registered {report.model_package} ({report.approval_status})"
+    lines.extend(format_jobs(report, region))
     for step in (s for s in report.steps if s.status == "Failed"):
         lines.append(f"  {step.name}: {step.detail}")
     return "\n".join(lines)
 
 
+def positive_limit(text: str) -> int:
+    """--limit: 1 to MAX_LIMIT (ListPipelineExecutions' MaxResults range)."""
+    value = int(text) if text.strip().isdigit() else 0
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"{text!r}: use a whole number from 1 to {MAX_LIMIT}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ToolParser(__doc__)
     parser.add_argument("--env", default="dev")
-    parser.add_argument("--limit", type=int, default=10)
+    parser.add_argument("--limit", type=positive_limit, default=10, help=f"1 to {MAX_LIMIT} executions")
     args = parser.parse_args(argv)
 
-    import boto3
-
-    from tools.deployment import load_deployment
-
-    deployment = load_deployment(args.env, boto3.Session())
-    reports = recent_executions(
-        deployment.client("sagemaker"), deployment.client("s3"), deployment.settings.pipeline_name, args.limit
-    )
+    deployment = load_deployment(args.env)
+    pipeline_name = deployment.settings.pipeline_name
+    sagemaker = deployment.client("sagemaker")
+    if pipeline_parameter_defaults(sagemaker, pipeline_name) is None:
+        where = deployment.region
+        fail(f"pipeline {pipeline_name} not found in {where}: check AWS_REGION or make deploy ENV={args.env}")
+    reports = recent_executions(sagemaker, deployment.client("s3"), pipeline_name, args.limit)
     if not reports:
-        print(f"no executions of {deployment.settings.pipeline_name} yet")
+        print(f"no executions of {pipeline_name} yet")
     for report in reports:
-        print(format_report(report) + "\n")
+        print(format_report(report, deployment.region) + "\n")
     print(f"costs at on-demand LIST prices ({PRICE_REGION}, as of {PRICES_AS_OF}, config/costs.py)")
     return 0
 
 
-if __name__ == "__main__":
-    from tools.deployment import run_tool
-
+def cli() -> None:
     sys.exit(run_tool(main))
+
+
+if __name__ == "__main__":
+    cli()

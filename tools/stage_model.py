@@ -9,14 +9,22 @@ as it is. The folder is staged under base-models/<--name, default: the configure
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from tools.deployment import Deployment, bucket_exists, fail, load_deployment, missing_model_parts, run_tool
+from tools.deployment import (
+    Deployment,
+    ToolParser,
+    bucket_exists,
+    check_name,
+    fail,
+    load_deployment,
+    missing_model_parts,
+    run_tool,
+)
 
 SKIPPED_PARTS = {".git", ".cache", "onnx", "openvino", "coreml", "tf_model.h5", "flax_model.msgpack", "rust_model.ot"}
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
@@ -64,14 +72,37 @@ def config_mismatches(config: dict[str, Any], model_name: str) -> list[str]:
     return problems
 
 
-def stage(model_dir: Path, bucket: str, prefix: str, s3: Any) -> list[str]:
-    """Upload every model file under s3://bucket/prefix; returns the keys written."""
+def staged_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
+    return [
+        item["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for item in page.get("Contents", [])
+    ]
+
+
+def stage(model_dir: Path, bucket: str, prefix: str, s3: Any, replace: bool = False) -> list[str]:
+    """Upload every model file under s3://bucket/prefix, so that the prefix holds exactly this model; returns
+    the keys written. A prefix that already holds files is refused unless `replace`: then the files of the
+    previous model that this one lacks are deleted after the upload (a mix of two models' shards or
+    tokenizers would load as neither)."""
+    before = staged_keys(s3, bucket, prefix)
+    if before and not replace:
+        fail(
+            f"s3://{bucket}/{prefix} already holds {len(before)} file(s) of a staged model: pass --replace "
+            "(REPLACE=1) to replace them, or stage under another --name"
+        )
     keys = []
     for path in model_files(model_dir):
         key = f"{prefix}{path.relative_to(model_dir).as_posix()}"
         print(f"  {path.relative_to(model_dir)} -> s3://{bucket}/{key}")
         s3.upload_file(str(path), bucket, key)
         keys.append(key)
+    stale = sorted(set(before) - set(keys))
+    for start in range(0, len(stale), 1000):  # DeleteObjects takes at most 1,000 keys per request
+        # https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html
+        s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": key} for key in stale[start : start + 1000]]})
+    if stale:
+        print(f"  removed {len(stale)} file(s) of the previous model: {', '.join(k[len(prefix) :] for k in stale)}")
     return keys
 
 
@@ -128,12 +159,18 @@ def report_base_model_uri(deployment: Deployment, staged_uri: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ToolParser(__doc__)
     parser.add_argument("--model", required=True, help="hub id or local directory")
     parser.add_argument("--name", help="folder name under base-models/ (default: settings' model.base_model)")
     parser.add_argument("--env", default="dev")
+    parser.add_argument("--replace", action="store_true", help="replace the model already staged under --name")
+    parser.add_argument(
+        "--force", action="store_true", help="stage a config that contradicts the configured base model"
+    )
     args = parser.parse_args(argv)
 
+    if args.name is not None:
+        check_name("--name", args.name)
     model_dir = local_model_dir(args.model)
     if model_dir is not None:
         model_files(model_dir)  # refuse an incomplete folder before any AWS call
@@ -148,16 +185,22 @@ def main(argv: list[str] | None = None) -> int:
     config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     # Only a folder staged as the configured base model must be that model; another --name is any model.
     mismatches = config_mismatches(config, name) if name == settings.model.base_model else []
-    if mismatches:
-        print(
-            f"warning: {model_dir}/config.json does not look like the configured base model {name}: "
-            f"{'; '.join(mismatches)}; stage it with --name <its name> or set model.base_model in cdk.json"
+    if mismatches and not args.force:
+        fail(
+            f"{model_dir}/config.json contradicts the configured base model {name} ({'; '.join(mismatches)}): "
+            "stage it with --name <its name>, set model.base_model in cdk.json, or pass --force (FORCE=1)"
         )
+    if mismatches:
+        print(f"warning: staging {model_dir} as {name} although {'; '.join(mismatches)} (--force)")
     prefix = f"{settings.layout.base_models}/{name}/"
-    stage(model_dir, bucket, prefix, s3)
+    stage(model_dir, bucket, prefix, s3, replace=args.replace)
     report_base_model_uri(deployment, f"s3://{bucket}/{prefix}")
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> None:
     sys.exit(run_tool(main))
+
+
+if __name__ == "__main__":
+    cli()

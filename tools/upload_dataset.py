@@ -2,92 +2,210 @@
 
     python -m tools.upload_dataset --dataset data/sample-squad --name sample-squad [--version v1] [--env dev]
     python -m tools.upload_dataset --dataset data/sample-squad --name sample-squad --validate-only
+    python -m tools.upload_dataset --dataset data/sample-squad --name sample-squad --version v1 --replace
 
-The dataset folder holds train/ and validation/ files (SQuAD v1.1 .json or .jsonl). Nothing is uploaded if
+The dataset folder holds train/ and validation/ data in any format qa.data reads (SQuAD v1.1 .json, JSON
+Lines, Parquet, CSV, `datasets` save_to_disk folders), validated record by record, streamed. Nothing is uploaded if
 any record is invalid, or if the stacks, the pipeline or the staged base model are missing (the run would
-fail). The manifest goes last, so the pipeline only ever sees complete datasets. `--validate-only` needs no
-AWS credentials.
+fail). The manifest goes last, so the pipeline only ever sees complete datasets; it records each file's S3
+version id and SHA-256 (manifest v2), and a NAME/VERSION, once uploaded, stays put: a second upload is
+refused unless --replace (executions already started keep the file versions their manifest named).
+`--validate-only` needs no AWS credentials.
 """
 
 from __future__ import annotations
 
-import argparse
+import base64
+import hashlib
 import json
+import os
 import re
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from qa.data import SPLITS, load_dataset_files, summarize_problems
+from qa.data import ACCEPTED_FORMATS, SPLITS, load_dataset_files, split_entries, summarize_problems
+from qa.outputs import MANIFEST_V2_FORMAT
 
 from config.layout import DatasetLayout
 from tools.deployment import (
     Deployment,
+    ToolParser,
     bucket_exists,
+    check_name,
+    execution_console_url,
     fail,
     load_deployment,
     pipeline_parameter_defaults,
     run_tool,
     settings_for,
+    short,
     staged_model_problems,
 )
 
 DATASETS = DatasetLayout()
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-DATA_SUFFIXES = (".json", ".jsonl", ".ndjson")
+# A data file's path below the dataset folder becomes part of its S3 key. S3 event notifications carry keys
+# URL-encoded ("red flower.jpg" arrives as "red+flower.jpg":
+# https://docs.aws.amazon.com/AmazonS3/latest/userguide/notification-content-structure.html), and the
+# EventBridge page (ev-events.html) does not say whether its `detail.object.key` is encoded. Keys made of S3's
+# "safe characters" without the ones that need care (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html)
+# read the same either way, so only those are accepted.
+SAFE_KEY = re.compile(r"[A-Za-z0-9._/-]+")
 MIB = 1024 * 1024
 # Multipart above 64 MiB in 64 MiB parts: 10,000 parts allow files up to 625 GiB, under S3's 5 TiB object
 # limit and within its part rules (5 MiB to 5 GiB per part, at most 10,000 parts):
 # https://docs.aws.amazon.com/AmazonS3/latest/userguide/qfacts.html
 MULTIPART_BYTES = 64 * MIB
+PARALLEL_PARTS = 4
 LARGE_UPLOAD_BYTES = 8 * MIB  # from here on, progress is also reported within files
 # Execution parameters the upload determines, matched against the execution it started when the pipeline
 # defines them (the trigger copies them from the S3 event: bucket name, object key, version id).
 MATCHED_PARAMETERS = ("DatasetBucket", "ManifestKey", "ManifestVersionId")
 CLOCK_SKEW = timedelta(minutes=2)  # tolerated difference between this machine's clock and SageMaker's
+# A conditional write that loses answers 412 PreconditionFailed, or 409 ConditionalRequestConflict when a
+# concurrent write to the same key is in progress:
+# https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html
+CONDITION_FAILED = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
+
+
+@dataclass(frozen=True)
+class UploadedFile:
+    key: str  # relative to the manifest's folder
+    version_id: str
+    sha256: str
+    size: int
 
 
 @dataclass(frozen=True)
 class UploadPlan:
     bucket: str
-    prefix: str  # DatasetLayout.prefix: datasets/<name>/<version>/
+    name: str
+    version: str
     files: list[tuple[Path, str]]  # (local path, key relative to prefix)
 
     @property
-    def manifest_key(self) -> str:
-        return self.prefix + DATASETS.manifest_name
+    def prefix(self) -> str:
+        return DATASETS.prefix(self.name, self.version)
 
-    def manifest(self) -> list[Any]:
-        return DATASETS.manifest_body(self.bucket, self.prefix, [key for _, key in self.files])
+    @property
+    def manifest_key(self) -> str:
+        return DATASETS.manifest_key(self.name, self.version)
+
+    def manifest(self, uploaded: list[UploadedFile]) -> dict[str, Any]:
+        """Manifest v2: each data file with the S3 version id its upload created and its SHA-256."""
+        return {
+            "format": MANIFEST_V2_FORMAT,
+            "dataset": self.name,
+            "version": self.version,
+            "files": [{"key": f.key, "version_id": f.version_id, "sha256": f.sha256, "size": f.size} for f in uploaded],
+        }
+
+
+def dataset_entries_by_split(dataset_dir: Path) -> dict[str, list[Path]]:
+    """Split -> what validation reads under `dataset_dir/<split>/`: data files of the accepted formats and
+    `save_to_disk` folders (qa.data's rules); fails on a symlink that leaves the folder or a symlinked folder."""
+    root = dataset_dir.resolve()
+    entries: dict[str, list[Path]] = {}
+    for split in SPLITS:
+        top = dataset_dir / split
+        if top.is_symlink():
+            fail(f"{split}/ is a symlink: copy its files into {dataset_dir} instead")
+        for folder, subfolders, names in os.walk(top):
+            for name in [*subfolders, *names]:
+                path = Path(folder) / name
+                relative = path.relative_to(dataset_dir).as_posix()
+                if path.is_symlink() and not path.resolve().is_relative_to(root):
+                    fail(f"{relative} is a symlink that leaves {dataset_dir}: copy the file into the folder instead")
+                if path.is_symlink() and path.is_dir():
+                    fail(f"{relative} is a symlinked folder: copy its files into {dataset_dir} instead")
+        entries[split] = split_entries(top) if top.is_dir() else []
+    return entries
+
+
+def upload_files(dataset_dir: Path, entries: list[Path]) -> list[tuple[Path, str]]:
+    """(local path, key relative to the version prefix) of every file to upload: each data file, and every
+    file of a `save_to_disk` folder (its Arrow files and the metadata that names them). Fails on a file named
+    like the manifest, or on a path S3 events would encode."""
+    files = [
+        path
+        for entry in entries
+        for path in (sorted(p for p in entry.rglob("*") if p.is_file()) if entry.is_dir() else [entry])
+    ]
+    keyed = []
+    for path in files:
+        relative = path.relative_to(dataset_dir).as_posix()
+        if path.name == DATASETS.manifest_name:
+            fail(
+                f"{relative}: a data file may not be named {DATASETS.manifest_name} (only the upload's own "
+                "manifest is); rename it"
+            )
+        if not SAFE_KEY.fullmatch(relative):
+            bad = next(c for c in relative if not SAFE_KEY.fullmatch(c))
+            fail(
+                f"{short(relative)} contains {bad!r}: rename it with letters, digits, '.', '_', '-' only "
+                "(S3 events URL-encode other characters)"
+            )
+        keyed.append((path, relative))
+    return keyed
+
+
+def check_own_manifest(dataset_dir: Path, keys: list[str], entries: list[str]) -> None:
+    """A manifest.json in the dataset folder is used as a check: it must list exactly the data found, file by
+    file (`keys`) or by entry (`entries`: a save_to_disk folder by its name), in its SageMaker ManifestFile
+    form or as manifest v2's `files`. It is never uploaded: the upload writes its own manifest with the
+    version ids S3 gives."""
+    path = dataset_dir / DATASETS.manifest_name
+    if not path.is_file():
+        return
+    fix = f"update or remove {path} (the upload writes its own manifest)"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        fail(f"{path} is not valid JSON ({err.__class__.__name__}): {fix}")
+    if isinstance(manifest, list):
+        listed = [k for k in manifest[1:] if isinstance(k, str)]
+    elif isinstance(manifest, dict) and isinstance(manifest.get("files"), list):
+        listed = [f["key"] for f in manifest["files"] if isinstance(f, dict) and isinstance(f.get("key"), str)]
+    else:
+        fail(f"{path} is neither a ManifestFile list nor a manifest v2 object: {fix}")
+    if set(listed) == set(entries):
+        return
+    missing, extra = sorted(set(keys) - set(listed)), sorted(set(listed) - set(keys))
+    if missing or extra:
+        parts = [f"not listed: {', '.join(missing)}"] if missing else []
+        parts += [f"no such file: {', '.join(extra)}"] if extra else []
+        difference = "; ".join(parts)
+        fail(f"{path} does not match the folder ({difference}): {fix}")
 
 
 def validate_dataset(dataset_dir: Path, name: str, version: str) -> list[tuple[Path, str]]:
-    """Validate every record; (local path, key relative to the version prefix) of each file. No AWS call."""
-    for label, value in (("name", name), ("version", version)):
-        if not NAME.match(value):
-            fail(f"--{label} {value!r}: use letters, digits, '.', '_' or '-'")
+    """Validate every record (streamed: records are counted, not kept); (local path, key relative to the
+    version prefix) of each file to upload. No AWS call."""
+    check_name("--name", name)
+    check_name("--version", version)
     if not dataset_dir.is_dir():
         fail(f"--dataset {dataset_dir}: no such directory; pass a folder with train/ and validation/ files")
-    files = {
-        split: sorted(p for p in (dataset_dir / split).rglob("*") if p.is_file() and p.suffix in DATA_SUFFIXES)
-        for split in SPLITS
-    }
-    missing = [split for split in SPLITS if not files[split]]
+    entries = dataset_entries_by_split(dataset_dir)
+    missing = [split for split in SPLITS if not entries[split]]
     if missing:
-        fail(f"{dataset_dir} has no {' or '.join(missing)} files (.json or .jsonl under {missing[0]}/)")
-    report = load_dataset_files(files, dataset_dir)
+        fail(f"{dataset_dir} has no {' or '.join(missing)} data under {missing[0]}/: accepted are {ACCEPTED_FORMATS}")
+    every_entry = [entry for split in SPLITS for entry in entries[split]]
+    keyed = upload_files(dataset_dir, every_entry)
+    check_own_manifest(
+        dataset_dir, [key for _, key in keyed], [e.relative_to(dataset_dir).as_posix() for e in every_entry]
+    )
+    report = load_dataset_files(entries, dataset_dir, keep_records=False)
     if report.problems:
         print(summarize_problems(report.problems), file=sys.stderr)
         fail("nothing uploaded: fix the records listed above")
-    print(
-        f"validated {sum(len(r) for r in report.records.values())} records "
-        f"({', '.join(f'{len(report.records[s])} {s}' for s in SPLITS)})"
-    )
-    return [(path, path.relative_to(dataset_dir).as_posix()) for split in SPLITS for path in files[split]]
+    counts = report.valid_records
+    print(f"validated {sum(counts.values())} records ({', '.join(f'{counts[s]} {s}' for s in SPLITS)})")
+    return keyed
 
 
 class Progress:
@@ -100,7 +218,7 @@ class Progress:
         self.bytes_done = 0
         # Small uploads take seconds: a line per file is enough.
         self._next_report = self.total_bytes / 10 if self.total_bytes >= LARGE_UPLOAD_BYTES else float("inf")
-        self._lock = threading.Lock()  # the transfer manager calls back from its worker threads
+        self._lock = threading.Lock()  # parts of a large file go up from several threads
 
     def add_bytes(self, count: int) -> None:
         with self._lock:
@@ -122,29 +240,118 @@ class Progress:
         )
 
 
-def upload(plan: UploadPlan, s3: Any, multipart_bytes: int = MULTIPART_BYTES) -> dict[str, Any]:
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(MIB):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def put_file(
+    s3: Any, path: Path, bucket: str, key: str, multipart_bytes: int, progress: Progress
+) -> tuple[str, str, int]:
+    """Upload one file (in parallel parts over `multipart_bytes`); the S3 version id its upload created (from
+    the response: a later HEAD could name someone else's newer version), its SHA-256 and its size. A single-part
+    upload sends the SHA-256 of the bytes it sends, which S3 checks and stores with the object
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.html)."""
+    size = path.stat().st_size
+    if size <= multipart_bytes:
+        body = path.read_bytes()
+        digest = hashlib.sha256(body)
+        response = s3.put_object(
+            Bucket=bucket,
+            Key=key,
+            Body=body,
+            ChecksumAlgorithm="SHA256",
+            ChecksumSHA256=base64.b64encode(digest.digest()).decode(),
+        )
+        progress.add_bytes(size)
+        return str(response.get("VersionId", "null")), digest.hexdigest(), len(body)
+    sha256 = sha256_of(path)
+    upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+
+    def part(number: int) -> dict[str, Any]:
+        with path.open("rb") as stream:
+            stream.seek((number - 1) * multipart_bytes)
+            body = stream.read(multipart_bytes)
+        etag = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body)["ETag"]
+        progress.add_bytes(len(body))
+        return {"ETag": etag, "PartNumber": number}
+
+    try:
+        with ThreadPoolExecutor(PARALLEL_PARTS) as pool:
+            parts = list(pool.map(part, range(1, -(-size // multipart_bytes) + 1)))
+        response = s3.complete_multipart_upload(
+            Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+        )
+    except BaseException:
+        s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+        raise
+    return str(response.get("VersionId", "null")), sha256, size
+
+
+def existing_manifest_etag(s3: Any, plan: UploadPlan) -> str | None:
+    """The ETag of the NAME/VERSION's current manifest; None when there is none."""
+    from botocore.exceptions import ClientError
+
+    try:
+        return str(s3.head_object(Bucket=plan.bucket, Key=plan.manifest_key)["ETag"])
+    except ClientError as err:
+        if err.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+            return None
+        raise
+
+
+def refuse_existing(plan: UploadPlan) -> None:
+    fail(
+        f"dataset {plan.name}/{plan.version} already exists (s3://{plan.bucket}/{plan.manifest_key}): upload a "
+        "new --version, or pass --replace (REPLACE=1) to replace its manifest (executions already started keep "
+        "their data)"
+    )
+
+
+def upload(plan: UploadPlan, s3: Any, replace: bool = False, multipart_bytes: int = MULTIPART_BYTES) -> dict[str, Any]:
     """Upload the data files, then the manifest last (only the manifest triggers the pipeline).
 
-    Files over `multipart_bytes` go up in parallel parts of that size. Returns the manifest's PutObject
-    response (ETag, VersionId on versioned buckets)."""
-    from boto3.s3.transfer import TransferConfig
+    The manifest is written only if NAME/VERSION has none (If-None-Match: *), or with `replace` only over the
+    manifest seen before the data went up (If-Match: its ETag), so two uploads cannot both win:
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html. Returns the manifest's
+    PutObject response (ETag, VersionId on versioned buckets) with the manifest body under "Manifest"."""
+    from botocore.exceptions import ClientError
 
-    transfer = TransferConfig(multipart_threshold=multipart_bytes, multipart_chunksize=multipart_bytes)
+    previous = existing_manifest_etag(s3, plan)
+    if previous is not None and not replace:
+        refuse_existing(plan)  # before any data file goes up
     progress = Progress([path for path, _ in plan.files])
     print(
         f"uploading {progress.total_files} files ({progress.total_bytes / MIB:.1f} MiB) to s3://{plan.bucket}/{plan.prefix}"
     )
+    uploaded = []
     for path, key in plan.files:
-        s3.upload_file(str(path), plan.bucket, f"{plan.prefix}{key}", Config=transfer, Callback=progress.add_bytes)
+        version_id, sha256, size = put_file(s3, path, plan.bucket, f"{plan.prefix}{key}", multipart_bytes, progress)
+        uploaded.append(UploadedFile(key, version_id, sha256, size))
         progress.file_done()
-    response = s3.put_object(
-        Bucket=plan.bucket,
-        Key=plan.manifest_key,
-        Body=json.dumps(plan.manifest(), indent=1).encode(),
-        ContentType="application/json",
-    )
-    print(f"uploaded manifest s3://{plan.bucket}/{plan.manifest_key} (etag {response['ETag'].strip(chr(34))})")
-    return response
+    manifest = plan.manifest(uploaded)
+    condition = {"IfMatch": previous} if previous is not None else {"IfNoneMatch": "*"}
+    try:
+        response = s3.put_object(
+            Bucket=plan.bucket,
+            Key=plan.manifest_key,
+            Body=json.dumps(manifest, indent=1).encode(),
+            ContentType="application/json",
+            **condition,
+        )
+    except ClientError as err:
+        if err.response["Error"]["Code"] not in CONDITION_FAILED:
+            raise
+        fail(
+            f"another upload wrote {plan.name}/{plan.version}'s manifest meanwhile; this upload's data files are "
+            "not referenced by any manifest: upload again under a new --version"
+        )
+    replaced = " (replaced the previous manifest)" if previous is not None else ""
+    print(f"uploaded manifest s3://{plan.bucket}/{plan.manifest_key}{replaced}")
+    return {**response, "Manifest": manifest}
 
 
 def expected_parameters(plan: UploadPlan, manifest: dict[str, Any], defined: set[str]) -> dict[str, str]:
@@ -207,12 +414,13 @@ def check_target(deployment: Deployment, env_name: str) -> tuple[str, set[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ToolParser(__doc__)
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--version", default=datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
     parser.add_argument("--env", default="dev")
     parser.add_argument("--validate-only", action="store_true", help="check the dataset; no AWS call")
+    parser.add_argument("--replace", action="store_true", help="replace an existing NAME/VERSION's manifest")
     parser.add_argument("--wait-seconds", type=float, default=120, help="how long to look for the execution")
     args = parser.parse_args(argv)
 
@@ -223,23 +431,28 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     deployment = load_deployment(args.env)
     bucket, parameter_names = check_target(deployment, args.env)
-    plan = UploadPlan(bucket=bucket, prefix=DATASETS.prefix(args.name, args.version), files=files)
+    plan = UploadPlan(bucket=bucket, name=args.name, version=args.version, files=files)
     started = datetime.now(UTC)
-    manifest = upload(plan, deployment.client("s3"))
+    manifest = upload(plan, deployment.client("s3"), replace=args.replace)
     expected = expected_parameters(plan, manifest, parameter_names)
     matched = ", ".join(f"{name}={value}" for name, value in expected.items())
     print(f"waiting up to {args.wait_seconds:.0f}s for the execution with {matched}")
     pipeline_name = deployment.settings.pipeline_name
     execution = find_execution(deployment.client("sagemaker"), pipeline_name, expected, started, args.wait_seconds)
     if execution is None:
-        print(
+        fail(
             f"uploaded, but no execution of {pipeline_name} with these parameters within {args.wait_seconds:.0f}s: "
-            "check the EventBridge rule's dead-letter queue and the pipeline's executions in the SageMaker console"
+            f"check the EventBridge rule's dead-letter queue, then make runs ENV={args.env}"
         )
-        return 1
     print(f"pipeline execution: {execution}")
+    print(f"  console: {execution_console_url(deployment.region, pipeline_name, execution)}")
+    print(f"  follow it: make runs ENV={args.env}")
     return 0
 
 
-if __name__ == "__main__":
+def cli() -> None:
     sys.exit(run_tool(main))
+
+
+if __name__ == "__main__":
+    cli()

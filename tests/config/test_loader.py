@@ -47,6 +47,7 @@ def test_misspelt_nested_keys_get_did_you_mean(cdk_context, key, message):
 def test_cdk_own_keys_and_lookups_pass(cdk_context):
     cdk_keys = {
         "@aws-cdk/core:newStyleStackSynthesis": "true",  # a feature flag
+        "@aws-cdk-containers/ecs-service-extensions:enableDefaultLogDriver": "true",  # one outside @aws-cdk/
         "aws:cdk:enable-path-metadata": True,  # set by the CLI
         "aws:cdk:bundling-stacks": ["**"],
         "acknowledged-issue-numbers": [34892],

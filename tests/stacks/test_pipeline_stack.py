@@ -116,6 +116,24 @@ def test_production_stacks_are_termination_protected_and_retain_their_state(synt
         assert resource.get("UpdateReplacePolicy") == ("Retain" if protected else "Delete"), resource_type
 
 
+@pytest.mark.parametrize("env_name", ["dev", "prod"])
+def test_every_stack_and_its_taggable_resources_carry_the_project_tags(synthesized, env_name):
+    """The stack tags `cdk deploy` gives CloudFormation (the assembly manifest) and the template's resource tags;
+    flag @aws-cdk/core:explicitStackTags drops the former unless the Stack is given them."""
+    env = synthesized[env_name]
+    expected = {"project": env.settings.name_prefix, "environment": env_name}
+    manifest = json.loads((env.assembly / "manifest.json").read_text())
+    for which, stack in zip(("data", "network", "pipeline"), env.stacks.all(), strict=True):
+        assert manifest["artifacts"][stack.artifact_id]["properties"].get("tags") == expected, stack.stack_name
+        [bucket_or_role, *_] = [
+            resource
+            for resource in env.templates[which]["Resources"].values()
+            if resource["Type"] in ("AWS::S3::Bucket", "AWS::EC2::VPC", "AWS::IAM::Role")
+        ]
+        tags = {tag["Key"]: tag["Value"] for tag in bucket_or_role["Properties"]["Tags"]}
+        assert expected.items() <= tags.items(), stack.stack_name
+
+
 def registration_statements(env) -> list[dict]:
     return [
         statement

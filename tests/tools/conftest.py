@@ -1,4 +1,4 @@
-"""An AWS API emulator for the client tools: one moto server and one deployment per test session.
+"""An AWS API emulator for the client tools: one moto server and one deployment per test session (per worker).
 
 The session deploys, through moto's CloudFormation, the CDK's own bootstrap template (what `cdk bootstrap`
 creates) and the synthesized dev stacks (what `make deploy` creates), then runs the tools as users run them:
@@ -10,11 +10,12 @@ here through the S3 API), `AWS::SageMaker::Pipeline` resources, `CreatedAfter` o
 (all seen here); bucket, queue and topic policies, security-group egress, `ModelPackageGroup` resources and
 IAM enforcement (per the project's notes and moto's documentation); it has no EventBridge -> SageMaker
 target and no SageMaker quotas, and `create_pipeline` accepts any definition. It cannot create, so
-`moto_template` removes: `Tags` on `AWS::KMS::Key` (rejected with a misleading GetAtt error) and the
-auto-delete custom resources with their Lambda handler (its code is an asset `cdk deploy` publishes, and
-moto runs Lambda in Docker). The pipeline is then created through the SageMaker API with the template's own
-definition, resolved the way CloudFormation would. The templates themselves are checked by tests/stacks
-(assertions, cdk-nag, cfn-lint).
+`moto_template` removes `Tags` on `AWS::KMS::Key` (rejected with a misleading GetAtt error) and the custom
+resources (moto runs their Lambda handlers in Docker), and gives every Lambda function (the pipeline's
+Lambda steps, the custom-resource handlers) stand-in inline code: their code is an asset `cdk deploy`
+publishes, never published to moto, and no test invokes them. The pipeline is then created through the
+SageMaker API with the template's own definition, resolved the way CloudFormation would. The templates
+themselves are checked by tests/stacks (assertions, cdk-nag, cfn-lint).
 """
 
 from __future__ import annotations
@@ -51,14 +52,20 @@ BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"  # the CDK's de
 PSEUDO_PARAMETERS = LocalAccount(account=ACCOUNT, region=REGION).pseudo()
 
 
+# What a Lambda function created in moto runs instead of its asset (never invoked by these tests).
+STAND_IN_LAMBDA_CODE = {"ZipFile": "def handler(event, context):\n    return {}\n"}
+
+
 def moto_template(template: dict[str, Any]) -> dict[str, Any]:
     """The template without what moto cannot create (see the module docstring)."""
     resources = {}
     for logical_id, resource in template["Resources"].items():
-        if resource["Type"].startswith("Custom::") or resource["Type"] == "AWS::Lambda::Function":
+        if resource["Type"].startswith("Custom::"):
             continue
         if resource["Type"] == "AWS::KMS::Key":
             resource = {**resource, "Properties": {k: v for k, v in resource["Properties"].items() if k != "Tags"}}
+        if resource["Type"] == "AWS::Lambda::Function":  # its code asset was never published to moto
+            resource = {**resource, "Properties": {**resource["Properties"], "Code": STAND_IN_LAMBDA_CODE}}
         resources[logical_id] = resource
     return {**template, "Resources": resources}
 
@@ -77,7 +84,7 @@ def enable_bucket_versioning(template: dict[str, Any]) -> None:
 
 def deployed_definition(template: dict[str, Any], stack_name: str) -> tuple[str, str, str]:
     """(name, role ARN, definition) of the stack's pipeline, its `Fn::Sub` resolved from the deployed stacks."""
-    cfn, iam = boto3.client("cloudformation"), boto3.client("iam")
+    cfn, iam, functions = boto3.client("cloudformation"), boto3.client("iam"), boto3.client("lambda")
     exports = {export["Name"]: export["Value"] for export in cfn.list_exports()["Exports"]}
     physical = {
         resource["LogicalResourceId"]: resource["PhysicalResourceId"]
@@ -92,8 +99,11 @@ def deployed_definition(template: dict[str, Any], stack_name: str) -> tuple[str,
             return physical[value["Ref"]]
         if isinstance(value, dict) and "Fn::ImportValue" in value:
             return exports[value["Fn::ImportValue"]]
-        if isinstance(value, dict) and "Fn::GetAtt" in value:  # only role ARNs here
-            return iam.get_role(RoleName=physical[value["Fn::GetAtt"][0]])["Role"]["Arn"]
+        if isinstance(value, dict) and "Fn::GetAtt" in value:  # the ARNs of roles and Lambda functions
+            logical_id = value["Fn::GetAtt"][0]
+            if template["Resources"][logical_id]["Type"] == "AWS::Lambda::Function":
+                return functions.get_function(FunctionName=physical[logical_id])["Configuration"]["FunctionArn"]
+            return iam.get_role(RoleName=physical[logical_id])["Role"]["Arn"]
         return resolve_intrinsics(value, pseudo)
 
     pipeline = pipeline_properties(template)
@@ -170,7 +180,7 @@ class Deployed:
 def deployed_session(moto_url, dev) -> Deployed:
     """`cdk bootstrap` (the CDK's bootstrap template) and the synthesized dev stacks, deployed once."""
     if not BOOTSTRAP_TEMPLATE.is_file():
-        pytest.fail(f"{BOOTSTRAP_TEMPLATE} is missing: install the CDK CLI first (make bootstrap)")
+        pytest.fail(f"{BOOTSTRAP_TEMPLATE} is missing: install the CDK CLI first (make venv)")
     with pointed_at(aws_environment(moto_url)):
         cfn = boto3.client("cloudformation")
         cfn.create_stack(

@@ -12,9 +12,10 @@ from tests.tools.conftest import (
     REGION,
     assert_one_line_error,
     run_cli,
+    small_model,
     stage_base_model,
 )
-from tools.deployment import load_deployment
+from tools.deployment import load_deployment, split_s3_uri
 from tools.preflight import MIN_BOOTSTRAP_VERSION, check_bootstrap, preflight
 
 # What the dev environment uses: 1 x ml.p4d.24xlarge on spot (the estimate's default), ml.m5.4xlarge and
@@ -113,3 +114,15 @@ def test_command_against_moto_prints_the_table(deployed, deployed_env):
 def test_command_without_credentials_is_one_line(aws):
     env = {k: v for k, v in aws.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     assert_one_line_error(run_cli("tools.preflight", env=env), "no AWS credentials found")
+
+
+def test_a_staged_config_that_contradicts_the_settings_fails(deployed, tmp_path, capsys):
+    """A complete model folder at the configured base model's path that is another model (hidden size 384
+    where bert-large has 1024): preflight says so instead of "ok"."""
+    bucket, prefix = split_s3_uri(deployed.base_model_uri)
+    for path in small_model(tmp_path / "other", {"model_type": "bert", "hidden_size": 384}).iterdir():
+        deployed.client("s3").upload_file(str(path), bucket, f"{prefix}{path.name}")
+    code, table = run_preflight(stubbed_quotas(ENOUGH, {}), capsys)
+    assert code == 1
+    assert "hidden_size is 384, not 1024 ('large')" in row(table, "base model staged")
+    assert "fix: make stage-model MODEL=bert-large-uncased-whole-word-masking ENV=dev REPLACE=1" in table

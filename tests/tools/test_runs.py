@@ -18,8 +18,8 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from tests.tools.conftest import assert_one_line_error, run_cli
-from tools.runs import format_report, recent_executions
+from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli
+from tools.runs import format_report, recent_executions, training_run
 
 PIPELINE = "hfqa-dev-qa-fine-tuning"
 ACCOUNT_ARN = "arn:aws:sagemaker:us-east-1:111122223333"
@@ -97,7 +97,9 @@ def stub_execution(sm: Stubber, s3: Stubber, name: str, kind: str) -> None:
     )
     train = {"TrainingJob": {"Arn": f"{ACCOUNT_ARN}:training-job/pipelines-train"}}
     evaluate = {"ProcessingJob": {"Arn": f"{ACCOUNT_ARN}:processing-job/eval-{name}"}}
+    claim = {"Lambda": {"Arn": "arn:aws:lambda:us-east-1:111122223333:function:hfqa-dev-claim"}}
     steps = [
+        step("ClaimManifest", "Succeeded", 0, 0, claim),
         step("ValidateAndTokenize", "Succeeded", 0, 4, {"ProcessingJob": {"Arn": f"{ACCOUNT_ARN}:processing-job/p"}}),
         step("CheckTrainingCost", "Succeeded", 4, 4, {"Condition": {"Outcome": "True"}}),
         step("FineTune", "Succeeded", 4, 40 if kind == "spot" else 30, train, attempts=2 if kind == "spot" else 1),
@@ -176,7 +178,8 @@ def test_newest_first_with_trigger_and_step_durations(reports):
     assert list(reports) == ["spot-3", "f1-2", "ok-1"]
     ok = reports["ok-1"]
     assert ok.manifest_key == "datasets/squad/ok-1/manifest.json"
-    assert [(s.name, s.seconds) for s in ok.steps][:3] == [
+    assert [(s.name, s.seconds) for s in ok.steps][:4] == [
+        ("ClaimManifest", 0.0),
         ("ValidateAndTokenize", 240.0),
         ("CheckTrainingCost", 0.0),
         ("FineTune", 1560.0),
@@ -187,7 +190,7 @@ def test_succeeded_execution_shows_cost_f1_and_approved_package(reports):
     ok = reports["ok-1"]
     assert ok.f1 == 91.25 and ok.approval_status == "Approved"
     assert ok.training.list_price_usd == pytest.approx(37.688 * 2 * 1500 / 3600)
-    text = format_report(ok)
+    text = format_report(ok, REGION)
     assert "Succeeded" in text and "F1: 91.25; registered" in text and "(Approved)" in text
     assert "$31.41 at on-demand list price" in text
 
@@ -195,20 +198,21 @@ def test_succeeded_execution_shows_cost_f1_and_approved_package(reports):
 def test_failed_f1_gate_shows_the_fail_message_and_no_package(reports):
     failed = reports["f1-2"]
     assert failed.status == "Failed" and failed.f1 == 71.5 and failed.model_package is None
-    assert "F1BelowThreshold: Validation F1 71.5 is below the threshold 88.0" in format_report(failed)
+    assert "F1BelowThreshold: Validation F1 71.5 is below the threshold 88.0" in format_report(failed, REGION)
 
 
 def test_spot_interrupted_execution_shows_retries_and_savings(reports):
     spot = reports["spot-3"]
     assert spot.training.interruptions == 1
     assert spot.training.spot_savings == pytest.approx(0.7)
-    text = format_report(spot)
+    text = format_report(spot, REGION)
     assert "FineTune Succeeded 36m00s (2 attempts)" in text
     assert "trained 2,000 s, billed 600 s (70% spot savings), 1 spot interruption(s)" in text
     assert "(PendingManualApproval)" in text
 
 
 def test_command_against_moto_before_any_execution(deployed, deployed_env):
+    deployed.replace_pipeline(deployed.pipeline_definition)  # the session's earlier executions go with it
     result = run_cli("tools.runs", "--env", "dev", env=deployed_env)
     assert result.returncode == 0, result.stderr
     assert f"no executions of {deployed.pipeline_name} yet" in result.stdout
@@ -218,3 +222,49 @@ def test_command_against_moto_before_any_execution(deployed, deployed_env):
 def test_command_without_credentials_is_one_line(aws):
     environment = {k: v for k, v in aws.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     assert_one_line_error(run_cli("tools.runs", "--env", "dev", env=environment), "no AWS credentials found")
+
+
+def test_report_names_each_job_with_its_log_group_and_console_links(reports):
+    text = format_report(reports["ok-1"], REGION)
+    console = f"https://{REGION}.console.aws.amazon.com/sagemaker/home?region={REGION}#/"
+    assert f"  console: {console}pipelines/{PIPELINE}/executions/ok-1" in text
+    logs = "logs /aws/sagemaker/TrainingJobs"
+    training = f"  FineTune: TrainingJob pipelines-train, {logs} {console}jobs/pipelines-train"
+    assert training in text
+    assert (
+        f"  Evaluate: ProcessingJob eval-ok-1, logs /aws/sagemaker/ProcessingJobs {console}processing-jobs/eval-ok-1"
+        in text
+    )
+    assert "  ClaimManifest: Lambda hfqa-dev-claim, logs /aws/lambda/hfqa-dev-claim\n" in text
+
+
+@pytest.mark.parametrize("limit", ["0", "-3", "101", "ten"])
+def test_a_limit_out_of_range_is_one_line(aws, limit):
+    assert_one_line_error(run_cli("tools.runs", "--limit", limit, env=aws), "--limit", "from 1 to 100")
+
+
+def test_a_region_without_the_pipeline_is_one_line(aws):
+    """moto answers DescribePipeline for an unknown pipeline with ValidationException, AWS with ResourceNotFound."""
+    assert_one_line_error(
+        run_cli("tools.runs", env=aws), f"pipeline hfqa-dev-qa-fine-tuning not found in {EMPTY_REGION}", "AWS_REGION"
+    )
+
+
+def test_aws_region_alone_selects_the_region(deployed, deployed_env):
+    """boto3 reads only AWS_DEFAULT_REGION; the tools map AWS_REGION onto their sessions."""
+    environment = {k: v for k, v in deployed_env.items() if k != "AWS_DEFAULT_REGION"}
+    assert environment["AWS_REGION"] == REGION
+    deployed.replace_pipeline(deployed.pipeline_definition)  # the session's earlier executions go with it
+    result = run_cli("tools.runs", env=environment)
+    assert result.returncode == 0, result.stderr
+    assert f"no executions of {deployed.pipeline_name} yet" in result.stdout
+
+
+def test_the_training_jobs_evaluation_metric_is_the_f1():
+    """The step graph where FineTune evaluates: F1 is FinalMetricDataList['eval:f1'] of the training job."""
+    sagemaker = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    job = {**training_job(1500, 1500, False), "FinalMetricDataList": [{"MetricName": "eval:f1", "Value": 88.5}]}
+    with Stubber(sagemaker) as stub:
+        stub.add_response("describe_training_job", job, {"TrainingJobName": "pipelines-train"})
+        run = training_run(sagemaker, f"{ACCOUNT_ARN}:training-job/pipelines-train")
+    assert run.f1 == 88.5

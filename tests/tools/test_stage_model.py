@@ -62,15 +62,44 @@ def test_another_name_prints_the_base_model_uri_override(deployed, deployed_env,
     assert f"BaseModelUri={staged}" in result.stdout
 
 
-def test_a_different_model_staged_as_the_configured_one_is_warned_about(
+def test_a_different_model_staged_as_the_configured_one_is_refused_unless_forced(
     deployed, deployed_env, pretrained_dir, tmp_path
 ):
     minilm = small_model(tmp_path / "m", json.loads((pretrained_dir / "config.json").read_text()))
-    result = run_cli("tools.stage_model", "--model", str(minilm), env=deployed_env)
+    line = assert_one_line_error(
+        run_cli("tools.stage_model", "--model", str(minilm), env=deployed_env),
+        f"contradicts the configured base model {CONFIGURED}",
+        "--force",
+    )
+    assert "_name_or_path is 'nreimers/MiniLM-L6-H384-uncased'" in line
+    assert "hidden_size is 384, not 1024 ('large')" in line
+    assert deployed.client("s3").list_objects_v2(Bucket=deployed.artifacts_bucket)["KeyCount"] == 0
+
+    forced = run_cli("tools.stage_model", "--model", str(minilm), "--force", env=deployed_env)
+    assert forced.returncode == 0, forced.stderr
+    assert next(line for line in forced.stdout.splitlines() if line.startswith("warning:")).endswith("(--force)")
+
+
+def staged_names(deployed, name: str) -> set[str]:
+    prefix = f"base-models/{name}/"
+    listing = deployed.client("s3").list_objects_v2(Bucket=deployed.artifacts_bucket, Prefix=prefix)
+    return {item["Key"].removeprefix(prefix) for item in listing.get("Contents", [])}
+
+
+def test_a_second_model_under_one_name_is_refused_or_replaces_the_first_entirely(deployed, deployed_env, tmp_path):
+    first = small_model(tmp_path / "first", {"model_type": "bert", "hidden_size": 384})
+    (first / "pytorch_model-00002-of-00002.bin").write_bytes(b"\0")  # a shard the second model does not have
+    stage = ("tools.stage_model", "--name", "mini", "--model")
+    assert run_cli(*stage, str(first), env=deployed_env).returncode == 0
+    second = small_model(tmp_path / "second", {"model_type": "bert", "hidden_size": 256})
+    assert_one_line_error(run_cli(*stage, str(second), env=deployed_env), "already holds 5 file(s)", "--replace")
+
+    result = run_cli(*stage, str(second), "--replace", env=deployed_env)
     assert result.returncode == 0, result.stderr
-    warning = next(line for line in result.stdout.splitlines() if line.startswith("warning:"))
-    assert "_name_or_path is 'nreimers/MiniLM-L6-H384-uncased'" in warning
-    assert "hidden_size is 384, not 1024 ('large')" in warning
+    assert "removed 1 file(s) of the previous model: pytorch_model-00002-of-00002.bin" in result.stdout
+    assert staged_names(deployed, "mini") == {p.name for p in second.iterdir()}
+    config = deployed.client("s3").get_object(Bucket=deployed.artifacts_bucket, Key="base-models/mini/config.json")
+    assert json.loads(config["Body"].read())["hidden_size"] == 256
 
 
 @pytest.mark.parametrize(
@@ -125,3 +154,9 @@ def test_unknown_model_id(deployed, deployed_env):
         hub.shutdown()
     line = assert_one_line_error(result, "has no model 'org/no-such-model' you may read")
     assert "check the model id" in line and "HF_TOKEN" in line
+
+
+def test_a_folder_name_outside_the_rules_is_one_line(aws, tmp_path):
+    model = small_model(tmp_path / "m", BERT_LARGE_CONFIG)
+    result = run_cli("tools.stage_model", "--model", str(model), "--name", "../other", env=aws)
+    assert_one_line_error(result, "--name '../other' must start with a letter or a digit")

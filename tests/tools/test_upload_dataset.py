@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import shutil
 import threading
@@ -9,9 +11,11 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+from qa.outputs import MANIFEST_V2_FORMAT
 
 from tests.conftest import ROOT
 from tests.tools.conftest import assert_one_line_error, run_cli, stage_base_model
+from tests.training_code.test_dataset_formats import FORMATS, sample_records, write_copy  # noqa: F401  (fixture)
 from tools.deployment import ToolError
 from tools.upload_dataset import UploadPlan, expected_parameters, find_execution, upload, validate_dataset
 
@@ -117,7 +121,8 @@ def test_upload_reports_the_execution_its_manifest_started(deployed, deployed_en
         }["ManifestKey"]
         for s in sagemaker.list_pipeline_executions(PipelineName=deployed.pipeline_name)["PipelineExecutionSummaries"]
     }
-    reported = result.stdout.strip().splitlines()[-1].removeprefix("pipeline execution: ")
+    reported = next(line for line in result.stdout.splitlines() if line.startswith("pipeline execution: "))
+    reported = reported.removeprefix("pipeline execution: ")
     assert arns[reported] == MANIFEST_KEY
     s3 = deployed.client("s3")
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=deployed.datasets_bucket)["Contents"]]
@@ -129,11 +134,33 @@ def test_upload_reports_the_execution_its_manifest_started(deployed, deployed_en
         ]
     )
     manifest = json.loads(s3.get_object(Bucket=deployed.datasets_bucket, Key=MANIFEST_KEY)["Body"].read())
-    assert manifest == [
-        {"prefix": f"s3://{deployed.datasets_bucket}/datasets/sample-squad/v1/"},
-        "train/train.jsonl",
-        "validation/validation.json",
-    ]
+    assert (manifest["format"], manifest["dataset"], manifest["version"]) == (
+        MANIFEST_V2_FORMAT,
+        "sample-squad",
+        "v1",
+    )
+    assert [f["key"] for f in manifest["files"]] == ["train/train.jsonl", "validation/validation.json"]
+    for pinned in manifest["files"]:
+        local = (SAMPLE / pinned["key"]).read_bytes()
+        stored = s3.get_object(
+            Bucket=deployed.datasets_bucket,
+            Key=f"datasets/sample-squad/v1/{pinned['key']}",
+            VersionId=pinned["version_id"],
+        )["Body"].read()
+        assert stored == local and pinned["size"] == len(local)
+        assert pinned["sha256"] == hashlib.sha256(local).hexdigest()
+        head = s3.head_object(
+            Bucket=deployed.datasets_bucket,
+            Key=f"datasets/sample-squad/v1/{pinned['key']}",
+            VersionId=pinned["version_id"],
+            ChecksumMode="ENABLED",
+        )
+        assert base64.b64decode(head["ChecksumSHA256"]).hex() == pinned["sha256"]  # stored by S3, which checked it
+    assert result.stdout.strip().splitlines()[-1] == "  follow it: make runs ENV=dev"
+    assert (
+        f"  console: https://us-east-1.console.aws.amazon.com/sagemaker/home?region=us-east-1#/pipelines/{deployed.pipeline_name}/executions/"
+        in result.stdout
+    )
 
 
 @pytest.mark.parametrize(("parameter", "field"), [("ManifestVersionId", "version-id")])
@@ -146,7 +173,7 @@ def test_a_reupload_is_told_apart_by_the_manifest_object(deployed, parameter, fi
     deployed.replace_pipeline(json.dumps(definition))
     paths = {**deployed.trigger_parameters, parameter: f"$.detail.object.{field}"}
     try:
-        plan = UploadPlan(deployed.datasets_bucket, "datasets/again/v1/", validate_dataset(SAMPLE, "again", "v1"))
+        plan = UploadPlan(deployed.datasets_bucket, "again", "v1", validate_dataset(SAMPLE, "again", "v1"))
         since = datetime.now(UTC)
         manifest = upload(plan, deployed.client("s3"))
         deployed.start_as_trigger(plan.manifest_key, {"etag": "0" * 32, "version-id": "an-earlier-upload"}, paths)
@@ -168,10 +195,180 @@ def test_a_reupload_is_told_apart_by_the_manifest_object(deployed, parameter, fi
 def test_large_files_go_up_in_parts_with_progress(deployed, tmp_path, capsys):
     big = tmp_path / "train.jsonl"
     big.write_bytes(b"x" * (11 * 1024 * 1024))
-    plan = UploadPlan(deployed.datasets_bucket, "datasets/big/v1/", [(big, "train/train.jsonl")])
+    plan = UploadPlan(deployed.datasets_bucket, "big", "v1", [(big, "train/train.jsonl")])
     upload(plan, deployed.client("s3"), multipart_bytes=5 * 1024 * 1024)  # S3's smallest part size
     head = deployed.client("s3").head_object(Bucket=deployed.datasets_bucket, Key="datasets/big/v1/train/train.jsonl")
     assert head["ETag"].strip('"').endswith("-3")  # a multipart object's etag ends in -<number of parts>
     out = capsys.readouterr().out
     assert "11.0/11.0 MiB (100%), 1/1 files" in out
     assert "0/1 files" in out  # progress reported before the file was complete
+
+
+def manifest_versions(deployed, key: str) -> list[dict]:
+    """Every stored version of the manifest at `key`, oldest first."""
+    s3 = deployed.client("s3")
+    versions = s3.list_object_versions(Bucket=deployed.datasets_bucket, Prefix=key)["Versions"]
+    ordered = reversed(versions)  # S3 lists a key's versions newest first (LastModified has 1 s resolution)
+    return [
+        json.loads(s3.get_object(Bucket=deployed.datasets_bucket, Key=key, VersionId=v["VersionId"])["Body"].read())
+        for v in ordered
+    ]
+
+
+def test_a_second_upload_of_a_version_is_refused_and_replace_pins_new_versions(deployed, tmp_path):
+    """Each manifest names the object versions its own upload created, so an execution claimed from the first
+    manifest still reads the first upload's data after --replace."""
+    s3 = deployed.client("s3")
+    first = UploadPlan(deployed.datasets_bucket, "twice", "v1", validate_dataset(SAMPLE, "twice", "v1"))
+    upload(first, s3)
+    with pytest.raises(ToolError, match=r"dataset twice/v1 already exists .* pass --replace"):
+        upload(first, s3)
+    assert len(manifest_versions(deployed, first.manifest_key)) == 1  # nothing written by the refused upload
+
+    changed = tmp_path / "changed"
+    shutil.copytree(SAMPLE, changed)
+    train = changed / "train" / "train.jsonl"
+    train.write_text("\n".join(train.read_text().splitlines()[:50]) + "\n")
+    upload(
+        UploadPlan(deployed.datasets_bucket, "twice", "v1", validate_dataset(changed, "twice", "v1")), s3, replace=True
+    )
+
+    old, new = manifest_versions(deployed, first.manifest_key)
+    old_pins, new_pins = ({f["key"]: f for f in m["files"]} for m in (old, new))
+    assert old_pins["train/train.jsonl"]["version_id"] != new_pins["train/train.jsonl"]["version_id"]
+    assert old_pins["train/train.jsonl"]["sha256"] != new_pins["train/train.jsonl"]["sha256"]
+    for pins, source in ((old_pins, SAMPLE), (new_pins, changed)):
+        pinned = pins["train/train.jsonl"]
+        body = s3.get_object(
+            Bucket=deployed.datasets_bucket, Key=f"{first.prefix}train/train.jsonl", VersionId=pinned["version_id"]
+        )["Body"].read()
+        assert body == (source / "train" / "train.jsonl").read_bytes()
+        assert hashlib.sha256(body).hexdigest() == pinned["sha256"]
+
+
+def test_a_manifest_written_meanwhile_wins_over_this_upload(deployed, monkeypatch):
+    """The conditional write (If-None-Match: *) refuses the manifest when another upload wrote one after this
+    upload checked (moto 5.2.5 answers 412 PreconditionFailed, as S3 does)."""
+    s3 = deployed.client("s3")
+    plan = UploadPlan(deployed.datasets_bucket, "race", "v1", validate_dataset(SAMPLE, "race", "v1"))
+    monkeypatch.setattr("tools.upload_dataset.existing_manifest_etag", lambda s3, plan: None)
+    s3.put_object(Bucket=plan.bucket, Key=plan.manifest_key, Body=b"{}")
+    with pytest.raises(ToolError, match="another upload wrote race/v1's manifest meanwhile"):
+        upload(plan, s3)
+    assert s3.get_object(Bucket=plan.bucket, Key=plan.manifest_key)["Body"].read() == b"{}"
+
+
+def test_the_refusal_is_one_line_from_the_command(deployed, deployed_env, tmp_path):
+    stage_base_model(deployed, tmp_path)
+    upload(
+        UploadPlan(deployed.datasets_bucket, "sample-squad", "v1", validate_dataset(SAMPLE, "x", "v1")),
+        deployed.client("s3"),
+    )
+    assert_one_line_error(run_cli(*UPLOAD, env=deployed_env), "dataset sample-squad/v1 already exists", "--replace")
+
+
+def test_no_execution_in_time_is_one_error_line_after_the_upload(deployed, deployed_env, tmp_path):
+    stage_base_model(deployed, tmp_path)
+    result = run_cli(*UPLOAD, "--wait-seconds", "0", env=deployed_env)
+    assert "uploaded manifest" in result.stdout
+    assert_one_line_error(result, "uploaded, but no execution of", "make runs ENV=dev")
+
+
+@pytest.mark.parametrize(
+    ("value", "rule"),
+    [
+        ("", "is empty"),
+        ("sample\n", "contains '\\n'"),  # re.match with $ let a trailing newline through
+        ("..", "must start with a letter or a digit"),
+        ("-x", "must start with a letter or a digit"),
+        ("a/b", "contains '/'"),
+        ("a b", "contains ' '"),
+        ("x" * 2000, "has 2000 characters: at most 100 are allowed"),
+    ],
+)
+def test_each_name_rule_says_which_rule_failed_and_echoes_only_a_prefix(value, rule):
+    for option in ("--name", "--version"):
+        name, version = (value, "v1") if option == "--name" else ("ok", value)
+        with pytest.raises(ToolError) as failure:
+            validate_dataset(SAMPLE, name, version)
+        message = str(failure.value)
+        assert message.startswith(option) and rule in message
+        assert len(message) < 160, message
+
+
+def test_the_longest_name_passes():
+    assert validate_dataset(SAMPLE, "a" * 100, "v1.0_b-2")
+
+
+def copy_sample(tmp_path):
+    target = tmp_path / "d"
+    shutil.copytree(SAMPLE, target)
+    return target
+
+
+def test_a_symlink_out_of_the_dataset_folder_is_refused(tmp_path):
+    dataset = copy_sample(tmp_path)
+    outside = tmp_path / "secret.json"
+    outside.write_text("{}")
+    (dataset / "train" / "extra.json").symlink_to(outside)
+    with pytest.raises(ToolError, match=r"train/extra\.json is a symlink that leaves"):
+        validate_dataset(dataset, "x", "v1")
+
+
+def test_a_symlinked_folder_is_refused(tmp_path):
+    dataset = copy_sample(tmp_path)
+    (dataset / "train" / "more").symlink_to(dataset / "validation", target_is_directory=True)
+    with pytest.raises(ToolError, match="train/more is a symlinked folder"):
+        validate_dataset(dataset, "x", "v1")
+
+
+def test_a_data_file_named_manifest_json_is_refused(tmp_path):
+    """Its key would be datasets/<n>/<v>/train/manifest.json, which the trigger's wildcard also matches."""
+    dataset = copy_sample(tmp_path)
+    shutil.copy(dataset / "validation" / "validation.json", dataset / "train" / "manifest.json")
+    with pytest.raises(ToolError, match=r"train/manifest\.json: a data file may not be named manifest\.json"):
+        validate_dataset(dataset, "x", "v1")
+
+
+def test_a_path_that_s3_events_would_encode_is_refused(tmp_path):
+    dataset = copy_sample(tmp_path)
+    (dataset / "train" / "train.jsonl").rename(dataset / "train" / "my train.jsonl")
+    (dataset / "manifest.json").unlink()
+    with pytest.raises(ToolError, match="contains ' ': rename it"):
+        validate_dataset(dataset, "x", "v1")
+
+
+def test_the_folders_own_manifest_must_match_its_files(tmp_path):
+    dataset = copy_sample(tmp_path)
+    assert validate_dataset(dataset, "x", "v1")  # the sample's manifest lists exactly its two files
+    shutil.copy(dataset / "train" / "train.jsonl", dataset / "train" / "more.jsonl")
+    with pytest.raises(ToolError, match=r"does not match the folder \(not listed: train/more.jsonl\)"):
+        validate_dataset(dataset, "x", "v1")
+    (dataset / "manifest.json").write_text("not json")
+    with pytest.raises(ToolError, match=r"manifest\.json is not valid JSON"):
+        validate_dataset(dataset, "x", "v1")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_each_format_validates_and_uploads_every_file_it_needs(deployed, tmp_path, request, fmt):
+    """Parquet, CSV and save_to_disk copies of the sample (with the folder manifest qa.data's tests write):
+    validated like the JSON files, and a save_to_disk folder uploaded with its metadata, so the pinned copy
+    is a folder qa.data reads again."""
+    dataset = write_copy(tmp_path / fmt, request.getfixturevalue("sample_records"), fmt)
+    files = validate_dataset(dataset, "formats", fmt)
+    keys = sorted(key for _, key in files)
+    if fmt == "save_to_disk":
+        assert {"train/saved/state.json", "train/saved/dataset_info.json"} <= set(keys)
+        assert any(key.startswith("train/saved/") and key.endswith(".arrow") for key in keys)
+    else:
+        assert keys == [f"train/data.{fmt}", f"validation/data.{fmt}"]
+    response = upload(UploadPlan(deployed.datasets_bucket, "formats", fmt, files), deployed.client("s3"))
+    assert sorted(f["key"] for f in response["Manifest"]["files"]) == keys
+
+
+def test_a_format_the_validation_does_not_read_gets_the_accepted_formats(tmp_path):
+    for split in ("train", "validation"):
+        (tmp_path / split).mkdir()
+        (tmp_path / split / "data.xlsx").write_bytes(b"x")
+    with pytest.raises(ToolError, match=r"has no train or validation data under train/: accepted are SQuAD v1\.1 JSON"):
+        validate_dataset(tmp_path, "x", "v1")

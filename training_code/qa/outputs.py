@@ -47,3 +47,9 @@ EVALUATION_METRIC_REGEXES = {
     METRIC_EVAL_EXACT_MATCH: r"evaluation: exact_match=([0-9.]+)",
     METRIC_EVAL_F1: r"evaluation: exact_match=[0-9.]+ f1=([0-9.]+)",
 }
+
+# The dataset manifest (datasets/<name>/<version>/manifest.json) the upload tool writes last:
+# {"format": MANIFEST_V2_FORMAT, "dataset": name, "version": version,
+#  "files": [{"key": "train/train.jsonl", "version_id": S3 VersionId, "sha256": hex, "size": bytes}, ...]}
+# keys relative to the manifest's folder. Readers also accept the older SageMaker ManifestFile list (no pins).
+MANIFEST_V2_FORMAT = "hfqa-dataset-manifest/2"

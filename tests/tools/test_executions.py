@@ -1,0 +1,215 @@
+"""make start / retry / logs: `start` end to end against moto server; retry and the step listing of logs
+against botocore's Stubber, because moto 5.2.5 has neither RetryPipelineExecution nor
+ListPipelineExecutionSteps (its executions also succeed at once, so none is ever retryable). The log
+events themselves come from moto's CloudWatch Logs."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli
+from tools.deployment import ToolError, load_deployment
+from tools.executions import deployed_parameters, log_lines, parse_params, retry, step_logs
+
+START = ("tools.executions", "start", "--name", "squad", "--version", "v1")
+MANIFEST_KEY = "datasets/squad/v1/manifest.json"
+
+
+def execution_parameters(deployed, arn: str) -> dict[str, str]:
+    listing = deployed.client("sagemaker").list_pipeline_parameters_for_execution(PipelineExecutionArn=arn)
+    return {p["Name"]: p["Value"] for p in listing["PipelineParameters"]}
+
+
+def test_start_pins_the_manifest_version_and_passes_the_params(deployed, deployed_env):
+    s3 = deployed.client("s3")
+    s3.put_object(Bucket=deployed.datasets_bucket, Key=MANIFEST_KEY, Body=b"{}")
+    current = s3.put_object(Bucket=deployed.datasets_bucket, Key=MANIFEST_KEY, Body=b'{"v": 2}')["VersionId"]
+    result = run_cli(*START, "--params", "Epochs=3 LearningRate=3e-5 SkipInvalidRecords=true", env=deployed_env)
+    assert result.returncode == 0, result.stderr
+    arn = result.stdout.splitlines()[0].removeprefix("started ")
+    assert execution_parameters(deployed, arn) == {
+        "Epochs": "3",
+        "LearningRate": "3e-5",
+        "SkipInvalidRecords": "true",
+        "DatasetBucket": deployed.datasets_bucket,
+        "ManifestKey": MANIFEST_KEY,
+        "ManifestVersionId": current,
+    }
+    assert f"make logs EXECUTION={arn.rsplit('/', 1)[-1]}" in result.stdout
+
+
+@pytest.fixture
+def defined(deployed):
+    return deployed_parameters(deployed.client("sagemaker"), deployed.pipeline_name, REGION)
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ("Epochs=two", "PARAMS Epochs='two': Epochs is Float, give a number"),
+        ("TrainingInstanceCount=1.5", "TrainingInstanceCount is Integer, give a whole number"),
+        ("ModelApprovalStatus=Aproved", "allowed values are PendingManualApproval, Approved, Rejected"),
+        ("Epoch=3", "the pipeline has no such parameter (did you mean Epochs?)"),
+        ("Epochs", "is not Name=value"),
+        ("ManifestKey=x", "set by make start from NAME and VERSION"),
+    ],
+)
+def test_params_are_checked_against_the_deployed_definition(defined, params, message):
+    with pytest.raises(ToolError) as failure:
+        parse_params(params, defined)
+    assert message in str(failure.value)
+
+
+def executions(deployed) -> list[str]:
+    listing = deployed.client("sagemaker").list_pipeline_executions(PipelineName=deployed.pipeline_name)
+    return [summary["PipelineExecutionArn"] for summary in listing["PipelineExecutionSummaries"]]
+
+
+def test_start_without_the_manifest_is_one_line_and_starts_nothing(deployed, deployed_env):
+    before = executions(deployed)
+    assert_one_line_error(run_cli(*START, env=deployed_env), f"no manifest at s3://{deployed.datasets_bucket}/")
+    assert executions(deployed) == before
+
+
+def test_start_in_a_region_without_the_pipeline_is_one_line(aws):
+    assert_one_line_error(run_cli(*START, env=aws), f"not found in {EMPTY_REGION}")
+
+
+def test_a_bad_name_is_one_line(aws):
+    assert_one_line_error(run_cli(*START[:3], "../x", *START[4:], env=aws), "--name '../x' must start with")
+
+
+ARN = f"arn:aws:sagemaker:{REGION}:123456789012:pipeline/hfqa-dev-qa-fine-tuning/execution/abc123"
+
+
+class StubbedDeployment:
+    """A Deployment whose SageMaker client is stubbed."""
+
+    def __init__(self, sagemaker) -> None:
+        self.sagemaker = sagemaker
+
+    def client(self, service: str):
+        assert service == "sagemaker"
+        return self.sagemaker
+
+
+def stubbed_sagemaker():
+    client = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    return client, Stubber(client)
+
+
+@pytest.mark.parametrize("status", ["Failed", "Stopped"])
+def test_retry_a_failed_execution(status):
+    client, stub = stubbed_sagemaker()
+    stub.add_response("describe_pipeline_execution", {"PipelineExecutionStatus": status}, {"PipelineExecutionArn": ARN})
+    stub.add_response(
+        "retry_pipeline_execution",
+        {"PipelineExecutionArn": ARN},
+        {"PipelineExecutionArn": ARN, "ClientRequestToken": ANY},
+    )
+    with stub:
+        assert retry(StubbedDeployment(client), ARN) == ARN  # type: ignore[arg-type]
+        stub.assert_no_pending_responses()
+
+
+def test_a_running_execution_is_not_retried():
+    client, stub = stubbed_sagemaker()
+    stub.add_response(
+        "describe_pipeline_execution", {"PipelineExecutionStatus": "Executing"}, {"PipelineExecutionArn": ARN}
+    )
+    with stub, pytest.raises(ToolError, match="execution abc123 is Executing: only a failed or stopped"):
+        retry(StubbedDeployment(client), ARN)  # type: ignore[arg-type]
+
+
+def test_logs_of_an_executions_jobs(deployed):
+    """The steps from a stubbed ListPipelineExecutionSteps; the streams and events from moto's CloudWatch Logs,
+    named as SageMaker names them (<job name>/algo-1-<epoch seconds>)."""
+    logs = deployed.client("logs")
+    group = "/aws/sagemaker/TrainingJobs"
+    if not logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]:
+        logs.create_log_group(logGroupName=group)
+    now = int(datetime.now(UTC).timestamp() * 1000)
+    for job in ("pipelines-ft-1", "pipelines-other"):
+        stream = f"{job}/algo-1-1764570000"
+        logs.create_log_stream(logGroupName=group, logStreamName=stream)
+        logs.put_log_events(
+            logGroupName=group,
+            logStreamName=stream,
+            logEvents=[{"timestamp": now + i, "message": f"{job} line {i}"} for i in range(3)],
+        )
+    client, stub = stubbed_sagemaker()
+    steps = [
+        {"StepName": "ClaimManifest", "StepStatus": "Succeeded", "Metadata": {}},
+        {
+            "StepName": "FineTune",
+            "StepStatus": "Succeeded",
+            "Metadata": {
+                "TrainingJob": {"Arn": f"arn:aws:sagemaker:{REGION}:123456789012:training-job/pipelines-ft-1"}
+            },
+        },
+    ]
+    stub.add_response(
+        "list_pipeline_execution_steps",
+        {"PipelineExecutionSteps": steps},
+        {"PipelineExecutionArn": ARN, "SortOrder": "Ascending"},
+    )
+    with stub:
+        [where] = step_logs(client, ARN, None)
+    assert (where.step, where.log_group, where.stream_prefix) == ("FineTune", group, "pipelines-ft-1/")
+    lines = list(log_lines(logs, where))
+    assert lines == [f"pipelines-ft-1/algo-1-1764570000  pipelines-ft-1 line {i}" for i in range(3)]
+
+
+def test_logs_of_an_unknown_step_is_one_line(monkeypatch, deployed):
+    client, stub = stubbed_sagemaker()
+    stub.add_response(
+        "list_pipeline_execution_steps",
+        {"PipelineExecutionSteps": []},
+        {"PipelineExecutionArn": ARN, "SortOrder": "Ascending"},
+    )
+    from tools.executions import print_logs
+
+    deployment = load_deployment("dev")
+    monkeypatch.setattr(type(deployment), "client", lambda self, service: client)
+    with stub, pytest.raises(ToolError, match="execution abc123 has no step named 'Fine'"):
+        print_logs(deployment, ARN, "Fine")
+
+
+def test_logs_of_a_lambda_step_are_the_events_within_the_step(deployed):
+    """A function's log streams are not per execution: the step's events are those between its start and end."""
+    logs = deployed.client("logs")
+    group = "/aws/lambda/hfqa-dev-claim"
+    logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName="2026/12/01/[$LATEST]abc")
+    start = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    at = int(start.timestamp() * 1000)
+    logs.put_log_events(
+        logGroupName=group,
+        logStreamName="2026/12/01/[$LATEST]abc",
+        logEvents=[
+            {"timestamp": at - 60_000, "message": "an earlier execution"},
+            {"timestamp": at + 1_000, "message": "claimed"},
+            {"timestamp": at + 120_000, "message": "a later execution"},
+        ],
+    )
+    client, stub = stubbed_sagemaker()
+    claim = {
+        "StepName": "ClaimManifest",
+        "StepStatus": "Succeeded",
+        "StartTime": start,
+        "EndTime": start.replace(second=5),
+        "Metadata": {"Lambda": {"Arn": f"arn:aws:lambda:{REGION}:123456789012:function:hfqa-dev-claim"}},
+    }
+    stub.add_response(
+        "list_pipeline_execution_steps",
+        {"PipelineExecutionSteps": [claim]},
+        {"PipelineExecutionArn": ARN, "SortOrder": "Ascending"},
+    )
+    with stub:
+        [where] = step_logs(client, ARN, "ClaimManifest")
+    assert (where.log_group, where.stream_prefix) == (group, None)
+    assert list(log_lines(logs, where)) == ["2026/12/01/[$LATEST]abc  claimed"]

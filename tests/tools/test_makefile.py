@@ -1,0 +1,42 @@
+"""The Makefile's tool targets as a user types them: values reach the tools through the environment and are
+never evaluated by the shell (the venv and node_modules stamps are taken as up to date: no install runs)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import ROOT
+
+NOT_REMADE = ("-o", ".venv/.installed", "-o", "node_modules/.installed")
+
+
+def make(*args: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k not in ("NAME", "VERSION", "DATASET", "ENV", "PARAMS")}
+    return subprocess.run(
+        ["make", "--no-print-directory", *NOT_REMADE, *args],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("variable", ["NAME", "VERSION", "DATASET", "ENV"])
+def test_a_value_with_shell_syntax_is_passed_as_text(tmp_path, variable):
+    planted = tmp_path / "pwned"
+    values = {"DATASET": "data/sample-squad", "NAME": "sample-squad", "VERSION": "v1", "ENV": "dev"}
+    values[variable] = f'x"; touch {planted}; echo "$(touch {planted})`touch {planted}`'
+    result = make("upload-dataset", *(f"{k}={v}" for k, v in values.items()), "VALIDATE_ONLY=1")
+    assert not planted.exists(), result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "error: " in result.stderr
+
+
+def test_validate_only_through_make(tmp_path):
+    result = make("upload-dataset", "DATASET=data/sample-squad", "NAME=sample-squad", "VERSION=v1", "VALIDATE_ONLY=1")
+    assert result.returncode == 0, result.stderr
+    assert "dataset is valid (--validate-only: nothing uploaded)" in result.stdout

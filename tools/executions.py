@@ -1,0 +1,273 @@
+"""Start, retry and follow pipeline executions from the command line.
+
+    python -m tools.executions start --name sample-squad --version v1 [--params "Epochs=3 LearningRate=3e-5"]
+    python -m tools.executions retry --execution <execution arn or id>
+    python -m tools.executions logs --execution <execution arn or id> [--step FineTune]
+
+(make start / make retry / make logs.) `start` resolves the manifest's S3 version id with HeadObject (the
+trigger passes it from the S3 event) and checks every PARAMS value against the deployed pipeline's parameter
+types and allowed values before StartPipelineExecution, so a typo fails here, not after instances start.
+Range rules (Epochs > 0, ...) are the pipeline's own first step's.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from config.layout import DatasetLayout
+from tools.deployment import (
+    JOB_LOG_GROUPS,
+    Deployment,
+    ToolParser,
+    check_name,
+    execution_console_url,
+    fail,
+    load_deployment,
+    pipeline_parameters,
+    run_tool,
+    short,
+)
+from tools.upload_dataset import MATCHED_PARAMETERS
+
+DATASETS = DatasetLayout()
+# How each pipeline parameter type's value is checked (the definition's "Type"; SageMaker passes values as
+# strings): https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-parameters.html
+BOOLEANS = ("true", "false")
+# Executions in these states have nothing left to retry.
+NOT_RETRYABLE = ("Executing", "Stopping", "Succeeded")
+LOG_EVENTS_PAGE = 10_000  # GetLogEvents returns at most 10,000 events per call
+
+
+@dataclass(frozen=True)
+class PipelineParameter:
+    name: str
+    type: str  # String | Integer | Float | Boolean
+    default: Any
+    allowed: tuple[str, ...] = ()  # EnumValues of a String parameter
+
+
+def deployed_parameters(sagemaker: Any, pipeline_name: str, region: str) -> dict[str, PipelineParameter]:
+    """The deployed pipeline's parameters by name; fails when the pipeline is not deployed in `region`."""
+    declared = pipeline_parameters(sagemaker, pipeline_name)
+    if declared is None:
+        fail(f"pipeline {pipeline_name} not found in {region}: check AWS_REGION or make deploy")
+    return {
+        p["Name"]: PipelineParameter(p["Name"], p["Type"], p.get("DefaultValue"), tuple(p.get("EnumValues", ())))
+        for p in declared
+    }
+
+
+def parse_params(text: str, defined: dict[str, PipelineParameter]) -> dict[str, str]:
+    """`Name=value Name=value` checked against the parameters' types and allowed values; one line per problem."""
+    values: dict[str, str] = {}
+    for item in text.split():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            fail(f'PARAMS item {short(item)} is not Name=value (e.g. PARAMS="Epochs=3 LearningRate=3e-5")')
+        if name in MATCHED_PARAMETERS:
+            fail(f"PARAMS {name}: set by make start from NAME and VERSION; leave it out")
+        parameter = defined.get(name)
+        if parameter is None:
+            close = difflib.get_close_matches(name, [n for n in defined if n not in MATCHED_PARAMETERS], n=1)
+            hint = f"did you mean {close[0]}?" if close else f"the pipeline's parameters: {', '.join(sorted(defined))}"
+            fail(f"PARAMS {short(name)}: the pipeline has no such parameter ({hint})")
+        values[name] = checked_value(parameter, value)
+    return values
+
+
+def checked_value(parameter: PipelineParameter, value: str) -> str:
+    rule = {"Integer": "a whole number", "Float": "a number", "Boolean": "true or false"}.get(parameter.type)
+    try:
+        if parameter.type == "Integer":
+            int(value)
+        elif parameter.type == "Float":
+            float(value)
+        elif parameter.type == "Boolean" and value.lower() not in BOOLEANS:
+            raise ValueError(value)
+    except ValueError:
+        fail(f"PARAMS {parameter.name}={short(value)}: {parameter.name} is {parameter.type}, give {rule}")
+    if parameter.allowed and value not in parameter.allowed:
+        fail(f"PARAMS {parameter.name}={short(value)}: allowed values are {', '.join(parameter.allowed)}")
+    return value.lower() if parameter.type == "Boolean" else value
+
+
+def manifest_version_id(s3: Any, bucket: str, key: str, env_name: str) -> str:
+    """The current S3 version id of the manifest (what the trigger would pass as ManifestVersionId)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        head = s3.head_object(Bucket=bucket, Key=key)
+    except ClientError as err:
+        if err.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
+            fail(f"no manifest at s3://{bucket}/{key}: upload the dataset first (make upload-dataset ENV={env_name})")
+        raise
+    if "VersionId" not in head:
+        fail(f"s3://{bucket} gives no object version ids: the datasets bucket must be versioned (make deploy)")
+    return str(head["VersionId"])
+
+
+def start(deployment: Deployment, name: str, version: str, params: str, env_name: str) -> str:
+    """Start an execution for dataset NAME/VERSION with `params`; its ARN."""
+    check_name("--name", name)
+    check_name("--version", version)
+    pipeline_name = deployment.settings.pipeline_name
+    sagemaker = deployment.client("sagemaker")
+    defined = deployed_parameters(sagemaker, pipeline_name, deployment.region)
+    values = parse_params(params, defined)
+    bucket, key = deployment.bucket("datasets"), DATASETS.manifest_key(name, version)
+    dataset = {
+        "DatasetBucket": bucket,
+        "ManifestKey": key,
+        "ManifestVersionId": manifest_version_id(deployment.client("s3"), bucket, key, env_name),
+    }
+    values.update({k: v for k, v in dataset.items() if k in defined})
+    response = sagemaker.start_pipeline_execution(
+        PipelineName=pipeline_name,
+        PipelineParameters=[{"Name": k, "Value": v} for k, v in values.items()],
+        ClientRequestToken=uuid.uuid4().hex,
+    )
+    return str(response["PipelineExecutionArn"])
+
+
+def execution_arn(deployment: Deployment, execution: str) -> str:
+    """An execution ARN from an ARN or the id at its end (the pipeline's ARN + /execution/<id>)."""
+    if execution.startswith("arn:"):
+        return execution
+    if not execution.isalnum():
+        fail(f"--execution {short(execution)}: pass an execution ARN or the id at its end (see make runs)")
+    pipeline = deployment.client("sagemaker").describe_pipeline(PipelineName=deployment.settings.pipeline_name)
+    return f"{pipeline['PipelineArn']}/execution/{execution}"
+
+
+def retry(deployment: Deployment, arn: str) -> str:
+    """RetryPipelineExecution of a failed or stopped execution (it resumes from the failed steps):
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_RetryPipelineExecution.html"""
+    sagemaker = deployment.client("sagemaker")
+    status = sagemaker.describe_pipeline_execution(PipelineExecutionArn=arn)["PipelineExecutionStatus"]
+    if status in NOT_RETRYABLE:
+        fail(f"execution {arn.rsplit('/', 1)[-1]} is {status}: only a failed or stopped execution can be retried")
+    response = sagemaker.retry_pipeline_execution(PipelineExecutionArn=arn, ClientRequestToken=uuid.uuid4().hex)
+    return str(response["PipelineExecutionArn"])
+
+
+@dataclass(frozen=True)
+class StepLogs:
+    step: str
+    log_group: str
+    stream_prefix: str | None  # a job's streams start with "<job name>/"; None: a Lambda step (by time)
+    start_ms: int | None = None
+    end_ms: int | None = None
+
+
+def step_logs(sagemaker: Any, arn: str, step: str | None) -> list[StepLogs]:
+    """Where each job step's logs are (CloudWatch log group and stream prefix), in step order."""
+    found = []
+    for page in sagemaker.get_paginator("list_pipeline_execution_steps").paginate(
+        PipelineExecutionArn=arn, SortOrder="Ascending"
+    ):
+        for item in page["PipelineExecutionSteps"]:
+            metadata = item.get("Metadata", {})
+            if step is not None and item["StepName"] != step:
+                continue
+            kind = next((k for k in JOB_LOG_GROUPS if k in metadata), None)
+            if kind is not None:
+                job = metadata[kind]["Arn"].rsplit("/", 1)[-1]
+                found.append(StepLogs(item["StepName"], JOB_LOG_GROUPS[kind], f"{job}/"))
+            elif "Lambda" in metadata:
+                function = metadata["Lambda"]["Arn"].rsplit(":", 1)[-1]
+                times = [int(item[k].timestamp() * 1000) if k in item else None for k in ("StartTime", "EndTime")]
+                found.append(StepLogs(item["StepName"], f"/aws/lambda/{function}", None, *times))
+    return found
+
+
+def log_lines(logs: Any, where: StepLogs) -> Iterator[str]:
+    """Every event of the step's log streams, oldest first, as `<stream>  <message>`."""
+    if where.stream_prefix is None:
+        kwargs = {k: v for k, v in (("startTime", where.start_ms), ("endTime", where.end_ms)) if v is not None}
+        for page in logs.get_paginator("filter_log_events").paginate(logGroupName=where.log_group, **kwargs):
+            for event in page["events"]:
+                yield f"{event['logStreamName']}  {event['message'].rstrip()}"
+        return
+    streams = logs.get_paginator("describe_log_streams").paginate(
+        logGroupName=where.log_group, logStreamNamePrefix=where.stream_prefix
+    )
+    for stream in (s["logStreamName"] for page in streams for s in page["logStreams"]):
+        token = None
+        while True:
+            page = logs.get_log_events(
+                logGroupName=where.log_group,
+                logStreamName=stream,
+                startFromHead=True,
+                limit=LOG_EVENTS_PAGE,
+                **({"nextToken": token} if token else {}),
+            )
+            for event in page["events"]:
+                yield f"{stream}  {event['message'].rstrip()}"
+            if page.get("nextForwardToken") in (None, token):  # the same token again: the end of the stream
+                break
+            token = page["nextForwardToken"]
+
+
+def print_logs(deployment: Deployment, arn: str, step: str | None) -> None:
+    from botocore.exceptions import ClientError
+
+    places = step_logs(deployment.client("sagemaker"), arn, step)
+    if not places:
+        which = f"step named {short(step)}" if step else "job or Lambda steps"
+        fail(f"execution {arn.rsplit('/', 1)[-1]} has no {which} (yet): make runs lists its steps")
+    logs = deployment.client("logs")
+    for where in places:
+        streams = where.stream_prefix or "(the events between the step's start and end)"
+        print(f"== {where.step}: {where.log_group} {streams}")
+        try:
+            for line in log_lines(logs, where):
+                print(line)
+        except ClientError as err:
+            if err.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise
+            print("   (no logs yet: the log group does not exist)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = ToolParser(__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    start_parser = commands.add_parser("start", help="start an execution for a dataset version")
+    start_parser.add_argument("--name", required=True)
+    start_parser.add_argument("--version", required=True)
+    start_parser.add_argument("--params", default="", help='pipeline parameters: "Epochs=3 LearningRate=3e-5"')
+    for name, text in (("retry", "retry a failed execution"), ("logs", "print an execution's job logs")):
+        sub = commands.add_parser(name, help=text)
+        sub.add_argument("--execution", required=True, help="execution ARN or id")
+        if name == "logs":
+            sub.add_argument("--step", help="only this step's logs")
+    for sub in commands.choices.values():
+        sub.add_argument("--env", default="dev")
+    args = parser.parse_args(argv)
+
+    deployment = load_deployment(args.env)
+    pipeline_name = deployment.settings.pipeline_name
+    if args.command == "start":
+        arn = start(deployment, args.name, args.version, args.params, args.env)
+        print(f"started {arn}")
+    elif args.command == "retry":
+        arn = retry(deployment, execution_arn(deployment, args.execution))
+        print(f"retrying {arn}")
+    else:
+        print_logs(deployment, execution_arn(deployment, args.execution), args.step)
+        return 0
+    print(f"  console: {execution_console_url(deployment.region, pipeline_name, arn)}")
+    print(f"  follow it: make runs ENV={args.env}; make logs EXECUTION={arn.rsplit('/', 1)[-1]} ENV={args.env}")
+    return 0
+
+
+def cli() -> None:
+    sys.exit(run_tool(main))
+
+
+if __name__ == "__main__":
+    cli()
