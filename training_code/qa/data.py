@@ -99,10 +99,9 @@ def read_manifest(manifest_path: Path, data_dir: Path) -> tuple[dict[str, list[P
         return {}, [Problem(name, "", None, None, f"manifest is not valid JSON: {err}", MANIFEST_HINT)]
     if isinstance(manifest, dict) and manifest.get("format") == MANIFEST_V2_FORMAT:
         listed = manifest.get("files")
-        well_formed = isinstance(listed, list) and all(
-            isinstance(f, dict) and isinstance(f.get("key"), str) for f in listed
-        )
-        if not well_formed:
+        if not isinstance(listed, list) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("key"), str) for entry in listed
+        ):
             return {}, [Problem(name, "", None, "files", "needs a list of {'key': ...} objects", MANIFEST_HINT)]
         keys: list[Any] = [entry["key"] for entry in listed]
     elif isinstance(manifest, list) and manifest and isinstance(manifest[0], dict) and "prefix" in manifest[0]:
