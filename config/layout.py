@@ -15,10 +15,13 @@ class ArtifactLayout:
     base_models: str = "base-models"
     pipeline_code: str = "pipeline-code"
     claims: str = "claims"  # one object per uploaded manifest version: the execution that owns it
+    inputs: str = "inputs"  # per manifest version: its data files copied at the versions the manifest pins
+    tensorboard: str = "tensorboard"  # FineTune's TensorBoardOutputConfig, one folder per execution
 
     def writable_by_jobs(self) -> tuple[str, ...]:
-        """Prefixes that training and processing jobs write to."""
-        return (self.checkpoints, self.processed, self.models, self.evaluation, self.claims)
+        """Prefixes that training and processing jobs write to (claims, inputs and evaluation reports are written
+        by the pipeline's Lambda functions only)."""
+        return (self.checkpoints, self.processed, self.models, self.tensorboard)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,17 @@ MAX_JOB_SECONDS = 28 * 24 * 3600
 DLC_REGISTRY_ACCOUNT = "763104351884"
 DLC_REPOSITORIES = "huggingface-pytorch-*"  # the training and inference repositories below
 
+# The CPU image of ValidateAndTokenize (no GPU image for a CPU job): the Hugging Face PyTorch inference CPU
+# image, which has Python 3.12, torch 2.6.0 (CPU), transformers 5.5.3 with fast tokenizers, accelerate 1.12.0
+# and boto3 (aws/deep-learning-containers huggingface/pytorch/inference/docker/2.6/py3/Dockerfile.cpu; listed
+# under "HuggingFace Containers > Inference" in docs/reference/available_images.md). No Hugging Face
+# *training* image has a CPU variant (huggingface/pytorch/training/docker holds GPU Dockerfiles only), and the
+# PyTorch training CPU image has no transformers (pytorch/training/docker/2.8/py3/Dockerfile.cpu). Size: the
+# DLC buildspecs record no image_size_baseline for it; its Dockerfile has no CUDA, cuDNN, NCCL or EFA layers,
+# the bulk of the ~25,000 MB GPU training image (huggingface/pytorch/training/buildspec.yml).
+# NOTE: it does not install `datasets` (nor pyarrow explicitly), which preprocess.py imports today.
+DEFAULT_PROCESSING_IMAGE = "huggingface-pytorch-inference:2.6.0-transformers5.5.3-cpu-py312-ubuntu22.04"
+
 
 @dataclass(frozen=True)
 class TrainingImage:
@@ -214,6 +225,9 @@ class TrainingSettings(StrictModel):
     # 1 x p4d: what `make estimate` recommends for the reference workload (the cheapest choice within
     # deadline_minutes; 2 nodes finish 0.7 min sooner at 1.8x the cost). Multi-node: -c training.instance_count=2.
     instance_count: int = Field(1, gt=0, le=64)
+    max_instance_count: int = Field(
+        8, gt=0, le=64, description="The largest TrainingInstanceCount an execution may pass (ClaimManifest checks)."
+    )
     distribution: Literal["torchrun", "smddp"] = "torchrun"
     use_spot: bool = True
     max_run_seconds: int = Field(24 * 3600, gt=0, le=MAX_JOB_SECONDS)
@@ -249,10 +263,13 @@ class TrainingSettings(StrictModel):
 
 
 class ProcessingSettings(StrictModel):
-    """The CPU preprocessing and the evaluation jobs."""
+    """The CPU preprocessing job (ValidateAndTokenize)."""
 
-    claim_instance_type: str = Field("ml.m5.large", pattern=INSTANCE_TYPE_PATTERN)
     preprocess_instance_type: str = Field("ml.m5.4xlarge", pattern=INSTANCE_TYPE_PATTERN)
+    image_uri: str | None = Field(None, min_length=1, description="Overrides the default CPU image.")
+    # No step runs on these any more (the claim is a Lambda step, evaluation runs in FineTune); tools/estimate.py
+    # and tools/preflight.py still read them. Remove them when those follow the new graph.
+    claim_instance_type: str = Field("ml.m5.large", pattern=INSTANCE_TYPE_PATTERN)
     evaluate_instance_type: str = Field("ml.g5.2xlarge", pattern=INSTANCE_TYPE_PATTERN)
     volume_size_gb: int = Field(50, gt=0, le=16384)
     max_runtime_seconds: int = Field(4 * 3600, gt=0, le=5 * 24 * 3600)
@@ -515,6 +532,11 @@ class Settings(StrictModel):
             for name in self.training_instance_types
         )
         return VOLTA_TRAINING_IMAGE if volta and not image.has_volta_kernels else image
+
+    @property
+    def processing_image_repository(self) -> str:
+        """`repository:tag` of ValidateAndTokenize's CPU image in the deep-learning-containers registry."""
+        return DEFAULT_PROCESSING_IMAGE
 
     @property
     def training_image_repository(self) -> str:

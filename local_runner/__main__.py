@@ -22,9 +22,11 @@ from local_runner.serving import invoke
 from local_runner.spot import SpotInterruption
 from local_runner.store import LocalObjectStore
 from local_runner.trigger import object_created_event, parameters_from_event, upload_dataset
+from pipeline_steps.walk import all_steps
 from tools.demo_models import build_tiny_model, bundled_model_dir
 
 ROOT = Path(__file__).resolve().parents[1]
+CHECKPOINT_SCHEDULE = ("checkpoint_minutes", "checkpoint_steps", "checkpoint_epochs")  # train.py's; 0: off
 
 
 def name_value(text: str) -> tuple[str, str]:
@@ -86,6 +88,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "execution must stop after claiming the manifest",
     )
     return parser.parse_args(argv)
+
+
+def impossible_interruption(definition: dict, interruption: SpotInterruption, overrides: dict[str, str]) -> str | None:
+    """Why the requested spot reclaim can never happen in this run, or None. (One that the run turns out too
+    short for is reported after it: the runner cannot know the step count before training.)"""
+    [training] = [s for s in all_steps(definition["Steps"]) if s["Type"] == "Training"]
+    arguments = training["Arguments"]
+    if not arguments.get("EnableManagedSpotTraining"):
+        return "--interrupt-training-after-steps: the training step does not use managed spot, so nothing retries it"
+    if interruption.mid_checkpoint:
+        if not arguments.get("CheckpointConfig"):
+            return "--interrupt-mid-checkpoint: the training step has no CheckpointConfig, so no checkpoint is written"
+        schedule = {
+            name: float(json.loads(overrides.get(name, arguments["HyperParameters"].get(name, "0"))))
+            for name in CHECKPOINT_SCHEDULE
+            if name in arguments["HyperParameters"] or name in overrides
+        }
+        if not any(value > 0 for value in schedule.values()):
+            return (
+                f"--interrupt-mid-checkpoint: no periodic checkpoint is taken ({schedule}); set one with "
+                "--hyperparameter"
+            )
+    return None
 
 
 def print_summary(result: ExecutionResult, store_root: Path, registry_path: Path) -> None:
@@ -153,13 +178,14 @@ def main(argv: list[str] | None = None) -> int:
 
     version = time.strftime("%Y%m%d-%H%M%S")
     bucket = defaults["DatasetBucket"]
-    manifest_key = upload_dataset(store, args.dataset, bucket, args.dataset_name, version)
+    manifest_key, manifest_version = upload_dataset(store, args.dataset, bucket, args.dataset_name, version)
     event = object_created_event(
         bucket,
         manifest_key,
         store.path(f"s3://{bucket}/{manifest_key}").read_bytes(),
         account.account,
         account.region,
+        version_id=manifest_version,
     )
     from_event = parameters_from_event(pipeline, event)
     if from_event is None:
@@ -171,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     interruption = None
     if args.interrupt_training_after_steps is not None or args.interrupt_mid_checkpoint:
         interruption = SpotInterruption(args.interrupt_training_after_steps or 0, args.interrupt_mid_checkpoint)
+        problem = impossible_interruption(pipeline.definition, interruption, dict(args.hyperparameter))
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
     try:
         runner = LocalPipelineRunner(
             pipeline.definition,
@@ -191,7 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     except (UnsupportedDefinition, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    for warning in [*result.warnings, *(duplicate.warnings if duplicate else [])]:
+        print(f"error: {warning}", file=sys.stderr)
     if result.status != "Succeeded" or (duplicate is not None and duplicate.status != "Succeeded"):
+        return 1
+    if result.warnings:
         return 1
     if result.model_package is None:
         return 0

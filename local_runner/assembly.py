@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from local_runner.errors import AssemblyNotFound, UnsupportedDefinition
-from pipeline_steps.placeholders import PLACEHOLDER, DeployTimeValues
+from pipeline_steps.placeholders import FUNCTION_HANDLERS, PLACEHOLDER, DeployTimeValues
 
 PIPELINE_TYPE = "AWS::SageMaker::Pipeline"
 
@@ -31,6 +31,10 @@ class LocalAccount:
             code_bucket=code_bucket,
             code_key=code_key,
             security_group_id="sg-local",
+            **{
+                field: f"arn:{self.partition}:lambda:{self.region}:{self.account}:function:{handler}"
+                for field, handler in FUNCTION_HANDLERS.items()
+            },
             subnet_ids=tuple(f"subnet-local{index}" for index in range(8)),
         )
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from local_runner.errors import UnsupportedDefinition
+from local_runner.errors import StepFailed, UnsupportedDefinition
 from pipeline_steps.walk import is_expression
 
 EXPRESSION_KEYS = {"Get", "Std:Join", "Std:JsonGet"}
@@ -68,10 +68,20 @@ class ExpressionResolver:
                 if match:
                     name, key, index = match.groups()
                     node = node[name]
-                    node = next(o for o in node if o.get("OutputName") == key) if key else node[int(index)]
+                    if key is None:
+                        node = node[int(index)]
+                    elif isinstance(node, dict):  # OutputParameters['name'] of a Lambda step
+                        node = node[key]
+                    else:  # ProcessingOutputConfig.Outputs['name'], FinalMetricDataList['metric']
+                        node = next(o for o in node if key in (o.get("OutputName"), o.get("MetricName")))
                 else:
                     node = node[part]
-            except (KeyError, IndexError, StopIteration, TypeError):
+            except StopIteration:
+                if path.startswith("FinalMetricDataList"):
+                    # SageMaker lists only metrics whose regex matched a log line; a step reading another fails.
+                    raise StepFailed(f"{reference}: the training job never logged that metric") from None
+                raise UnsupportedDefinition(f"step property {reference!r} does not exist locally") from None
+            except (KeyError, IndexError, TypeError):
                 raise UnsupportedDefinition(f"step property {reference!r} does not exist locally") from None
         return node
 

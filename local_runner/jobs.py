@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from qa.outputs import LOCAL_TENSORBOARD_DIR_ENV, TENSORBOARD_DIR
+from qa.outputs import CHECKPOINT_DIR, LOCAL_TENSORBOARD_DIR_ENV, TENSORBOARD_DIR
 
 from config.instance_types import INSTANCE_TYPES
 from local_runner.errors import StepFailed, UnsupportedDefinition
@@ -53,7 +54,10 @@ TRAINING_FIELDS = {
     "ProfilerConfig",
     "Environment",
     "DebugHookConfig",
+    "EnableNetworkIsolation",
+    "TensorBoardOutputConfig",
 }
+CHANNELS_DIR = "/opt/ml/input/data/"
 JOB_LOG = "job.log"  # the job's whole output, as its CloudWatch log stream would hold it
 
 
@@ -141,9 +145,8 @@ def run_processing(name: str, args: dict[str, Any], store: LocalObjectStore, job
     command = [
         container.map(part) for part in [*app.get("ContainerEntrypoint", []), *app.get("ContainerArguments", [])]
     ]
+    # No LOCAL_S3_ROOT: an isolated job reaches no S3 of its own, only what SageMaker downloads and uploads.
     env = _python_env({k: str(v) for k, v in args.get("Environment", {}).items()})
-    # Scripts that call S3 themselves (claim.py) use the local object store's folder instead.
-    env["LOCAL_S3_ROOT"] = str(store.root)
     code = _stream(command, env, job_dir, job_dir / JOB_LOG, out)
     if code != 0:
         raise StepFailed(f"{name}: the processing job exited with code {code} (its messages are above)")
@@ -227,6 +230,9 @@ class TrainingJob:
     channel_uris: dict[str, str]  # input channel -> S3 prefix
     checkpoint_uri: str | None
     checkpoint_dir: Path
+    tensorboard_uri: str | None
+    tensorboard_dir: Path
+    metric_definitions: list[dict[str, str]]
     environment: dict[str, str]  # the request's own variables
     instance_type: str
     instance_count: int
@@ -267,20 +273,32 @@ def resolve_training_job(
     gpus = INSTANCE_TYPES[instance_type].gpus if instance_type in INSTANCE_TYPES else 1
     requested = instance_count * max(1, gpus)
     checkpoint_config = args.get("CheckpointConfig") or {}
+    tensorboard_config = args.get("TensorBoardOutputConfig") or {}
     container = Container(job_dir)
+    channel_uris = {
+        channel["ChannelName"]: channel["DataSource"]["S3DataSource"]["S3Uri"]
+        for channel in args.get("InputDataConfig", [])
+    }
+    submit_directory = _decode_hyperparameter(hps["sagemaker_submit_directory"])
+    if submit_directory.startswith(CHANNELS_DIR):
+        # Network isolation: the source bundle arrives as a channel (an S3Prefix naming the object itself).
+        channel = submit_directory.removeprefix(CHANNELS_DIR).split("/", 1)[0]
+        if channel not in channel_uris:
+            raise UnsupportedDefinition(f"step {step_name!r}: sagemaker_submit_directory names no channel {channel!r}")
+        submit_directory = channel_uris.pop(channel)
     return TrainingJob(
         step_name=step_name,
         job_name=job_name,
         container=container,
-        submit_directory=_decode_hyperparameter(hps["sagemaker_submit_directory"]),
+        submit_directory=submit_directory,
         program=_decode_hyperparameter(hps["sagemaker_program"]),
         hyperparameters={**user_hps, **hyperparameter_overrides},
-        channel_uris={
-            channel["ChannelName"]: channel["DataSource"]["S3DataSource"]["S3Uri"]
-            for channel in args.get("InputDataConfig", [])
-        },
+        channel_uris=channel_uris,
         checkpoint_uri=checkpoint_config.get("S3Uri"),
-        checkpoint_dir=container.path(checkpoint_config.get("LocalPath", "/opt/ml/checkpoints")),
+        checkpoint_dir=container.path(checkpoint_config.get("LocalPath", CHECKPOINT_DIR)),
+        tensorboard_uri=tensorboard_config.get("S3OutputPath"),
+        tensorboard_dir=container.path(tensorboard_config.get("LocalPath", TENSORBOARD_DIR)),
+        metric_definitions=list(args["AlgorithmSpecification"].get("MetricDefinitions", [])),
         environment={k: str(v) for k, v in args.get("Environment", {}).items()},
         instance_type=instance_type,
         instance_count=instance_count,
@@ -365,15 +383,34 @@ def launch_training(
     return watch.reclaimed_after
 
 
+def final_metrics(definitions: list[dict[str, str]], log: str) -> list[dict[str, Any]]:
+    """DescribeTrainingJob's FinalMetricDataList as SageMaker fills it: per metric definition, the value of the
+    last log line its regex matches; metrics that never matched are absent
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/training-metrics.html)."""
+    metrics = []
+    for definition in definitions:
+        values = re.findall(definition["Regex"], log)
+        if values:
+            metrics.append({"MetricName": definition["Name"], "Value": float(values[-1])})
+    return metrics
+
+
 def collect_model(job: TrainingJob, store: LocalObjectStore) -> dict[str, Any]:
-    """Pack the model folder into model.tar.gz at the job's output path, as SageMaker uploads it; the job's
-    properties."""
+    """Pack the model folder into model.tar.gz at the job's output path, as SageMaker uploads it, and the
+    TensorBoard folder to its output path; the job's properties."""
     archive = job.container.root / "model.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         for path in sorted(job.model_dir.iterdir()):
             tar.add(path, arcname=path.name)
     store.put_file(archive, job.artifact_uri)
-    return {"ModelArtifacts": {"S3ModelArtifacts": job.artifact_uri}, "TrainingJobName": job.job_name}
+    if job.tensorboard_uri and job.tensorboard_dir.is_dir():
+        store.upload_dir(job.tensorboard_dir, job.tensorboard_uri)
+    log = (job.container.root / JOB_LOG).read_text(encoding="utf-8", errors="replace")
+    return {
+        "ModelArtifacts": {"S3ModelArtifacts": job.artifact_uri},
+        "TrainingJobName": job.job_name,
+        "FinalMetricDataList": final_metrics(job.metric_definitions, log),
+    }
 
 
 def run_training(

@@ -13,6 +13,7 @@ from typing import Any
 
 from local_runner.errors import StepFailed, UnsupportedDefinition
 from local_runner.expressions import ExpressionResolver
+from local_runner.functions import LocalFunctions
 from local_runner.jobs import Printer, run_processing, run_training
 from local_runner.registry import LocalModelRegistry, ModelPackage
 from local_runner.spot import SpotInterruption
@@ -29,15 +30,39 @@ STEP_FIELDS = {
     "Description",
     "DisplayName",
     "DependsOn",
+    "FunctionArn",
+    "OutputParameters",
 }
-STEP_TYPES = {"Processing", "Training", "Condition", "RegisterModel", "Fail"}
-COMPARISONS = {
-    "GreaterThanOrEqualTo": lambda a, b: a >= b,
-    "GreaterThan": lambda a, b: a > b,
-    "LessThan": lambda a, b: a < b,
-    "LessThanOrEqualTo": lambda a, b: a <= b,
-    "Equals": lambda a, b: a == b,
+STEP_TYPES = {"Processing", "Training", "Condition", "RegisterModel", "Fail", "Lambda"}
+COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
+    "GreaterThanOrEqualTo": lambda a, b: float(a) >= float(b),
+    "GreaterThan": lambda a, b: float(a) > float(b),
+    "LessThan": lambda a, b: float(a) < float(b),
+    "LessThanOrEqualTo": lambda a, b: float(a) <= float(b),
+    "Equals": lambda a, b: _equal(a, b),
 }
+LAMBDA_OUTPUT_TYPES: dict[str, Callable[[Any], Any]] = {
+    "String": str,
+    "Integer": int,
+    "Float": float,
+    "Boolean": lambda v: str(v).lower() == "true",
+}
+
+
+def _operand(value: Any) -> str:
+    """A condition operand as the log shows it: strings quoted and cut short (messages are reported once)."""
+    if isinstance(value, str):
+        return repr(value if len(value) <= 20 else value[:17] + "...")
+    return str(value)
+
+
+def _equal(left: Any, right: Any) -> bool:
+    """Equals compares strings as strings and numbers as numbers."""
+    if isinstance(left, str) or isinstance(right, str):
+        return str(left) == str(right)
+    return float(left) == float(right)
+
+
 PARAMETER_TYPES: dict[str, Callable[[Any], Any]] = {
     "String": str,
     "Integer": int,
@@ -65,6 +90,7 @@ class ExecutionResult:
     inference_container: dict[str, Any] | None = None  # the package's container: Image, Environment, ModelDataUrl
     metrics: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)  # processing output name -> S3 URI
+    warnings: list[str] = field(default_factory=list)  # what was asked for and never happened
 
 
 def validate_definition(definition: dict[str, Any]) -> None:
@@ -120,9 +146,16 @@ class LocalPipelineRunner:
         out: Printer = print,
         interruption: SpotInterruption | None = None,
         hyperparameter_overrides: dict[str, str] | None = None,
+        functions: LocalFunctions | None = None,
     ) -> None:
         validate_definition(definition)
+        self.functions = functions or LocalFunctions(store.root, work_dir / "executions.json")
         self.definition = definition
+        self.failure_messages = {
+            step["Arguments"]["ErrorMessage"]["Get"]
+            for step in all_steps(definition.get("Steps", []))
+            if step["Type"] == "Fail" and "Get" in (step["Arguments"].get("ErrorMessage") or {})
+        }
         self.pipeline_name = pipeline_name
         self.store, self.registry, self.work_dir, self.out = store, registry, work_dir, out
         self.interruption = interruption
@@ -138,7 +171,10 @@ class LocalPipelineRunner:
             raw = overrides.get(name, spec.get("DefaultValue"))
             if raw is None:
                 raise ValueError(f"parameter {name!r} has no default and no value")
-            value = PARAMETER_TYPES[spec["Type"]](raw)
+            try:
+                value = PARAMETER_TYPES[spec["Type"]](raw)
+            except ValueError:
+                raise ValueError(f"parameter {name}={raw!r} is not of type {spec['Type']}") from None
             if spec.get("EnumValues") and value not in spec["EnumValues"]:
                 raise ValueError(f"parameter {name!r}={value!r} is not one of {spec['EnumValues']}")
             values[name] = value
@@ -161,6 +197,8 @@ class LocalPipelineRunner:
             self._read_property_file,
         )
         self.result = ExecutionResult(execution_id=execution_id, status="Executing")
+        execution_arn = self.resolver.execution["PipelineExecutionArn"]
+        self.functions.record_status(execution_arn, "Executing")
         self.out(f"execution {execution_id} of {self.pipeline_name}")
         for name, value in parameters.items():
             self.out(f"  {name} = {value}")
@@ -171,6 +209,7 @@ class LocalPipelineRunner:
         except StepFailed as failure:
             self.result.status = "Failed"
             self.result.failure = str(failure)
+        self.functions.record_status(execution_arn, self.result.status)
         return self.result
 
     def _run_step(self, step: dict[str, Any]) -> None:
@@ -180,9 +219,13 @@ class LocalPipelineRunner:
         try:
             detail = getattr(self, f"_run_{kind.lower()}")(step) or ""
         except StepFailed as failure:
-            elapsed = time.monotonic() - started
-            self.result.steps.append(StepResult(name, kind, "Failed", elapsed, str(failure)))
-            self.out(f"x {name} failed after {elapsed:.1f}s: {failure}")
+            # Reported once, by the step that failed: a condition whose branch failed has itself succeeded
+            # (SageMaker lists it Succeeded), and a Fail step's message is the execution's failure reason.
+            if kind != "Condition":
+                elapsed = time.monotonic() - started
+                detail = "" if kind == "Fail" else str(failure)
+                self.result.steps.append(StepResult(name, kind, "Failed", elapsed, detail))
+                self.out(f"x {name} failed after {elapsed:.1f}s{': ' + detail if detail else ''}")
             raise
         elapsed = time.monotonic() - started
         if kind != "Condition":
@@ -228,7 +271,19 @@ class LocalPipelineRunner:
                 step["Name"], args, self.store, job_dir, job_name, self.out, interruption, self.hyperparameter_overrides
             )
             if outcome.interrupted_after is None:
+                if interruption is not None:
+                    self.result.warnings.append(
+                        f"the requested spot interruption ({interruption.describe()}) never happened: the job "
+                        "ended first; nothing was interrupted or resumed"
+                    )
                 self.step_properties[step["Name"]] = outcome.properties
+                self.result.metrics.update(
+                    {
+                        m["MetricName"]: m["Value"]
+                        for m in outcome.properties["FinalMetricDataList"]
+                        if m["MetricName"].startswith("eval:")
+                    }
+                )
                 suffix = f" (resumed after a spot interruption, attempt {attempt})" if attempt > 1 else ""
                 return f"model {outcome.properties['ModelArtifacts']['S3ModelArtifacts']}{suffix}"
             if not spot:
@@ -241,6 +296,27 @@ class LocalPipelineRunner:
             interruption = None
         raise StepFailed(f"{step['Name']}: still interrupted after {attempts} attempts")
 
+    def _run_lambda(self, step: dict[str, Any]) -> str:
+        """Invoke the step's function (the handler the local ARN names) with the resolved inputs; its outputs
+        become the step's OutputParameters, typed as declared."""
+        event = self.resolver.resolve(step.get("Arguments", {}))
+        returned = self.functions.invoke(step["FunctionArn"], event, step["Name"])
+        outputs = {}
+        for declared in step.get("OutputParameters", []):
+            name = declared["OutputName"]
+            if name not in returned:
+                raise StepFailed(f"{step['Name']}: the function returned no output {name!r}")
+            outputs[name] = LAMBDA_OUTPUT_TYPES[declared.get("OutputType", "String")](returned[name])
+        self.step_properties[step["Name"]] = {"OutputParameters": outputs}
+        # Outputs that a Fail step reports as the execution's failure are printed there, once.
+        reported = {ref for ref in self.failure_messages if ref.startswith(f"Steps.{step['Name']}.")}
+        shown = {
+            k: v
+            for k, v in outputs.items()
+            if v not in ("", None) and f"Steps.{step['Name']}.OutputParameters['{k}']" not in reported
+        }
+        return ", ".join(f"{k}={v}" for k, v in shown.items())
+
     def _run_condition(self, step: dict[str, Any]) -> str:
         args = step["Arguments"]
         outcomes = []
@@ -248,8 +324,8 @@ class LocalPipelineRunner:
             if condition["Type"] not in COMPARISONS:
                 raise UnsupportedDefinition(f"condition type {condition['Type']!r} is not supported locally")
             left, right = self.resolver.resolve(condition["LeftValue"]), self.resolver.resolve(condition["RightValue"])
-            passed = COMPARISONS[condition["Type"]](float(left), float(right))
-            self.out(f"    {left} {condition['Type']} {right}: {passed}")
+            passed = COMPARISONS[condition["Type"]](left, right)
+            self.out(f"    {_operand(left)} {condition['Type']} {_operand(right)}: {passed}")
             outcomes.append(passed)
         branch = "IfSteps" if all(outcomes) else "ElseSteps"
         self.result.steps.append(StepResult(step["Name"], "Condition", "Succeeded", 0.0, f"-> {branch}"))
@@ -263,6 +339,9 @@ class LocalPipelineRunner:
         [container] = args["InferenceSpecification"]["Containers"]
         statistics = args.get("ModelMetrics", {}).get("ModelQuality", {}).get("Statistics", {})
         metrics = json.loads(self.store.path(statistics["S3Uri"]).read_text()) if statistics else {}
+        # CustomerMetadataProperties: shown, as the registry keeps them.
+        for key, value in sorted(args.get("CustomerMetadataProperties", {}).items()):
+            self.out(f"    metadata {key} = {value}")
         package = self.registry.register(
             group=args["ModelPackageGroupName"],
             approval_status=args.get("ModelApprovalStatus", "PendingManualApproval"),

@@ -24,6 +24,10 @@ class SpotInterruption:
     after_step: int
     mid_checkpoint: bool = False
 
+    def describe(self) -> str:
+        when = "as the first checkpoint at or after" if self.mid_checkpoint else "after"
+        return f"SIGKILL {when} step {self.after_step}"
+
     def due(self, line: str) -> bool:
         if self.mid_checkpoint:
             match = CHECKPOINT_WRITE.search(line)

@@ -1,9 +1,16 @@
-"""A local stand-in for S3: s3://bucket/key <-> <root>/<bucket>/<key>."""
+"""A local stand-in for S3: s3://bucket/key <-> <root>/<bucket>/<key>.
+
+Versioned enough to pin data: put_file/put_bytes keep each version under <root>/.versions/<bucket>/<key>/ and
+return its version id, as the pipeline's Lambda functions read them (training_code/pipeline_functions.py).
+"""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
+
+from pipeline_functions import content_version
+from qa.outputs import LOCAL_VERSIONS_DIR
 
 
 class LocalObjectStore:
@@ -47,15 +54,20 @@ class LocalObjectStore:
         for stale in [p for p in base.rglob("*") if p.is_file() and not (source / p.relative_to(base)).exists()]:
             stale.unlink()
 
-    def put_file(self, source: Path, uri: str) -> None:
-        target = self.path(uri)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
+    def put_file(self, source: Path, uri: str) -> str:
+        """Upload a file; its version id."""
+        return self.put_bytes(source.read_bytes(), uri)
 
-    def put_bytes(self, data: bytes, uri: str) -> None:
+    def put_bytes(self, data: bytes, uri: str) -> str:
+        """Write an object; its version id (the current version and a kept copy)."""
         target = self.path(uri)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
+        version = content_version(data)
+        kept = self.root / LOCAL_VERSIONS_DIR / target.relative_to(self.root) / version
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(data)
+        return version
 
 
 def _copy_files(files: list[Path], source_root: Path, target_root: Path) -> int:

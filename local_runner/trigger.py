@@ -8,6 +8,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from qa.outputs import MANIFEST_V2_FORMAT
+
 from config.layout import DatasetLayout
 from local_runner.assembly import SynthesizedPipeline, extract_event_value
 from local_runner.event_pattern import matches
@@ -17,20 +19,27 @@ SPLITS = ("train", "validation")
 DATASETS = DatasetLayout()
 
 
-def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name: str, version: str) -> str:
-    """Copy train/ and validation/ files, then write the manifest last; returns the manifest key."""
+def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name: str, version: str) -> tuple[str, str]:
+    """Copy train/ and validation/ files, then write the manifest (v2: each file's version id) last; the
+    manifest's key and version id."""
     prefix = DATASETS.prefix(name, version)
-    keys = []
+    files = []
     for split in SPLITS:
         for path in sorted(p for p in (dataset_dir / split).rglob("*") if p.is_file()):
             key = path.relative_to(dataset_dir).as_posix()
-            store.put_file(path, f"s3://{bucket}/{prefix}{key}")
-            keys.append(key)
+            data = path.read_bytes()
+            files.append(
+                {
+                    "key": key,
+                    "version_id": store.put_bytes(data, f"s3://{bucket}/{prefix}{key}"),
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "size": len(data),
+                }
+            )
     manifest_key = DATASETS.manifest_key(name, version)
-    store.put_bytes(
-        json.dumps(DATASETS.manifest_body(bucket, prefix, keys), indent=1).encode(), f"s3://{bucket}/{manifest_key}"
-    )
-    return manifest_key
+    manifest = {"format": MANIFEST_V2_FORMAT, "dataset": name, "version": version, "files": files}
+    manifest_version = store.put_bytes(json.dumps(manifest, indent=1).encode(), f"s3://{bucket}/{manifest_key}")
+    return manifest_key, manifest_version
 
 
 def object_created_event(

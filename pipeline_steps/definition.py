@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.pipeline import Pipeline
 
 from config import Settings
@@ -19,7 +18,7 @@ from pipeline_steps.aws_rules import check_definition
 from pipeline_steps.parameters import build_parameters
 from pipeline_steps.placeholders import ACCOUNT, REGION, DeployTimeValues, placeholders
 from pipeline_steps.sdk import BUILD_REGION, offline_sdk, offline_session
-from pipeline_steps.steps import claim, cost_guard, evaluate, preprocess, register, train
+from pipeline_steps.steps import claim, cost_guard, preprocess, register, train
 from pipeline_steps.steps.context import BuildContext
 
 INLINE_LIMIT_BYTES = 100_000  # larger definitions must go through PipelineDefinitionS3Location
@@ -43,24 +42,20 @@ def _build(settings: Settings, values: DeployTimeValues) -> dict[str, Any]:
         session=offline_session(default_bucket=artifacts),
         artifacts_bucket=artifacts,
     )
-    claim_step, first_delivery = claim.build(ctx)
-    preprocess_step, stats = preprocess.build(ctx)
+    # ClaimManifest -> ParametersValid -> FirstDelivery -> ValidateAndTokenize -> EstimateTrainingCost ->
+    # CheckTrainingCost -> FineTune -> RecordModel -> CheckF1 -> RegisterModel (docs: README "Architecture").
+    claim_step = claim.build(ctx)
+    preprocess_step = preprocess.build(ctx, claim_step)
+    estimate_step = cost_guard.estimate(ctx, preprocess_step)
     train_step = train.build(ctx, preprocess_step)
-    evaluate_step, report = evaluate.build(ctx, preprocess_step, train_step)
-    check_step = register.build(ctx, train_step, evaluate_step, report)
-    guard_step = cost_guard.build(ctx, preprocess_step, stats, [train_step, evaluate_step, check_step])
-    # A duplicate delivery of the same upload takes the empty branch: the execution succeeds without work.
-    gate = ConditionStep(
-        name=claim.CONDITION_STEP,
-        conditions=[first_delivery],
-        if_steps=[preprocess_step, guard_step],
-        else_steps=[],
-        description="Only the execution that claimed this manifest upload goes on",
-    )
+    record_step = register.record(ctx, train_step)
+    check_f1 = register.build(ctx, train_step, record_step)
+    guard = cost_guard.build(ctx, estimate_step, [train_step, record_step, check_f1])
+    gates = claim.gates(ctx, claim_step, [preprocess_step, estimate_step, guard])
     pipeline = Pipeline(
         name=settings.pipeline_name,
         parameters=params.all(),
-        steps=[claim_step, gate],
+        steps=[claim_step, gates],
         sagemaker_session=ctx.session,
         pipeline_experiment_config=None,
     )

@@ -20,6 +20,15 @@ PSEUDO_PARAMETERS = ("AWS::Region", "AWS::AccountId", "AWS::Partition", "AWS::UR
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9:]+)\}")
 
 
+# The handler of each Lambda step's function (training_code/pipeline_functions.py): the stacks configure the
+# functions with them, and the local runner's function ARNs name them.
+FUNCTION_HANDLERS = {
+    "claim_function_arn": "pipeline_functions.claim_handler",
+    "estimate_function_arn": "pipeline_functions.estimate_cost_handler",
+    "record_function_arn": "pipeline_functions.record_model_handler",
+}
+
+
 def var(name: str) -> str:
     return "${" + name + "}"
 
@@ -45,6 +54,10 @@ class DeployTimeValues:
     kms_key_arn: str
     code_bucket: str
     code_key: str
+    # The pipeline's Lambda functions (training_code/pipeline_functions.py), one per Lambda step.
+    claim_function_arn: str
+    estimate_function_arn: str
+    record_function_arn: str
     security_group_id: str | None = None
     subnet_ids: tuple[str, ...] = ()
 

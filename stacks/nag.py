@@ -9,7 +9,10 @@ import aws_cdk as cdk
 from constructs import IConstruct
 
 from config import Settings
+from config.layout import DatasetLayout
 from config.settings import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
+
+DATASET_LAYOUT = DatasetLayout()
 
 PARTITION, REGION, ACCOUNT = "<AWS::Partition>", "<AWS::Region>", "<AWS::AccountId>"
 
@@ -30,12 +33,25 @@ def reviewed_findings(settings: Settings, model_package_group_name: str) -> dict
     """Finding id -> why the wildcard is the least privilege possible."""
     layout = settings.layout
     findings = {
-        _s3_objects(settings, "datasets", "*"): "Jobs read any dataset version uploaded to the datasets "
-        "bucket; dataset keys are chosen by users at upload time.",
+        _s3_objects(settings, "datasets", f"{DATASET_LAYOUT.root}/*"): "Only the ClaimManifest function reads "
+        "dataset objects (GetObject, GetObjectVersion): the manifest and the files it lists, whose names users "
+        "choose at upload time; it copies them at their versions into the artifacts bucket's inputs/ prefix.",
         _s3_objects(settings, "artifacts", f"{layout.base_models}/*"): "Base model weights are staged under "
         "this prefix by `make stage-model`; file names depend on the model.",
+        _s3_objects(settings, "artifacts", f"{layout.base_models}/*/config.json"): "EstimateTrainingCost reads "
+        "only the config.json of a staged base model (its size decides the estimate), whichever model it is.",
+        _s3_objects(settings, "artifacts", f"{layout.claims}/*"): "ClaimManifest creates a claim object per "
+        "manifest version (named by a SHA-256 of bucket, key and version); its PutObject is allowed only with "
+        "an If-None-Match or If-Match header (s3:if-none-match / s3:if-match Null conditions).",
+        _s3_objects(settings, "artifacts", f"{layout.inputs}/*"): "ClaimManifest writes, and the jobs only read, "
+        "one folder per manifest version (named by the claim digest) holding the pinned data files.",
+        _s3_objects(settings, "artifacts", f"{layout.evaluation}/*"): "RecordModel writes one model-quality "
+        "report per execution (evaluation/<execution id>/evaluation.json); the pipeline role only reads them for "
+        "RegisterModel's ModelMetrics.",
+        _arn("sagemaker", f"pipeline/{settings.pipeline_name}/execution/*"): "ClaimManifest may only describe "
+        "executions of this one pipeline (DescribePipelineExecution), to learn whether a claim's owner failed.",
         _arn("ecr", f"repository/{DLC_REPOSITORIES}", DLC_REGISTRY_ACCOUNT): "Jobs pull the AWS Hugging Face "
-        "deep-learning containers (training and inference repositories) from AWS's registry account.",
+        "deep-learning containers (training, inference and CPU processing repositories) from AWS's registry.",
         "AwsSolutions::AwsSolutions-IAM5[Resource::*]": "ecr:GetAuthorizationToken, ec2:Describe* and "
         "cloudwatch:PutMetricData support no resource-level permissions (the last is scoped by namespace).",
         _arn("logs", "log-group:/aws/sagemaker/TrainingJobs:*"): "SageMaker names one log stream per job "
@@ -46,10 +62,13 @@ def reviewed_findings(settings: Settings, model_package_group_name: str) -> dict
         _arn("sagemaker", "training-job/*"): "Pipeline executions generate training job names at run time.",
         _arn("sagemaker", f"model-package/{model_package_group_name}/*"): "Model package versions are "
         "numbered by SageMaker inside the project's own group.",
+        # Python 3.12 is the Python of the training images, whose stdlib-only qa modules the functions share.
+        "AwsSolutions::AwsSolutions-L1": "The pipeline functions run on Python 3.12, the Python of the training "
+        "images whose qa modules (cost model, contract) they import, so both run the code on the same version.",
     }
     findings[_s3_objects(settings, "artifacts", f"{layout.processed}/*/stats/*")] = (
-        "The pipeline reads the dataset statistics (its cost guard's property file) that each execution's "
-        "preprocessing writes under its own execution id."
+        "EstimateTrainingCost reads the dataset statistics that each execution's preprocessing writes under its "
+        "own execution id."
     )
     findings["AwsSolutions::AwsSolutions-SQS3"] = (
         "The only queue is itself the dead-letter queue of the dataset trigger's EventBridge target; a "
@@ -57,7 +76,9 @@ def reviewed_findings(settings: Settings, model_package_group_name: str) -> dict
     )
     for prefix in layout.writable_by_jobs():
         findings[_s3_objects(settings, "artifacts", f"{prefix}/*")] = (
-            f"Jobs write run-specific keys (execution and job ids) under the '{prefix}/' prefix only."
+            f"Jobs write under the '{prefix}/' prefix, into keys SageMaker or the job names after the execution or "
+            "job; IAM cannot tie a key to the execution, so isolation (no network of their own) keeps user code "
+            "from writing other keys."
         )
     if settings.network.mode != "none":
         findings[_arn("ec2", "network-interface/*")] = (

@@ -15,6 +15,7 @@ from config import Settings
 from pipeline_steps.definition_cache import definition_json_cached
 from pipeline_steps.placeholders import DeployTimeValues, variables_in
 from stacks.data import DataStack, removal_policy
+from stacks.functions import PipelineFunctions
 from stacks.nag import acknowledge_reviewed_findings
 from stacks.network import NetworkStack
 from stacks.notifications import PipelineNotifications
@@ -89,7 +90,6 @@ class PipelineStack(Stack):
             "JobRole",
             settings=settings,
             key=data.project_key,
-            datasets=data.datasets,
             artifacts=data.artifacts,
             job_security_group=network.job_security_group,
         ).role
@@ -104,6 +104,16 @@ class PipelineStack(Stack):
         ).role
         code = TrainingCodeAsset(self, "TrainingCode", build_dir=build_dir)
         code.grant_download(self.job_role)
+        self.functions = PipelineFunctions(
+            self,
+            "Functions",
+            settings=settings,
+            key=data.project_key,
+            datasets=data.datasets,
+            artifacts=data.artifacts,
+            build_dir=build_dir,
+        )
+        self.functions.grant_invoke(self.pipeline_role)
 
         body = definition_json_cached(settings, definition_cache)
         group = network.security_group
@@ -112,6 +122,9 @@ class PipelineStack(Stack):
             kms_key_arn=data.key.key_arn,
             code_bucket=code.asset.s3_bucket_name,
             code_key=code.asset.s3_object_key,
+            claim_function_arn=self.functions.claim.function.function_arn,
+            estimate_function_arn=self.functions.estimate.function.function_arn,
+            record_function_arn=self.functions.record.function.function_arn,
             security_group_id=group.security_group_id if group is not None else None,
             subnet_ids=tuple(subnet.subnet_id for subnet in network.subnets),
         ).substitutions()
@@ -122,7 +135,8 @@ class PipelineStack(Stack):
             self,
             "Pipeline",
             pipeline_name=settings.pipeline_name,
-            pipeline_description="Validate + tokenize -> distributed fine-tuning -> SQuAD EM/F1 -> register",
+            pipeline_description="Claim + pin (Lambda) -> validate + tokenize (CPU) -> cost guard (Lambda) -> "
+            "distributed fine-tuning + SQuAD EM/F1 (GPU) -> record (Lambda) -> F1 gate -> register",
             role_arn=self.pipeline_role.role_arn,
             pipeline_definition={"PipelineDefinitionBody": Fn.sub(body, substitutions)},
         )

@@ -20,7 +20,9 @@ JOB_LOG_GROUPS = ("/aws/sagemaker/TrainingJobs", "/aws/sagemaker/ProcessingJobs"
 
 
 class JobRole(Construct):
-    """The role processing and training jobs run as: read data, write artifacts, pull images, log."""
+    """The role processing and training jobs (user code, network-isolated) run as: read the pinned inputs and
+    base models, write their own outputs (processed features, checkpoints, models, TensorBoard), pull images,
+    log. No dataset, claim or evaluation-report access: the Lambda functions own those."""
 
     def __init__(
         self,
@@ -29,7 +31,6 @@ class JobRole(Construct):
         *,
         settings: Settings,
         key: ProjectKey,
-        datasets: SecureBucket,
         artifacts: SecureBucket,
         job_security_group: EfaSecurityGroup | None,
     ) -> None:
@@ -43,9 +44,7 @@ class JobRole(Construct):
             description=f"{settings.name_prefix}: SageMaker processing and training jobs",
         )
         role = self.role
-        datasets.grant_read_objects(role, ["*"])
-        datasets.grant_list(role)
-        artifacts.grant_read_objects(role, [f"{layout.base_models}/*"])
+        artifacts.grant_read_objects(role, [f"{layout.base_models}/*", f"{layout.inputs}/*"])
         artifacts.grant_write_objects(role, layout.writable_by_jobs())
         artifacts.grant_list(role)
         key.grant_sse_kms(role)
@@ -168,10 +167,8 @@ class PipelineRole(Construct):
         )
         job_role.grant_pass_role(role)
         layout = settings.layout
-        # The pipeline reads the property files its conditions test (evaluation.json, claim.json, stats.json).
-        artifacts.grant_read_objects(
-            role,
-            [f"{layout.models}/*", f"{layout.evaluation}/*", f"{layout.claims}/*", f"{layout.processed}/*/stats/*"],
-        )
+        # RegisterModel names the model archive and its model-quality report (no property files are read: the
+        # conditions test Lambda outputs and FinalMetricDataList).
+        artifacts.grant_read_objects(role, [f"{layout.models}/*", f"{layout.evaluation}/*"])
         key.grant_sse_kms(role)
         key.grant_job_volume_encryption(role)

@@ -12,6 +12,7 @@ delivery, the registered package and what that package serves.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -76,13 +77,15 @@ def sequence(tmp_path_factory) -> Sequence:
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
 
     runs = {}
-    for name, target, variables, demo_args in (
-        ("synth prod", "synth", ["ENV=prod"], []),
-        ("demo", "demo", ["TINY=1"], ["--deliver-event-twice"]),
-        ("demo prod", "demo", ["TINY=1", "ENV=prod"], []),
+    # In prod the tiny model meets the environment's F1 threshold (no parameter may lower it below the floor):
+    # the run trains, ends at the F1 gate and exits 1 (make reports it as an error, 2).
+    for name, target, variables, demo_args, code in (
+        ("synth prod", "synth", ["ENV=prod"], [], 0),
+        ("demo", "demo", ["TINY=1"], ["--deliver-event-twice"], 0),
+        ("demo prod", "demo", ["TINY=1", "ENV=prod"], [], 2),
     ):
         runs[name] = make(target, variables, demo_args)
-        assert runs[name].returncode == 0, f"make {name}:\n{runs[name].stdout[-4000:]}\n{runs[name].stderr[-4000:]}"
+        assert runs[name].returncode == code, f"make {name}:\n{runs[name].stdout[-4000:]}\n{runs[name].stderr[-4000:]}"
     return Sequence(cdk_out=tmp / "cdk.out", work_dir=tmp / "runs", runs=runs)
 
 
@@ -98,7 +101,12 @@ def test_synth_prod_then_demo_dev_then_demo_prod_each_runs_its_own_pipeline(sequ
         assert stacks_in(sequence.cdk_out / env_name) == [f"{prefix}-data", f"{prefix}-network", f"{prefix}-pipeline"]
         assert f"Synthesized {sequence.cdk_out / env_name}/" in run.stdout
         assert f" of {settings.pipeline_name}\n" in run.stdout
-        assert ": Succeeded\n" in run.stdout
+    assert ": Succeeded\n" in sequence.runs["demo"].stdout
+    prod = load_settings({**cdk_context, "env": "prod"})
+    out = sequence.runs["demo prod"].stdout
+    assert ": Failed\n" in out and "registered: nothing" in out
+    assert f"is below the threshold {prod.evaluation.f1_threshold} - model not registered." in out
+    assert re.search(r"^F1BelowThreshold +Fail +Failed", out, re.M)
 
 
 def test_demo_says_the_head_is_new_once_and_keeps_load_reports_in_the_job_log(sequence):
@@ -120,26 +128,36 @@ def test_tiny_demo_passes_every_step_registers_with_metrics_and_ignores_a_duplic
     first, duplicate = out.split("the same Object Created event is delivered again")
     for name in (
         "ClaimManifest",
+        "ParametersValid",
+        "FirstDelivery",
         "ValidateAndTokenize",
+        "EstimateTrainingCost",
         "CheckTrainingCost",
         "FineTune",
-        "Evaluate",
+        "RecordModel",
         "CheckF1",
         "RegisterModel",
     ):
         assert f"> {name}" in first
+    assert "> Evaluate " not in first  # evaluation runs inside FineTune: no second GPU cold start
     # The cost guard let it through: the estimate (a p4d job's billed start-up, a few dollars, for the tiny
     # dataset) is within the default MaxTrainingCostUSD.
     [guard] = re.findall(r"    ([0-9.e+-]+) LessThanOrEqualTo 1000.0: True", first)
     assert 1 < float(guard) < 10
     # The second delivery claims nothing: no preprocessing, no training, no second model, no failure.
     assert "> ClaimManifest" in duplicate and "ok FirstDelivery: false -> ElseSteps" in duplicate
+    # The duplicate's record names the execution that owns the dataset version.
+    [owner] = re.findall(r"^execution (local-\w+) of ", first, re.M)
+    assert re.search(rf"ClaimManifest +Lambda +Succeeded .*Duplicate=true, ClaimedBy=\S+/execution/{owner}", duplicate)
     assert "> FineTune" not in duplicate and "> ValidateAndTokenize" not in duplicate
     assert ": Succeeded" in duplicate
     assert "running 2 CPU process(es) with torchrun" in out
     [package] = sequence.packages(load_settings({**cdk_context, "env": "dev"}))
     assert package.approval_status == "PendingManualApproval"
     assert set(package.metrics["metrics"]) == {"f1", "exact_match"}
+    # The report RecordModel wrote from FineTune's FinalMetricDataList, with the archive's identity.
+    archive = (sequence.work_dir / "s3" / package.model_data.removeprefix("s3://")).read_bytes()
+    assert package.metrics["model"]["sha256"] == hashlib.sha256(archive).hexdigest()
     assert package.model_data.endswith("/output/model.tar.gz")
     assert (sequence.work_dir / "s3" / package.model_data.removeprefix("s3://")).is_file()
     assert "execution local-" in out and ": Succeeded" in out

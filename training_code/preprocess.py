@@ -2,7 +2,7 @@
 """Validate a SQuAD-format dataset and tokenize it into train/validation feature shards (processing job).
 
 Container layout (SageMaker Processing), each overridable by a flag:
-  /opt/ml/processing/input/manifest/manifest.json   the dataset manifest (SageMaker ManifestFile format)
+  /opt/ml/processing/input/data/manifest.json       the pinned manifest (SageMaker ManifestFile format)
   /opt/ml/processing/input/data/                    the files it names (train/..., validation/...)
   /opt/ml/processing/input/model/                   the base model's tokenizer
   /opt/ml/processing/output/{train,validation,stats}/
@@ -19,7 +19,6 @@ from collections import Counter
 from pathlib import Path
 
 from qa.cli import setup_logging, str2bool
-from qa.cost import run_estimate
 from qa.data import SPLITS, load_dataset_files, read_manifest, summarize_problems
 from qa.features import (
     EXAMPLES_FILE,
@@ -35,7 +34,7 @@ HISTOGRAM_BUCKET = 32
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", type=Path, default=Path(f"{PROCESSING}/input/manifest/manifest.json"))
+    parser.add_argument("--manifest", type=Path, default=Path(f"{PROCESSING}/input/data/manifest.json"))
     parser.add_argument("--data-dir", type=Path, default=Path(f"{PROCESSING}/input/data"))
     parser.add_argument("--tokenizer-dir", type=Path, default=Path(f"{PROCESSING}/input/model"))
     parser.add_argument("--output-dir", type=Path, default=Path(f"{PROCESSING}/output"))
@@ -48,50 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the manifest object's S3 version id: part of the step's cache key (so a re-upload under the same "
         "key is tokenized again), recorded in stats.json",
     )
-    cost = parser.add_argument_group("cost estimate (stats.json's cost_estimate, read by the pipeline's cost guard)")
-    cost.add_argument(
-        "--training-hardware",
-        action="append",
-        default=[],
-        metavar="TYPE=JSON",
-        help="facts and list price of one training instance type (qa.cost.Hardware fields); repeatable",
-    )
-    cost.add_argument(
-        "--training-job-terms", type=json.loads, help="the job's start-up terms (qa.cost.JobTerms fields)"
-    )
-    cost.add_argument("--per-device-train-batch-size", type=int, default=8)
-    cost.add_argument("--gradient-accumulation-steps", type=int, default=1)
-    cost.add_argument("--gradient-bytes", type=int, default=2, help="bytes per gradient on the wire")
-    cost.add_argument("--training-instance-type")
-    cost.add_argument("--training-instance-count", type=int, default=1)
-    cost.add_argument("--epochs", type=float, default=2.0)
     return parser.parse_args(argv)
-
-
-def _type_and_facts(item: str) -> tuple[str, dict]:
-    name, _, facts = item.partition("=")
-    return name, json.loads(facts)
-
-
-def cost_estimate(args: argparse.Namespace, lengths: dict[str, Counter]) -> dict:
-    """The training estimate for this dataset on the execution's instance type and count."""
-    model_config = json.loads((args.tokenizer_dir / "config.json").read_text())
-    cost_model = {
-        "hardware": dict(_type_and_facts(item) for item in args.training_hardware),
-        **({"job": args.training_job_terms} if args.training_job_terms else {}),  # else run_estimate names it
-        "per_device_train_batch_size": args.per_device_train_batch_size,
-        "gradient_accumulation_steps": args.gradient_accumulation_steps,
-        "gradient_bytes": args.gradient_bytes,
-    }
-    return run_estimate(
-        cost_model,
-        model_config,
-        dict(lengths["train"]),
-        dict(lengths["validation"]),
-        args.training_instance_type,
-        args.training_instance_count,
-        args.epochs,
-    )
 
 
 def _workers(requested: int, records: int) -> int:
@@ -165,7 +121,6 @@ def main(argv: list[str] | None = None) -> int:
         "doc_stride": args.doc_stride,
         "splits": {},
     }
-    split_lengths: dict[str, Counter] = {}
     for split in SPLITS:
         records = report.records[split]
         features = tokenize_split(split, records, tokenizer, args)
@@ -177,7 +132,6 @@ def main(argv: list[str] | None = None) -> int:
                 for record in records:
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         lengths = [len(ids) for ids in features["input_ids"]]
-        split_lengths[split] = Counter(lengths)
         stats["splits"][split] = {
             "examples": len(records),
             "features": len(features),
@@ -186,13 +140,6 @@ def main(argv: list[str] | None = None) -> int:
             "length_histogram": _length_histogram(lengths),
         }
         log.info("%s: %d examples -> %d features", split, len(records), len(features))
-    if args.training_instance_type:
-        try:
-            stats["cost_estimate"] = cost_estimate(args, split_lengths)
-        except (OSError, ValueError) as err:  # no or unusual config.json: the guard could not judge the run
-            print(f"error: {err} ({args.tokenizer_dir / 'config.json'})", file=sys.stderr)
-            return 1
-        log.info("cost estimate: %s", stats["cost_estimate"])
     (args.output_dir / "stats").mkdir(parents=True, exist_ok=True)
     (args.output_dir / "stats" / "stats.json").write_text(json.dumps(stats, indent=2))
     print(json.dumps({s: {k: v for k, v in d.items() if k != "length_histogram"} for s, d in stats["splits"].items()}))

@@ -1,60 +1,81 @@
-"""Step 0: claim the uploaded manifest version for this execution; a duplicate delivery stops after it."""
+"""Step 1: ClaimManifest, a Lambda step (no instance): check the parameters, claim the manifest version for this
+execution (S3 conditional write), pin its data. Then ParametersValid (a bad parameter fails here, before any
+cost) and FirstDelivery (a duplicate delivery, or a key that is no manifest, ends here, succeeded).
+"""
 
 from __future__ import annotations
 
-from sagemaker.processing import ProcessingOutput
+import json
+
+from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionEquals
 from sagemaker.workflow.execution_variables import ExecutionVariables
-from sagemaker.workflow.functions import JsonGet
-from sagemaker.workflow.properties import PropertyFile
-from sagemaker.workflow.steps import ProcessingStep
+from sagemaker.workflow.fail_step import FailStep
+from sagemaker.workflow.lambda_step import LambdaOutput, LambdaOutputTypeEnum, LambdaStep
+from sagemaker.workflow.step_collections import StepCollection
+from sagemaker.workflow.steps import Step
 
 from pipeline_steps.steps.context import BuildContext
 
 STEP_NAME = "ClaimManifest"
+PARAMETERS_STEP = "ParametersValid"
+PARAMETERS_FAIL_STEP = "InvalidParameter"
 CONDITION_STEP = "FirstDelivery"
-REPORT_FILE = "claim.json"
-OUTPUT = "/opt/ml/processing/output/claim"
+# training_code/pipeline_functions.py claim_handler's outputs (all strings).
+OUTPUTS = ("ParameterError", "Ignored", "Duplicate", "ClaimedBy", "InputUri")
 
 
-def build(ctx: BuildContext) -> tuple[ProcessingStep, ConditionEquals]:
-    """The claim step and the condition that is true only for the execution owning the upload."""
-    params = ctx.params
-    report = PropertyFile(name="ClaimReport", output_name="claim", path=REPORT_FILE)
-    processor = ctx.script_processor(ctx.settings.processing.claim_instance_type, "qa-claim")
-    step_args = processor.run(
-        inputs=[ctx.code_input()],
-        outputs=[
-            ProcessingOutput(
-                output_name="claim", source=OUTPUT, destination=ctx.execution_uri(ctx.settings.layout.claims)
-            )
-        ],
-        arguments=[
-            "claim.py",
-            "--claims-uri",
-            f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.claims}",
-            "--execution-id",
-            ExecutionVariables.PIPELINE_EXECUTION_ID,
-            "--dataset-bucket",
-            params.dataset_bucket,
-            "--manifest-key",
-            params.manifest_key,
-            "--manifest-version",
-            params.manifest_version_id,
-            "--output-dir",
-            OUTPUT,
-        ],
-    )
-    # Never cached: the claim must be made by every execution.
-    step = ProcessingStep(
+def build(ctx: BuildContext) -> LambdaStep:
+    params, settings = ctx.params, ctx.settings
+    bounds = {
+        "MaxInstanceCount": settings.training.max_instance_count,
+        "MinF1Threshold": settings.evaluation.min_f1_threshold,
+    }
+    return LambdaStep(
         name=STEP_NAME,
-        step_args=step_args,
-        description="Claim this manifest upload (S3 conditional write); a duplicate event stops here",
-        property_files=[report],
+        lambda_func=ctx.function(ctx.values.claim_function_arn),
+        description="Check the parameters, claim this manifest version (S3 conditional write), pin its data",
+        inputs={
+            "ExecutionArn": ExecutionVariables.PIPELINE_EXECUTION_ARN,
+            "DatasetBucket": params.dataset_bucket,
+            "ManifestKey": params.manifest_key,
+            "ManifestVersionId": params.manifest_version_id,
+            "ArtifactsBucket": ctx.artifacts_bucket,
+            "ClaimsPrefix": settings.layout.claims,
+            "InputsPrefix": settings.layout.inputs,
+            "Epochs": params.epochs,
+            "LearningRate": params.learning_rate,
+            "TrainingInstanceCount": params.training_instance_count,
+            "F1Threshold": params.f1_threshold,
+            "MaxTrainingCostUSD": params.max_training_cost,
+            "Bounds": json.dumps(bounds, sort_keys=True),
+        },
+        outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in OUTPUTS],
     )
-    first_delivery = ConditionEquals(
-        # arg-type ignored: the SDK's ConditionValueType omits JsonGet, a PipelineVariable that conditions accept.
-        left=JsonGet(step_name=step.name, property_file=report, json_path="duplicate"),  # type: ignore[arg-type]
-        right=0,
+
+
+def output(step: LambdaStep, name: str):
+    return step.properties.Outputs[name]
+
+
+def gates(ctx: BuildContext, claim: LambdaStep, then: list[Step | StepCollection]) -> ConditionStep:
+    """ParametersValid -> FirstDelivery -> `then`."""
+    first_delivery = ConditionStep(
+        name=CONDITION_STEP,
+        conditions=[
+            ConditionEquals(left=output(claim, "Duplicate"), right="false"),
+            ConditionEquals(left=output(claim, "Ignored"), right=""),
+        ],
+        if_steps=then,
+        # A duplicate delivery, or an event for a key that is no manifest: nothing to do, no failure. The claim
+        # step's ClaimedBy output names the execution that owns the dataset version.
+        else_steps=[],
+        description="Only the execution that claimed this manifest version goes on",
     )
-    return step, first_delivery
+    return ConditionStep(
+        name=PARAMETERS_STEP,
+        conditions=[ConditionEquals(left=output(claim, "ParameterError"), right="")],
+        if_steps=[first_delivery],
+        else_steps=[FailStep(name=PARAMETERS_FAIL_STEP, error_message=output(claim, "ParameterError"))],
+        description="Stop before anything is billed when a pipeline parameter breaks its rule",
+    )

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sagemaker.lambda_helper import Lambda
 from sagemaker.network import NetworkConfig
 from sagemaker.processing import ProcessingInput, Processor
 from sagemaker.workflow.execution_variables import ExecutionVariables
 from sagemaker.workflow.functions import Join
 from sagemaker.workflow.pipeline_context import PipelineSession
+from sagemaker.workflow.retry import (
+    SageMakerJobExceptionTypeEnum,
+    SageMakerJobStepRetryPolicy,
+    StepExceptionTypeEnum,
+    StepRetryPolicy,
+)
 
 from config import Settings
 from config.instance_types import instance_type
@@ -25,6 +32,49 @@ UNPACK_AND_RUN = (
 )
 
 
+def job_retry_policies(attempts: int) -> list:
+    """Retries for the transient faults SageMaker Pipelines names for job steps: capacity, job-internal errors and
+    resource limits (SageMaker.*), service faults and throttling (Step.*), with exponential backoff
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/pipelines-retry-policy.html). Lambda and condition steps
+    take no retry policy there (only job, model and transform steps do; the SDK's LambdaStep has no
+    retry_policies, aws/sagemaker-python-sdk#3922): the functions retry their own S3 conflicts instead."""
+    if attempts == 0:
+        return []
+    return [
+        SageMakerJobStepRetryPolicy(
+            exception_types=[
+                SageMakerJobExceptionTypeEnum.CAPACITY_ERROR,
+                SageMakerJobExceptionTypeEnum.INTERNAL_ERROR,
+                SageMakerJobExceptionTypeEnum.RESOURCE_LIMIT,
+            ],
+            max_attempts=attempts,
+            interval_seconds=60,
+            backoff_rate=2.0,
+        ),
+        StepRetryPolicy(
+            exception_types=[StepExceptionTypeEnum.SERVICE_FAULT, StepExceptionTypeEnum.THROTTLING],
+            max_attempts=attempts,
+            interval_seconds=30,
+            backoff_rate=2.0,
+        ),
+    ]
+
+
+def service_retry_policies(attempts: int) -> list:
+    """Retries of a registration (a service call, no job): service faults and throttling, with backoff
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/pipelines-retry-policy.html)."""
+    if attempts == 0:
+        return []
+    return [
+        StepRetryPolicy(
+            exception_types=[StepExceptionTypeEnum.SERVICE_FAULT, StepExceptionTypeEnum.THROTTLING],
+            max_attempts=attempts,
+            interval_seconds=30,
+            backoff_rate=2.0,
+        )
+    ]
+
+
 @dataclass(frozen=True)
 class BuildContext:
     settings: Settings
@@ -36,6 +86,10 @@ class BuildContext:
     @property
     def training_image(self) -> str:
         return self.settings.training.image_uri or self._dlc(self.settings.training_image_repository)
+
+    @property
+    def processing_image(self) -> str:
+        return self.settings.processing.image_uri or self._dlc(self.settings.processing_image_repository)
 
     @property
     def inference_image(self) -> str:
@@ -50,6 +104,10 @@ class BuildContext:
             on="/",
             values=[f"s3://{self.artifacts_bucket}/{prefix}", ExecutionVariables.PIPELINE_EXECUTION_ID, *parts],
         )
+
+    def function(self, arn: str) -> Lambda:
+        """A Lambda function the stacks define (the SDK neither creates nor updates it)."""
+        return Lambda(function_arn=arn, session=self.session)
 
     def volume_kms_key(self, *instance_types: str) -> str | None:
         """The project key for a job's storage volume, or None when any of its possible instance types has
@@ -68,12 +126,15 @@ class BuildContext:
             return []
         return [self.values.subnet_ids[self.settings.training_subnet_index]]
 
-    def network_config(self) -> NetworkConfig | None:
-        if self.values.security_group_id is None:
-            return None
+    def network_config(self) -> NetworkConfig:
+        """Network isolation: the container makes no network calls; SageMaker moves inputs and outputs
+        (API_NetworkConfig, EnableNetworkIsolation:
+        https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_NetworkConfig.html)."""
+        in_vpc = self.values.security_group_id is not None
         return NetworkConfig(
-            subnets=list(self.values.subnet_ids),
-            security_group_ids=[self.values.security_group_id],
+            enable_network_isolation=True,
+            subnets=list(self.values.subnet_ids) if in_vpc else None,
+            security_group_ids=[self.values.security_group_id] if in_vpc else None,  # type: ignore[list-item]
             encrypt_inter_container_traffic=self.settings.training.encrypt_inter_container_traffic,
         )
 
@@ -81,11 +142,11 @@ class BuildContext:
         return ProcessingInput(source=self.values.code_uri, destination=CODE_DIR, input_name="code")
 
     def script_processor(self, instance_type: str, base_job_name: str) -> Processor:
-        """A processing job that runs an entry point of training_code/ from the source bundle."""
+        """A CPU processing job that runs an entry point of training_code/ from the source bundle."""
         processing = self.settings.processing
         return Processor(
             role=self.values.job_role_arn,
-            image_uri=self.training_image,
+            image_uri=self.processing_image,
             instance_count=1,
             instance_type=instance_type,
             entrypoint=["/bin/bash", "-c", UNPACK_AND_RUN],
@@ -95,7 +156,6 @@ class BuildContext:
             max_runtime_in_seconds=processing.max_runtime_seconds,
             base_job_name=base_job_name,
             sagemaker_session=self.session,
-            # The region for boto3 in the job (claim.py writes to S3 itself), whatever the container sets.
-            env={"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "true", "AWS_DEFAULT_REGION": REGION},
+            env={"PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "true"},
             network_config=self.network_config(),
         )

@@ -1,30 +1,61 @@
-"""Step 2: stop before any GPU when the estimated training cost exceeds the MaxTrainingCostUSD parameter.
+"""Steps 3-4: EstimateTrainingCost (a Lambda step: qa/cost.py on the dataset's stats.json for this execution's
+instance type, count and epochs), then CheckTrainingCost: stop before any GPU when the estimate exceeds
+MaxTrainingCostUSD.
 
-FineTune, Evaluate and CheckF1 run inside this condition's true branch: a step in a branch may reference steps
-outside it (the preprocessing outputs), and nothing outside the branch references a step in it.
+FineTune, RecordModel and CheckF1 run inside the condition's true branch: a step in a branch may reference steps
+outside it, and nothing outside the branch references a step in it.
 """
 
 from __future__ import annotations
 
+import json
+
+from qa.outputs import STATS_FILE
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionLessThanOrEqualTo
 from sagemaker.workflow.fail_step import FailStep
-from sagemaker.workflow.functions import Join, JsonGet
-from sagemaker.workflow.properties import PropertyFile
+from sagemaker.workflow.functions import Join
+from sagemaker.workflow.lambda_step import LambdaOutput, LambdaOutputTypeEnum, LambdaStep
 from sagemaker.workflow.step_collections import StepCollection
 from sagemaker.workflow.steps import ProcessingStep, Step
 
+from config import Settings
+from config.costs import cost_model
 from pipeline_steps.steps.context import BuildContext
 
+ESTIMATE_STEP = "EstimateTrainingCost"
 CONDITION_STEP = "CheckTrainingCost"
 FAIL_STEP = "TrainingCostAboveLimit"
-COST_PATH = "cost_estimate.training_on_demand_usd"
+COST_OUTPUT = "EstimatedCostUSD"
 
 
-def build(
-    ctx: BuildContext, preprocess: ProcessingStep, stats: PropertyFile, then: list[Step | StepCollection]
-) -> ConditionStep:
-    cost = JsonGet(step_name=preprocess.name, property_file=stats, json_path=COST_PATH)
+def cost_model_json(settings: Settings) -> str:
+    """qa/cost.py's cost model (config/costs.py `cost_model`: it knows nothing of config/) as JSON text: Lambda step
+    inputs are flat values."""
+    return json.dumps(cost_model(settings), sort_keys=True, separators=(",", ":"))
+
+
+def estimate(ctx: BuildContext, preprocess: ProcessingStep) -> LambdaStep:
+    params = ctx.params
+    stats = preprocess.properties.ProcessingOutputConfig.Outputs["stats"].S3Output.S3Uri
+    return LambdaStep(
+        name=ESTIMATE_STEP,
+        lambda_func=ctx.function(ctx.values.estimate_function_arn),
+        description="Estimate the training cost of this execution's instance choice and epochs",
+        inputs={
+            "StatsUri": Join(on="/", values=[stats, STATS_FILE]),
+            "BaseModelUri": params.base_model_uri,
+            "TrainingInstanceType": params.training_instance_type,
+            "TrainingInstanceCount": params.training_instance_count,
+            "Epochs": params.epochs,
+            "CostModel": cost_model_json(ctx.settings),
+        },
+        outputs=[LambdaOutput(output_name=COST_OUTPUT, output_type=LambdaOutputTypeEnum.Float)],
+    )
+
+
+def build(ctx: BuildContext, estimate_step: LambdaStep, then: list[Step | StepCollection]) -> ConditionStep:
+    cost = estimate_step.properties.Outputs[COST_OUTPUT]
     fail = FailStep(
         name=FAIL_STEP,
         error_message=Join(
@@ -40,8 +71,7 @@ def build(
     )
     return ConditionStep(
         name=CONDITION_STEP,
-        # arg-type ignored: the SDK's ConditionValueType omits JsonGet, a PipelineVariable that conditions accept.
-        conditions=[ConditionLessThanOrEqualTo(left=cost, right=ctx.params.max_training_cost)],  # type: ignore[arg-type]
+        conditions=[ConditionLessThanOrEqualTo(left=cost, right=ctx.params.max_training_cost)],
         if_steps=then,
         else_steps=[fail],
         description="Train only when the estimated training cost is within MaxTrainingCostUSD",

@@ -1,66 +1,41 @@
-"""Step 1: validate the uploaded dataset and tokenize it, on a CPU instance, cached per dataset."""
+"""Step 2: validate the pinned dataset and tokenize it, on a CPU instance and a CPU image, cached per dataset
+version.
+
+The cache key of a processing step is its AppSpecification, Environment and ProcessingInputs
+(https://docs.aws.amazon.com/sagemaker/latest/dg/pipelines-default-keys.html): none of them depends on Epochs,
+the training instance type or count, or any cost input, so changing those reuses the features. The data input
+is ClaimManifest's InputUri, one folder per manifest version (not per execution), for the same reason.
+"""
 
 from __future__ import annotations
 
-import json
-
+from qa.outputs import PINNED_MANIFEST_FILE
 from sagemaker.processing import ProcessingInput, ProcessingOutput
-from sagemaker.workflow.functions import Join
-from sagemaker.workflow.properties import PropertyFile
+from sagemaker.workflow.lambda_step import LambdaStep
 from sagemaker.workflow.steps import CacheConfig, ProcessingStep
 
-from config import Settings
-from config.costs import cost_model, hardware_facts
-from pipeline_steps.steps.context import BuildContext
+from pipeline_steps.steps import claim
+from pipeline_steps.steps.context import BuildContext, job_retry_policies
 
 STEP_NAME = "ValidateAndTokenize"
 INPUT = "/opt/ml/processing/input"
 OUTPUT = "/opt/ml/processing/output"
 OUTPUTS = ("train", "validation", "stats")
-STATS_FILE = "stats.json"
 
 
-def cost_arguments(settings: Settings) -> list[str]:
-    """What preprocess.py's cost estimate needs (training_code/qa/cost.py knows nothing of config/): the hardware
-    facts and list price of every type the TrainingInstanceType parameter accepts, one `NAME=JSON` argument each
-    (an argument may hold 256 characters: API_AppSpecification), and the batch settings. Published throughput
-    references only: a local GPU measurement would make the definition machine-dependent. Settings validation
-    guarantees that every allowed type has a price and GPU facts."""
-    arguments = []
-    for name in settings.training_instance_types:
-        facts = hardware_facts(name)[0]
-        arguments += ["--training-hardware", f"{name}={json.dumps(facts, sort_keys=True, separators=(',', ':'))}"]
-    hps = settings.hyperparameters
-    model = cost_model(settings)
-    return [
-        *arguments,
-        "--training-job-terms",
-        json.dumps(model["job"], sort_keys=True, separators=(",", ":")),
-        "--per-device-train-batch-size",
-        str(hps.per_device_train_batch_size),
-        "--gradient-accumulation-steps",
-        str(hps.gradient_accumulation_steps),
-        "--gradient-bytes",
-        str(model["gradient_bytes"]),
-    ]
-
-
-def build(ctx: BuildContext) -> tuple[ProcessingStep, PropertyFile]:
+def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
     params, hps = ctx.params, ctx.settings.hyperparameters
-    manifest_uri = Join(on="", values=["s3://", params.dataset_bucket, "/", params.manifest_key])
     processor = ctx.script_processor(ctx.settings.processing.preprocess_instance_type, "qa-preprocess")
     step_args = processor.run(
         inputs=[
             ctx.code_input(),
-            ProcessingInput(source=manifest_uri, destination=f"{INPUT}/manifest", input_name="manifest"),
-            # SageMaker's ManifestFile input downloads exactly the files the manifest lists.
+            # The manifest version's files at the versions it pins, and the pinned manifest (ClaimManifest).
             ProcessingInput(
-                source=manifest_uri, destination=f"{INPUT}/data", input_name="data", s3_data_type="ManifestFile"
+                source=claim.output(claim_step, "InputUri"), destination=f"{INPUT}/data", input_name="data"
             ),
             ProcessingInput(source=params.base_model_uri, destination=f"{INPUT}/model", input_name="tokenizer"),
         ],
-        # Outputs under the producing execution: a cache hit hands later executions these exact files, which no
-        # other run (another version of the dataset, other epochs for the cost estimate) ever overwrites.
+        # Outputs under the producing execution: a cache hit hands later executions these exact files.
         outputs=[
             ProcessingOutput(
                 output_name=name,
@@ -72,7 +47,7 @@ def build(ctx: BuildContext) -> tuple[ProcessingStep, PropertyFile]:
         arguments=[
             "preprocess.py",
             "--manifest",
-            f"{INPUT}/manifest/manifest.json",
+            f"{INPUT}/data/{PINNED_MANIFEST_FILE}",
             "--data-dir",
             f"{INPUT}/data",
             "--tokenizer-dir",
@@ -85,25 +60,14 @@ def build(ctx: BuildContext) -> tuple[ProcessingStep, PropertyFile]:
             str(hps.doc_stride),
             "--skip-invalid",
             params.skip_invalid_records,
-            # In the arguments, so in the cache key: same manifest key, new upload -> new features.
             "--manifest-version",
             params.manifest_version_id,
-            # The cost estimate for this execution's choices (also in the cache key: a new choice, a new estimate).
-            *cost_arguments(ctx.settings),
-            "--training-instance-type",
-            params.training_instance_type,
-            "--training-instance-count",
-            params.training_instance_count.to_string(),
-            "--epochs",
-            params.epochs.to_string(),
         ],
     )
-    stats = PropertyFile(name="DatasetStats", output_name="stats", path=STATS_FILE)
-    step = ProcessingStep(
+    return ProcessingStep(
         name=STEP_NAME,
         step_args=step_args,
-        description="Validate every record of the uploaded dataset, then tokenize it (fails before any GPU)",
+        description="Validate every record of the pinned dataset, then tokenize it (fails before any GPU)",
         cache_config=CacheConfig(enable_caching=True, expire_after="P30D"),
-        property_files=[stats],
+        retry_policies=job_retry_policies(ctx.settings.training.retry_attempts),
     )
-    return step, stats

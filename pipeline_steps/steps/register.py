@@ -1,33 +1,53 @@
-"""Steps 4-5: F1 >= threshold ? register the model (with its metrics) : fail with the numbers."""
+"""Steps 6-7: RecordModel (a Lambda step: the model archive's SHA-256 and S3 version id, and the model-quality
+report from FineTune's evaluation metrics), then CheckF1: F1 >= threshold ? RegisterModel (with its metrics and
+the archive's identity) : fail with the numbers."""
 
 from __future__ import annotations
 
+from qa.outputs import EVALUATION_FILE, METRIC_EVAL_EXACT_MATCH, METRIC_EVAL_F1
 from sagemaker.huggingface import HuggingFaceModel
 from sagemaker.model_metrics import MetricsSource, ModelMetrics
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionGreaterThanOrEqualTo
 from sagemaker.workflow.fail_step import FailStep
-from sagemaker.workflow.functions import Join, JsonGet
+from sagemaker.workflow.functions import Join
+from sagemaker.workflow.lambda_step import LambdaOutput, LambdaOutputTypeEnum, LambdaStep
 from sagemaker.workflow.model_step import ModelStep
-from sagemaker.workflow.properties import PropertyFile
-from sagemaker.workflow.steps import ProcessingStep, TrainingStep
+from sagemaker.workflow.steps import TrainingStep
 
-from pipeline_steps.steps.context import BuildContext
-from pipeline_steps.steps.evaluate import REPORT_FILE
+from pipeline_steps.steps.context import BuildContext, service_retry_policies
 
+RECORD_STEP = "RecordModel"
 CONDITION_STEP = "CheckF1"
 REGISTER_STEP = "RegisterModel"
 FAIL_STEP = "F1BelowThreshold"
-F1_PATH = "metrics.f1.value"
+RECORD_OUTPUTS = ("ModelSha256", "ModelVersionId", "ReportUri")
 INFERENCE_PROGRAM = "inference.py"  # sagemaker-inference's SAGEMAKER_PROGRAM: a module in <model dir>/code
 
 
-def build(ctx: BuildContext, train: TrainingStep, evaluate: ProcessingStep, report: PropertyFile) -> ConditionStep:
-    f1 = JsonGet(step_name=evaluate.name, property_file=report, json_path=F1_PATH)
-    evaluation_uri = Join(
-        on="/",
-        values=[evaluate.properties.ProcessingOutputConfig.Outputs["evaluation"].S3Output.S3Uri, REPORT_FILE],
+def metric(train: TrainingStep, name: str):
+    """The last value FineTune's metric definitions parsed for `name` (DescribeTrainingJob FinalMetricDataList)."""
+    return train.properties.FinalMetricDataList[name].Value
+
+
+def record(ctx: BuildContext, train: TrainingStep) -> LambdaStep:
+    return LambdaStep(
+        name=RECORD_STEP,
+        lambda_func=ctx.function(ctx.values.record_function_arn),
+        description="Record the model archive's SHA-256 and version id; write its model-quality report",
+        inputs={
+            "ModelArchiveUri": train.properties.ModelArtifacts.S3ModelArtifacts,
+            "F1": metric(train, METRIC_EVAL_F1),
+            "ExactMatch": metric(train, METRIC_EVAL_EXACT_MATCH),
+            "ReportUri": ctx.execution_uri(ctx.settings.layout.evaluation, EVALUATION_FILE),
+        },
+        outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in RECORD_OUTPUTS],
     )
+
+
+def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> ConditionStep:
+    f1 = metric(train, METRIC_EVAL_F1)
+    params = ctx.params
     model = HuggingFaceModel(
         model_data=train.properties.ModelArtifacts.S3ModelArtifacts,
         image_uri=ctx.inference_image,
@@ -39,30 +59,41 @@ def build(ctx: BuildContext, train: TrainingStep, evaluate: ProcessingStep, repo
         code_location=f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.pipeline_code}",
         sagemaker_session=ctx.session,
     )
+    outputs = recorded.properties.Outputs
     register_args = model.register(
         model_package_group_name=ctx.settings.model_package_group_name,
-        approval_status=ctx.params.model_approval_status,
+        approval_status=params.model_approval_status,
         content_types=["application/json"],
         response_types=["application/json"],
         inference_instances=list(ctx.settings.registry.inference_instance_types),
         transform_instances=list(ctx.settings.registry.inference_instance_types),
         model_metrics=ModelMetrics(
-            model_statistics=MetricsSource(s3_uri=evaluation_uri, content_type="application/json")
+            model_statistics=MetricsSource(s3_uri=outputs["ReportUri"], content_type="application/json")
         ),
+        # What a later check compares the archive with (API_CreateModelPackage CustomerMetadataProperties).
+        customer_metadata_properties={
+            "model_archive_sha256": outputs["ModelSha256"],
+            "model_archive_version_id": outputs["ModelVersionId"],
+            "dataset_manifest": Join(on="", values=["s3://", params.dataset_bucket, "/", params.manifest_key]),
+            "dataset_manifest_version_id": params.manifest_version_id,
+        },
         description=f"{ctx.settings.model.base_model} fine-tuned for extractive question answering",
     )
-    register = ModelStep(name=REGISTER_STEP, step_args=register_args)
+    register = ModelStep(
+        name=REGISTER_STEP,
+        step_args=register_args,
+        retry_policies={"register_model_retry_policies": service_retry_policies(ctx.settings.training.retry_attempts)},
+    )
     fail = FailStep(
         name=FAIL_STEP,
         error_message=Join(
             on=" ",
-            values=["Validation F1", f1, "is below the threshold", ctx.params.f1_threshold, "- model not registered."],
+            values=["Validation F1", f1, "is below the threshold", params.f1_threshold, "- model not registered."],
         ),
     )
     return ConditionStep(
         name=CONDITION_STEP,
-        # arg-type ignored: the SDK's ConditionValueType omits JsonGet, a PipelineVariable that conditions accept.
-        conditions=[ConditionGreaterThanOrEqualTo(left=f1, right=ctx.params.f1_threshold)],  # type: ignore[arg-type]
+        conditions=[ConditionGreaterThanOrEqualTo(left=f1, right=params.f1_threshold)],
         if_steps=[register],
         else_steps=[fail],
         description="Register only models whose validation F1 reaches the threshold",

@@ -1,20 +1,30 @@
-"""Step 2: multi-node data-parallel fine-tuning with managed spot training and S3-synced checkpoints."""
+"""Step 5: FineTune - multi-node data-parallel fine-tuning with managed spot training and S3-synced checkpoints,
+then the evaluation of the validation set on the same GPUs (no second cold start), network-isolated.
+
+Under EnableNetworkIsolation the container makes no network calls "except for calls between peers within a
+training cluster for distributed training" (NCCL/EFA, SMDDP), and SageMaker itself moves what the job
+exchanges with S3: input channels, the model artifact, checkpoints (CheckpointConfig) and TensorBoard output
+(TensorBoardOutputConfig) are synced by the platform, and metrics are parsed from the job's log by
+MetricDefinitions (API_CreateTrainingJob EnableNetworkIsolation:
+https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateTrainingJob.html; checkpoints:
+https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html; metrics:
+https://docs.aws.amazon.com/sagemaker/latest/dg/training-metrics.html). The SDK ships the source bundle as a
+`code` input channel when isolation is on, since the toolkit cannot download it itself.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import posixpath
+from typing import Any, cast
 
+from qa.outputs import CHECKPOINT_DIR, EVALUATION_METRIC_REGEXES, TENSORBOARD_DIR, VALIDATION_CHANNEL
+from sagemaker.debugger import TensorBoardOutputConfig
 from sagemaker.huggingface import HuggingFace
 from sagemaker.inputs import TrainingInput
-from sagemaker.workflow.retry import (
-    SageMakerJobExceptionTypeEnum,
-    SageMakerJobStepRetryPolicy,
-    StepExceptionTypeEnum,
-    StepRetryPolicy,
-)
 from sagemaker.workflow.steps import ProcessingStep, TrainingStep
 
-from pipeline_steps.steps.context import BuildContext
+from pipeline_steps.steps.context import BuildContext, job_retry_policies
 
 STEP_NAME = "FineTune"
 # One regex per value of the line train.py prints every logging interval.
@@ -24,11 +34,32 @@ METRIC_DEFINITIONS = [
     {"Name": "train:samples_per_second", "Regex": r"samples_per_second=([0-9.eE+-]+)"},
     {"Name": "train:epoch", "Regex": r"step=\d+ epoch=([0-9.]+)"},
     {"Name": "train:step", "Regex": r"step=(\d+) epoch="},
+    # The line train.py prints once after evaluating: FinalMetricDataList['eval:f1'] feeds CheckF1.
+    *({"Name": name, "Regex": regex} for name, regex in EVALUATION_METRIC_REGEXES.items()),
 ]
 DISTRIBUTIONS: dict[str, dict[str, Any]] = {
     "torchrun": {"torch_distributed": {"enabled": True}},
     "smddp": {"smdistributed": {"dataparallel": {"enabled": True}}},
 }
+
+
+CODE_CHANNEL_DIR = "/opt/ml/input/data/code"  # where the SDK's `code` channel lands under network isolation
+
+
+class IsolatedTrainingStep(TrainingStep):
+    """A TrainingStep whose source bundle arrives through the `code` channel. The SDK points the toolkit at
+    `<code channel>/sourcedir.tar.gz`, the name its own uploads get; the bundle here is the stacks' asset, so the
+    toolkit is pointed at that object's file name instead (an S3Prefix channel names each file by its key)."""
+
+    def __init__(self, *args: Any, code_key: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.code_file = posixpath.basename(code_key)
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        request = cast(dict[str, Any], super().arguments)  # the SDK types it as dict | list; a job's is a dict
+        request["HyperParameters"]["sagemaker_submit_directory"] = json.dumps(f"{CODE_CHANNEL_DIR}/{self.code_file}")
+        return request
 
 
 def hyperparameters(ctx: BuildContext) -> dict[str, Any]:
@@ -38,6 +69,7 @@ def hyperparameters(ctx: BuildContext) -> dict[str, Any]:
         "epochs": ctx.params.epochs,
         "learning_rate": ctx.params.learning_rate,
         "per_device_train_batch_size": hps.per_device_train_batch_size,
+        "eval_batch_size": hps.per_device_eval_batch_size,
         "gradient_accumulation_steps": hps.gradient_accumulation_steps,
         "precision": hps.precision,
         "warmup_ratio": hps.warmup_ratio,
@@ -50,29 +82,6 @@ def hyperparameters(ctx: BuildContext) -> dict[str, Any]:
         "keep_checkpoints": hps.keep_checkpoints,
         "nccl_debug": "true" if hps.nccl_debug else "false",  # train.py takes explicit booleans
     }
-
-
-def retry_policies(attempts: int) -> list:
-    """Retry lost spot capacity and service faults; checkpoints make a retry resume, not restart."""
-    if attempts == 0:
-        return []
-    return [
-        SageMakerJobStepRetryPolicy(
-            exception_types=[
-                SageMakerJobExceptionTypeEnum.CAPACITY_ERROR,
-                SageMakerJobExceptionTypeEnum.INTERNAL_ERROR,
-            ],
-            max_attempts=attempts,
-            interval_seconds=60,
-            backoff_rate=2.0,
-        ),
-        StepRetryPolicy(
-            exception_types=[StepExceptionTypeEnum.SERVICE_FAULT, StepExceptionTypeEnum.THROTTLING],
-            max_attempts=attempts,
-            interval_seconds=30,
-            backoff_rate=2.0,
-        ),
-    ]
 
 
 def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
@@ -96,7 +105,7 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
         max_wait=training.max_wait_seconds if training.use_spot else None,
         # Unique per execution (a new execution never resumes another's), stable across step retries.
         checkpoint_s3_uri=ctx.execution_uri(training.checkpoint_prefix) if training.checkpoint_prefix else None,
-        checkpoint_local_path="/opt/ml/checkpoints" if training.checkpoint_prefix else None,
+        checkpoint_local_path=CHECKPOINT_DIR if training.checkpoint_prefix else None,
         volume_size=training.volume_size_gb,
         # The instance type is a pipeline parameter: the key is omitted when any allowed type has local NVMe.
         volume_kms_key=ctx.volume_kms_key(*ctx.settings.training_instance_types),
@@ -109,6 +118,11 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
         security_group_ids=[ctx.values.security_group_id] if ctx.values.security_group_id else None,
         encrypt_inter_container_traffic=training.encrypt_inter_container_traffic,
         metric_definitions=METRIC_DEFINITIONS,
+        enable_network_isolation=True,
+        tensorboard_output_config=TensorBoardOutputConfig(
+            s3_output_path=ctx.execution_uri(ctx.settings.layout.tensorboard),
+            container_local_output_path=TENSORBOARD_DIR,
+        ),
         environment={"PYTHONUNBUFFERED": "1", "NCCL_DEBUG": "WARN", "TOKENIZERS_PARALLELISM": "false"},
         disable_profiler=True,
         debugger_hook_config=False,
@@ -118,13 +132,16 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
     step_args = estimator.fit(
         inputs={
             "train": TrainingInput(s3_data=outputs["train"].S3Output.S3Uri),
+            # Evaluated after training (SM_CHANNEL_VALIDATION): features and examples of preprocess.py.
+            VALIDATION_CHANNEL: TrainingInput(s3_data=outputs["validation"].S3Output.S3Uri),
             # Weights come from S3: a private VPC has no route to a model hub.
             "model": TrainingInput(s3_data=ctx.params.base_model_uri),
         }
     )
-    return TrainingStep(
+    return IsolatedTrainingStep(
         name=STEP_NAME,
+        code_key=ctx.values.code_key,
         step_args=step_args,
-        description="Data-parallel fine-tuning (spot, checkpointed, resumable)",
-        retry_policies=retry_policies(training.retry_attempts),
+        description="Data-parallel fine-tuning (spot, checkpointed, resumable), then SQuAD EM/F1 on the validation set",
+        retry_policies=job_retry_policies(training.retry_attempts),
     )

@@ -49,13 +49,49 @@ def packages(tmp_path, dev):
     return LocalModelRegistry(tmp_path / "model-registry.sqlite").packages(dev.settings.model_package_group_name)
 
 
-def test_threshold_above_achievable_f1_ends_in_the_fail_step(dev, tmp_path, capsys):
-    assert local_run(dev, tmp_path, "--param", "F1Threshold=99.5") == 1
-    out = capsys.readouterr().out
-    assert "-> ElseSteps" in out
-    assert "is below the threshold 99.5 - model not registered." in out
+def table(out: str) -> list[tuple[str, str]]:
+    """(step, status) rows of the summary tables printed by the run."""
+    rows = re.findall(r"^(\S+)\s+(?:Lambda|Condition|Processing|Training|RegisterModel|Fail)\s+(\S+)\s", out, re.M)
+    return [(name, status) for name, status in rows]
+
+
+def test_threshold_above_achievable_f1_ends_in_the_fail_step_reported_once_as_sagemaker_would(dev, tmp_path, capfd):
+    """Also: an interruption that the run is too short for is reported loudly, with a failing exit code."""
+    assert local_run(dev, tmp_path, "--param", "F1Threshold=99.5", "--interrupt-training-after-steps", "100000") == 1
+    out, err = capfd.readouterr()
+    rows = table(out)
+    assert ("CheckF1", "Succeeded") in rows and ("F1BelowThreshold", "Failed") in rows
+    assert ("CheckTrainingCost", "Succeeded") in rows and ("FirstDelivery", "Succeeded") in rows
+    assert len(rows) == len(set(name for name, _ in rows))  # nothing listed twice
+    assert out.count("is below the threshold 99.5 - model not registered.") == 1
     assert "registered: nothing" in out
     assert packages(tmp_path, dev) == []
+    assert "the requested spot interruption (SIGKILL after step 100000) never happened" in err
+
+
+@pytest.mark.parametrize(
+    ("parameter", "says"),
+    [
+        ("Epochs=-1", "Parameter Epochs=-1.0 must be > 0."),
+        ("TrainingInstanceCount=0", "Parameter TrainingInstanceCount=0 must be between 1 and"),
+        ("LearningRate=0", "Parameter LearningRate=0.0 must be > 0."),
+        ("LearningRate=-0.001", "Parameter LearningRate=-0.001 must be > 0."),
+        ("F1Threshold=150", "Parameter F1Threshold=150.0 must be between 0 and 100."),
+        ("MaxTrainingCostUSD=-1", "Parameter MaxTrainingCostUSD=-1.0 must be >= 0."),
+        ("Epochs=two", "parameter Epochs='two' is not of type Float"),
+    ],
+)
+def test_a_bad_parameter_ends_before_any_job_with_one_line_naming_it(dev, tmp_path, capfd, parameter, says):
+    assert local_run(dev, tmp_path, "--param", parameter) in (1, 2)
+    out, err = capfd.readouterr()
+    assert (out + err).count(says) == 1
+    assert "> ValidateAndTokenize" not in out and "> FineTune" not in out
+
+
+def test_an_interruption_that_can_never_happen_is_refused(dev, tmp_path, capfd):
+    no_checkpoints = ("--hyperparameter", "checkpoint_minutes=0", "--hyperparameter", "checkpoint_steps=0")
+    assert local_run(dev, tmp_path, *no_checkpoints, "--interrupt-mid-checkpoint") == 2
+    assert "--interrupt-mid-checkpoint: no periodic checkpoint is taken" in capfd.readouterr().err
 
 
 def test_estimate_above_max_training_cost_stops_before_training(dev, tmp_path, capsys):
@@ -107,7 +143,7 @@ def test_unknown_step_type_field_and_expression_are_rejected_by_name(dev, tmp_pa
     definition = json.loads(synthesized_definition(dev.templates["pipeline"])[0])
     bad = copy.deepcopy(definition)
     bad["Steps"].append({"Name": "Transform", "Type": "Transform", "Arguments": {}})
-    bad["Steps"][0]["Arguments"]["Environment"]["X"] = {"Std:Concat": ["a", "b"]}
+    bad["Steps"][0]["Arguments"]["X"] = {"Std:Concat": ["a", "b"]}
     find_step(bad, "FineTune")["Tags"] = []
     with pytest.raises(UnsupportedDefinition) as excinfo:
         runner_for(bad, tmp_path)
@@ -122,9 +158,13 @@ def test_steps_run_in_dependency_order(dev):
     definition = json.loads(synthesized_definition(dev.templates["pipeline"])[0])
     assert [s["Name"] for s in execution_order(list(reversed(definition["Steps"])))] == [
         "ClaimManifest",
-        "FirstDelivery",
+        "ParametersValid",
     ]
     branch = find_step(definition, "FirstDelivery")["Arguments"]["IfSteps"]
-    assert [s["Name"] for s in execution_order(list(reversed(branch)))] == ["ValidateAndTokenize", "CheckTrainingCost"]
+    assert [s["Name"] for s in execution_order(list(reversed(branch)))] == [
+        "ValidateAndTokenize",
+        "EstimateTrainingCost",
+        "CheckTrainingCost",
+    ]
     guarded = find_step(definition, "CheckTrainingCost")["Arguments"]["IfSteps"]
-    assert [s["Name"] for s in execution_order(list(reversed(guarded)))] == ["FineTune", "Evaluate", "CheckF1"]
+    assert [s["Name"] for s in execution_order(list(reversed(guarded)))] == ["FineTune", "RecordModel", "CheckF1"]

@@ -51,6 +51,24 @@ def test_arguments_match_the_api_shape(definition, step_type):
         assert not report.has_errors(), f"{candidate['Name']}: {report.generate_report()}"
 
 
+# Lambda steps have no botocore shape: the Pipelines definition reference names their fields - FunctionArn,
+# OutputParameters (OutputName, OutputType: String | Integer | Boolean | Float), Arguments (the function's event)
+# (https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-steps-types.html#step-type-lambda).
+LAMBDA_STEP_FIELDS = {"Name", "Type", "Arguments", "FunctionArn", "OutputParameters", "Description", "DependsOn"}
+
+
+def test_lambda_steps_have_the_fields_the_definition_reference_names(definition):
+    lambdas = [s for s in all_steps(definition["Steps"]) if s["Type"] == "Lambda"]
+    assert {s["Name"] for s in lambdas} == {"ClaimManifest", "EstimateTrainingCost", "RecordModel"}
+    for candidate in lambdas:
+        assert set(candidate) <= LAMBDA_STEP_FIELDS, candidate["Name"]
+        assert candidate["FunctionArn"].startswith("${") and candidate["FunctionArn"].endswith("FunctionArn}")
+        outputs = candidate["OutputParameters"]
+        assert outputs and all(o["OutputType"] in ("String", "Integer", "Boolean", "Float") for o in outputs)
+        # The event is one JSON object of flat values (structured inputs travel as JSON text).
+        assert all(is_expression(v) or isinstance(v, (str, int, float, bool)) for v in candidate["Arguments"].values())
+
+
 def test_the_validation_catches_unknown_keys_and_wrong_types(definition):
     shape = sagemaker_model().operation_model("CreateTrainingJob").input_shape
     args = json.loads(json.dumps(step(definition, "FineTune")["Arguments"]))
@@ -86,6 +104,13 @@ def test_every_get_reference_resolves(definition):
                 output = path.split("['")[1].split("']")[0]
                 outputs = steps[name]["Arguments"]["ProcessingOutputConfig"]["Outputs"]
                 assert output in {o["OutputName"] for o in outputs}, ref
+            elif path.startswith("OutputParameters["):
+                output = path.split("['")[1].split("']")[0]
+                assert output in {o["OutputName"] for o in steps[name].get("OutputParameters", [])}, ref
+            elif path.startswith("FinalMetricDataList["):
+                metric = path.split("['")[1].split("']")[0]
+                definitions = steps[name]["Arguments"]["AlgorithmSpecification"]["MetricDefinitions"]
+                assert metric in {d["Name"] for d in definitions} and path.endswith("].Value"), ref
             else:
                 assert path.startswith("ModelArtifacts."), ref
         else:

@@ -10,6 +10,7 @@ import json
 from contextlib import nullcontext
 
 import pytest
+from pipeline_functions import claim_digest
 
 from config import load_settings
 from config.costs import TRAINING_USD_PER_HOUR
@@ -40,12 +41,10 @@ def test_the_dev_and_prod_definitions_break_no_rule(definition, cdk_context):
 
 
 def test_volume_keys_only_where_no_possible_instance_type_has_local_storage(definition, settings):
-    """Before: FineTune (p4d/p3dn) and Evaluate (g5) carried VolumeKmsKeyId, which AWS rejects."""
+    """Before: FineTune (p4d/p3dn) and the former Evaluate job (g5) carried VolumeKmsKeyId, which AWS rejects."""
     train = find_step(definition, "FineTune")["Arguments"]["ResourceConfig"]
     assert any(INSTANCE_TYPES[name].has_local_storage for name in settings.training_instance_types)
     assert "VolumeKmsKeyId" not in train
-    evaluate = find_step(definition, "Evaluate")["Arguments"]["ProcessingResources"]["ClusterConfig"]
-    assert INSTANCE_TYPES[evaluate["InstanceType"]].has_local_storage and "VolumeKmsKeyId" not in evaluate
     preprocess = find_step(definition, "ValidateAndTokenize")["Arguments"]["ProcessingResources"]["ClusterConfig"]
     assert not INSTANCE_TYPES[preprocess["InstanceType"]].has_local_storage
     assert preprocess["VolumeKmsKeyId"] == "${KmsKeyArn}"
@@ -120,7 +119,8 @@ def test_a_free_form_instance_type_parameter_is_rejected(definition):
 
 def test_processing_volume_may_not_exceed_local_storage(definition):
     changed = copy.deepcopy(definition)
-    cluster = find_step(changed, "Evaluate")["Arguments"]["ProcessingResources"]["ClusterConfig"]
+    cluster = find_step(changed, "ValidateAndTokenize")["Arguments"]["ProcessingResources"]["ClusterConfig"]
+    cluster["InstanceType"] = next(t.name for t in INSTANCE_TYPES.values() if t.processing and t.has_local_storage)
     cluster["VolumeSizeInGB"] = INSTANCE_TYPES[cluster["InstanceType"]].local_nvme_gb + 1
     assert [p for p in violations(changed) if "VolumeSizeInGB" in p]
 
@@ -158,7 +158,10 @@ def preprocess_cache_key(definition: dict, event: dict) -> str:
     with parameters resolved (https://docs.aws.amazon.com/sagemaker/latest/dg/pipelines-default-keys.html)."""
     parameters = {p["Name"]: p.get("DefaultValue") for p in definition["Parameters"]}
     parameters |= {name: extract_event_value(event, path) for name, path in PIPELINE_PARAMETERS_FROM_EVENT.items()}
-    resolver = ExpressionResolver(parameters, {"PipelineExecutionId": "x"}, {}, lambda *_: None)
+    # ClaimManifest's InputUri: one folder per manifest version (training_code/pipeline_functions.py).
+    digest = claim_digest(parameters["DatasetBucket"], parameters["ManifestKey"], parameters["ManifestVersionId"])
+    claimed = {"ClaimManifest": {"OutputParameters": {"InputUri": f"s3://artifacts/inputs/{digest}/"}}}
+    resolver = ExpressionResolver(parameters, {"PipelineExecutionId": "x"}, claimed, lambda *_: None)
     arguments = find_step(definition, "ValidateAndTokenize")["Arguments"]
     keyed = {k: resolver.resolve(arguments.get(k)) for k in ("AppSpecification", "Environment", "ProcessingInputs")}
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
@@ -176,5 +179,6 @@ def test_same_manifest_key_with_new_content_gets_a_new_cache_key(definition, set
 
 def test_the_unset_version_default_is_the_one_the_claim_step_refuses():
     from qa.cli import UNSET_VERSION
+    from qa.outputs import MANIFEST_VERSION_UNSET as CONTRACT_UNSET
 
-    assert UNSET_VERSION == MANIFEST_VERSION_UNSET
+    assert UNSET_VERSION == MANIFEST_VERSION_UNSET == CONTRACT_UNSET

@@ -10,7 +10,13 @@ import sys
 from typing import Any
 
 import pytest
-from qa.outputs import EVALUATION_FILE
+from qa.outputs import (
+    EVALUATION_FILE,
+    EVALUATION_LINE,
+    METRIC_EVAL_EXACT_MATCH,
+    METRIC_EVAL_F1,
+    TENSORBOARD_DIR,
+)
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from config import load_settings
@@ -83,12 +89,17 @@ def test_fits_inline(settings):
 
 
 def test_step_order_and_parameters(definition, settings):
-    assert [s["Name"] for s in definition["Steps"]] == ["ClaimManifest", "FirstDelivery"]
+    assert [s["Name"] for s in definition["Steps"]] == ["ClaimManifest", "ParametersValid"]
+    checked = step(definition, "ParametersValid")["Arguments"]
+    assert [s["Name"] for s in checked["IfSteps"]] == ["FirstDelivery"]
+    [invalid] = checked["ElseSteps"]
+    assert invalid["Type"] == "Fail"
+    assert invalid["Arguments"]["ErrorMessage"] == {"Get": "Steps.ClaimManifest.OutputParameters['ParameterError']"}
     gated = step(definition, "FirstDelivery")["Arguments"]
-    assert [s["Name"] for s in gated["IfSteps"]] == ["ValidateAndTokenize", "CheckTrainingCost"]
+    assert [s["Name"] for s in gated["IfSteps"]] == ["ValidateAndTokenize", "EstimateTrainingCost", "CheckTrainingCost"]
     assert gated["ElseSteps"] == []  # a duplicate delivery ends quietly: no Fail step, no failure alarm
     guarded = step(definition, "CheckTrainingCost")["Arguments"]["IfSteps"]
-    assert [s["Name"] for s in guarded] == ["FineTune", "Evaluate", "CheckF1"]
+    assert [s["Name"] for s in guarded] == ["FineTune", "RecordModel", "CheckF1"]
     params = {p["Name"]: p for p in definition["Parameters"]}
     assert {
         "DatasetBucket",
@@ -110,35 +121,111 @@ def test_step_order_and_parameters(definition, settings):
     assert params["BaseModelUri"]["DefaultValue"] == settings.base_model_uri(artifacts_bucket(settings))
 
 
-def test_cost_guard_compares_the_preprocessing_estimate_with_the_parameter_before_training(definition, settings):
-    pre = step(definition, "ValidateAndTokenize")
-    assert pre["PropertyFiles"] == [
-        {"PropertyFileName": "DatasetStats", "OutputName": "stats", "FilePath": "stats.json"}
+def test_no_job_step_runs_before_the_claim_and_no_instance_runs_the_claim(definition):
+    claim = step(definition, "ClaimManifest")
+    assert claim["Type"] == "Lambda" and claim["FunctionArn"] == "${ClaimFunctionArn}"
+    inputs = claim["Arguments"]
+    for name in ("Epochs", "LearningRate", "TrainingInstanceCount", "F1Threshold", "MaxTrainingCostUSD"):
+        assert inputs[name] == {"Get": f"Parameters.{name}"}  # checked before anything is billed
+    assert inputs["ExecutionArn"] == {"Get": "Execution.PipelineExecutionArn"}
+    assert json.loads(inputs["Bounds"]) == {"MaxInstanceCount": 8, "MinF1Threshold": 0.0}
+    gated = step(definition, "FirstDelivery")["Arguments"]["Conditions"]
+    assert {(c["LeftValue"]["Get"], c["RightValue"]) for c in gated} == {
+        ("Steps.ClaimManifest.OutputParameters['Duplicate']", "false"),
+        ("Steps.ClaimManifest.OutputParameters['Ignored']", ""),
+    }
+
+
+def test_prod_bounds_the_f1_threshold_from_below(prod_definition, cdk_context):
+    prod = load_settings({**cdk_context, "env": "prod"})
+    bounds = json.loads(step(prod_definition, "ClaimManifest")["Arguments"]["Bounds"])
+    assert bounds["MinF1Threshold"] == prod.evaluation.min_f1_threshold
+
+
+def test_cost_guard_compares_the_lambda_estimate_with_the_parameter_before_training(definition, settings):
+    estimate = step(definition, "EstimateTrainingCost")
+    assert estimate["Type"] == "Lambda" and estimate["FunctionArn"] == "${EstimateFunctionArn}"
+    inputs = estimate["Arguments"]
+    assert inputs["StatsUri"]["Std:Join"]["Values"] == [
+        {"Get": "Steps.ValidateAndTokenize.ProcessingOutputConfig.Outputs['stats'].S3Output.S3Uri"},
+        "stats.json",
     ]
-    arguments = pre["Arguments"]["AppSpecification"]["ContainerArguments"]
-    hardware = [arguments[i + 1] for i, a in enumerate(arguments) if a == "--training-hardware"]
-    assert sorted(item.split("=", 1)[0] for item in hardware) == sorted(settings.training_instance_types)
-    assert json.loads(hardware[0].split("=", 1)[1])["peak_tflops"] > 0
-    assert arguments[arguments.index("--training-instance-type") + 1] == {"Get": "Parameters.TrainingInstanceType"}
+    for name in ("TrainingInstanceType", "TrainingInstanceCount", "Epochs"):
+        assert inputs[name] == {"Get": f"Parameters.{name}"}
+    cost_model = json.loads(inputs["CostModel"])
+    assert sorted(cost_model["hardware"]) == sorted(settings.training_instance_types)
+    assert all(facts["peak_tflops"] > 0 for facts in cost_model["hardware"].values())
+    assert estimate["OutputParameters"] == [{"OutputName": "EstimatedCostUSD", "OutputType": "Float"}]
     [condition] = step(definition, "CheckTrainingCost")["Arguments"]["Conditions"]
     assert condition["Type"] == "LessThanOrEqualTo"
-    assert condition["LeftValue"]["Std:JsonGet"]["Path"] == "cost_estimate.training_on_demand_usd"
+    assert condition["LeftValue"] == {"Get": "Steps.EstimateTrainingCost.OutputParameters['EstimatedCostUSD']"}
     assert condition["RightValue"] == {"Get": "Parameters.MaxTrainingCostUSD"}
     [fail] = step(definition, "CheckTrainingCost")["Arguments"]["ElseSteps"]
     assert fail["Type"] == "Fail" and fail["Name"] == "TrainingCostAboveLimit"
 
 
-def test_preprocessing_runs_on_cpu_with_the_manifest_and_is_cached(definition):
+def test_preprocessing_runs_isolated_on_a_cpu_image_with_the_pinned_inputs_and_is_cached(definition, settings):
     pre = step(definition, "ValidateAndTokenize")
     assert pre["CacheConfig"] == {"Enabled": True, "ExpireAfter": "P30D"}
     args = pre["Arguments"]
-    assert args["ProcessingResources"]["ClusterConfig"]["InstanceType"] == "ml.m5.4xlarge"
+    assert args["ProcessingResources"]["ClusterConfig"]["InstanceType"] == settings.processing.preprocess_instance_type
+    image = args["AppSpecification"]["ImageUri"]
+    assert image.endswith(settings.processing_image_repository) and "-cpu-" in image and "-gpu-" not in image
+    assert args["NetworkConfig"]["EnableNetworkIsolation"] is True
     inputs = {i["InputName"]: i["S3Input"] for i in args["ProcessingInputs"]}
-    assert inputs["data"]["S3DataType"] == "ManifestFile"
-    joined = inputs["data"]["S3Uri"]["Std:Join"]["Values"]
-    assert {"Get": "Parameters.DatasetBucket"} in joined and {"Get": "Parameters.ManifestKey"} in joined
+    assert inputs["data"]["S3DataType"] == "S3Prefix"
+    assert inputs["data"]["S3Uri"] == {"Get": "Steps.ClaimManifest.OutputParameters['InputUri']"}
     assert inputs["tokenizer"]["S3Uri"] == {"Get": "Parameters.BaseModelUri"}
-    assert args["AppSpecification"]["ContainerArguments"][0] == "preprocess.py"
+    container_args = args["AppSpecification"]["ContainerArguments"]
+    assert container_args[0] == "preprocess.py"
+    assert container_args[container_args.index("--manifest") + 1] == "/opt/ml/processing/input/data/manifest.json"
+    assert "AWS_DEFAULT_REGION" not in args.get("Environment", {})  # the job calls no AWS API itself
+
+
+CACHE_KEY_FIELDS = ("AppSpecification", "Environment", "ProcessingInputs")  # pipelines-default-keys.html
+
+
+def test_changing_epochs_or_the_instance_choice_leaves_the_cached_step_identical(definition):
+    """The cache key of a processing step is its AppSpecification, Environment and ProcessingInputs
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/pipelines-default-keys.html), resolved per execution: two
+    executions that differ in Epochs, TrainingInstanceType, TrainingInstanceCount and MaxTrainingCostUSD resolve
+    them to the same values, while FineTune's arguments do differ."""
+    from local_runner.expressions import ExpressionResolver
+
+    declared = {p["Name"]: p for p in definition["Parameters"]}
+    defaults = {name: p["DefaultValue"] for name, p in declared.items()}
+    other_type = "ml.p4de.24xlarge" if defaults["TrainingInstanceType"] != "ml.p4de.24xlarge" else "ml.p4d.24xlarge"
+    changed = {
+        **defaults,
+        "Epochs": defaults["Epochs"] + 1,
+        "TrainingInstanceType": other_type,
+        "TrainingInstanceCount": defaults["TrainingInstanceCount"] + 1,
+        "MaxTrainingCostUSD": defaults["MaxTrainingCostUSD"] * 2,
+    }
+    claimed = {"ClaimManifest": {"OutputParameters": {"InputUri": "s3://artifacts/inputs/abc/"}}}
+
+    def resolved(parameters, step_name, fields):
+        resolver = ExpressionResolver(
+            parameters, {"PipelineExecutionId": "exec"}, claimed, lambda *_: pytest.fail("no property files")
+        )
+        arguments = step(definition, step_name)["Arguments"]
+        return {field: resolver.resolve(arguments.get(field)) for field in fields}
+
+    assert resolved(defaults, "ValidateAndTokenize", CACHE_KEY_FIELDS) == resolved(
+        changed, "ValidateAndTokenize", CACHE_KEY_FIELDS
+    )
+    assert resolved(defaults, "FineTune", ["HyperParameters"]) != resolved(changed, "FineTune", ["HyperParameters"])
+
+
+def test_every_job_step_retries_capacity_throttling_and_service_faults_with_backoff(definition):
+    for name in ("ValidateAndTokenize", "FineTune"):
+        policies = step(definition, name)["RetryPolicies"]
+        types = {kind for policy in policies for kind in policy["ExceptionType"]}
+        assert {"SageMaker.CAPACITY_ERROR", "Step.THROTTLING", "Step.SERVICE_FAULT"} <= types, name
+        assert all(p["BackoffRate"] > 1 and p["IntervalSeconds"] > 0 for p in policies), name
+    [register] = step(definition, "CheckF1")["Arguments"]["IfSteps"]
+    [policy] = register["RetryPolicies"]
+    assert set(policy["ExceptionType"]) == {"Step.THROTTLING", "Step.SERVICE_FAULT"} and policy["BackoffRate"] > 1
 
 
 def test_training_job_is_distributed_spot_and_checkpointed(definition, settings):
@@ -166,6 +253,25 @@ def test_training_job_is_distributed_spot_and_checkpointed(definition, settings)
     assert channels["train"] == {
         "Get": "Steps.ValidateAndTokenize.ProcessingOutputConfig.Outputs['train'].S3Output.S3Uri"
     }
+    assert channels["validation"] == {
+        "Get": "Steps.ValidateAndTokenize.ProcessingOutputConfig.Outputs['validation'].S3Output.S3Uri"
+    }
+    # Isolated: the source bundle arrives as the `code` channel and the toolkit is pointed at its file.
+    assert args["EnableNetworkIsolation"] is True
+    assert channels["code"] == "s3://${CodeBucket}/${CodeKey}"
+    assert args["HyperParameters"]["sagemaker_submit_directory"] == '"/opt/ml/input/data/code/${CodeKey}"'
+    assert args["TensorBoardOutputConfig"] == {
+        "LocalPath": TENSORBOARD_DIR,
+        "S3OutputPath": {
+            "Std:Join": {
+                "On": "/",
+                "Values": [
+                    f"s3://{artifacts_bucket(settings)}/{settings.layout.tensorboard}",
+                    {"Get": "Execution.PipelineExecutionId"},
+                ],
+            }
+        },
+    }
     assert "huggingface-pytorch-training:2.9.0-transformers5.3.0" in args["AlgorithmSpecification"]["TrainingImage"]
     assert args["HyperParameters"]["sagemaker_region"] == '"${AWS::Region}"'
 
@@ -179,13 +285,6 @@ def test_checkpoint_uri_lies_under_the_data_stacks_checkpoint_prefix(definition,
     assert rendered == values[0] + "/"
 
 
-def test_retries_cover_spot_capacity(definition):
-    policies = step(definition, "FineTune")["RetryPolicies"]
-    job_policy = next(p for p in policies if "SageMaker.CAPACITY_ERROR" in p["ExceptionType"])
-    assert "SageMaker.JOB_INTERNAL_ERROR" in job_policy["ExceptionType"]
-    assert job_policy["MaxAttempts"] == 3
-
-
 def test_metric_definitions_parse_the_training_log_line(definition):
     metrics = step(definition, "FineTune")["Arguments"]["AlgorithmSpecification"]["MetricDefinitions"]
     parsed = {m["Name"]: match.group(1) for m in metrics if (match := re.search(m["Regex"], TRAIN_LINE))}
@@ -196,6 +295,9 @@ def test_metric_definitions_parse_the_training_log_line(definition):
         "train:epoch": "0.500",
         "train:step": "120",
     }
+    line = EVALUATION_LINE.format(exact_match=81.25, f1=88.5)
+    evaluation = {m["Name"]: match.group(1) for m in metrics if (match := re.search(m["Regex"], line))}
+    assert {k: float(v) for k, v in evaluation.items()} == {METRIC_EVAL_EXACT_MATCH: 81.25, METRIC_EVAL_F1: 88.5}
 
 
 def test_smddp_backend_sets_its_flag_and_image(cdk_context):
@@ -244,39 +346,43 @@ def test_condition_registers_or_fails_with_the_numbers(definition, settings):
     check = step(definition, "CheckF1")["Arguments"]
     [condition] = check["Conditions"]
     assert condition["Type"] == "GreaterThanOrEqualTo"
-    assert condition["LeftValue"]["Std:JsonGet"] == {
-        "Path": "metrics.f1.value",
-        "PropertyFile": {"Get": "Steps.Evaluate.PropertyFiles.EvaluationReport"},
-    }
+    assert condition["LeftValue"] == {"Get": f"Steps.FineTune.FinalMetricDataList['{METRIC_EVAL_F1}'].Value"}
     assert condition["RightValue"] == {"Get": "Parameters.F1Threshold"}
     [register] = check["IfSteps"]
     assert register["Type"] == "RegisterModel"
-    assert register["Arguments"]["ModelPackageGroupName"] == settings.model_package_group_name
-    assert register["Arguments"]["ModelApprovalStatus"] == {"Get": "Parameters.ModelApprovalStatus"}
-    statistics = register["Arguments"]["ModelMetrics"]["ModelQuality"]["Statistics"]
-    assert statistics["S3Uri"]["Std:Join"]["Values"][-1] == "evaluation.json"
+    arguments = register["Arguments"]
+    assert arguments["ModelPackageGroupName"] == settings.model_package_group_name
+    assert arguments["ModelApprovalStatus"] == {"Get": "Parameters.ModelApprovalStatus"}
+    statistics = arguments["ModelMetrics"]["ModelQuality"]["Statistics"]
+    assert statistics["S3Uri"] == {"Get": "Steps.RecordModel.OutputParameters['ReportUri']"}
+    metadata = arguments["CustomerMetadataProperties"]
+    assert metadata["model_archive_sha256"] == {"Get": "Steps.RecordModel.OutputParameters['ModelSha256']"}
+    assert metadata["model_archive_version_id"] == {"Get": "Steps.RecordModel.OutputParameters['ModelVersionId']"}
+    assert metadata["dataset_manifest_version_id"] == {"Get": "Parameters.ManifestVersionId"}
     [fail] = check["ElseSteps"]
     assert fail["Type"] == "Fail"
     message = fail["Arguments"]["ErrorMessage"]["Std:Join"]["Values"]
     assert condition["LeftValue"] in message and {"Get": "Parameters.F1Threshold"} in message
 
 
-def test_property_file_path_is_what_evaluate_writes(definition):
-    evaluate_step = step(definition, "Evaluate")
-    [report] = evaluate_step["PropertyFiles"]
-    assert report == {"PropertyFileName": "EvaluationReport", "OutputName": "evaluation", "FilePath": "evaluation.json"}
-    args = evaluate_step["Arguments"]
-    [output] = args["ProcessingOutputConfig"]["Outputs"]
-    container_args = args["AppSpecification"]["ContainerArguments"]
-    assert container_args[0] == "evaluate.py"
-    assert container_args[container_args.index("--output-dir") + 1] == output["S3Output"]["LocalPath"]
-    # evaluate.py writes qa.outputs.EVALUATION_FILE straight into --output-dir (tests/training_code checks it).
-    assert report["FilePath"] == EVALUATION_FILE
+def test_record_model_reports_the_training_jobs_metrics(definition, settings):
+    record = step(definition, "RecordModel")
+    assert record["Type"] == "Lambda" and record["FunctionArn"] == "${RecordFunctionArn}"
+    inputs = record["Arguments"]
+    assert inputs["ModelArchiveUri"] == {"Get": "Steps.FineTune.ModelArtifacts.S3ModelArtifacts"}
+    assert inputs["F1"] == {"Get": f"Steps.FineTune.FinalMetricDataList['{METRIC_EVAL_F1}'].Value"}
+    assert inputs["ExactMatch"] == {"Get": f"Steps.FineTune.FinalMetricDataList['{METRIC_EVAL_EXACT_MATCH}'].Value"}
+    assert inputs["ReportUri"]["Std:Join"]["Values"] == [
+        f"s3://{artifacts_bucket(settings)}/{settings.layout.evaluation}",
+        {"Get": "Execution.PipelineExecutionId"},
+        EVALUATION_FILE,
+    ]
 
 
 def test_only_known_placeholders(settings):
     text = definition_json(settings)
     deploy_time = set(placeholders(settings).substitutions())
-    assert len(deploy_time) == 5 + settings.network.subnet_count  # role, key, code bucket + key, group, subnets
+    # role, key, code bucket + key, three functions, group, subnets
+    assert len(deploy_time) == 8 + settings.network.subnet_count
     assert set(re.findall(r"\$\{([^}]+)\}", text)) == deploy_time | set(PSEUDO_PARAMETERS)
     assert json.loads(text)  # placeholders live inside JSON strings only

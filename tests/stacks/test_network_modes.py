@@ -41,7 +41,7 @@ def test_existing_vpc_gets_only_the_efa_group_and_the_jobs_use_its_subnets(cdk_c
     # Training pinned to us-east-1b: all nodes in that zone's subnet; processing may use both.
     definition = json.loads(body)
     assert find_step(definition, "FineTune")["Arguments"]["VpcConfig"]["Subnets"] == ["${Subnet1}"]
-    processing = find_step(definition, "Evaluate")["Arguments"]["NetworkConfig"]["VpcConfig"]
+    processing = find_step(definition, "ValidateAndTokenize")["Arguments"]["NetworkConfig"]["VpcConfig"]
     assert processing["Subnets"] == ["${Subnet0}", "${Subnet1}"]
 
 

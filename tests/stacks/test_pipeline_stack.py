@@ -43,14 +43,25 @@ def test_pipeline_embeds_the_definition_with_deploy_time_values(dev):
     assert props["PipelineName"] == dev.settings.pipeline_name
     body, variables = synthesized_definition(dev.templates["pipeline"])
     definition = json.loads(body)
-    assert [s["Name"] for s in all_steps(definition["Steps"])][:5] == [
+    assert [s["Name"] for s in all_steps(definition["Steps"])][:7] == [
         "ClaimManifest",
+        "ParametersValid",
         "FirstDelivery",
         "ValidateAndTokenize",
+        "EstimateTrainingCost",
         "CheckTrainingCost",
         "FineTune",
     ]
     assert set(variables) == set(placeholders(dev.settings).substitutions())
+    functions = {
+        name: {"Fn::GetAtt": [next(k for k in dev.templates["pipeline"]["Resources"] if k.startswith(prefix)), "Arn"]}
+        for name, prefix in (
+            ("ClaimFunctionArn", "FunctionsClaimManifestFunction"),
+            ("EstimateFunctionArn", "FunctionsEstimateTrainingCostFunction"),
+            ("RecordFunctionArn", "FunctionsRecordModelFunction"),
+        )
+    }
+    assert {name: variables[name] for name in functions} == functions
     assert "PipelineRole" in dumps(props["RoleArn"])
     assert variables["JobRoleName"] == {
         "Ref": next(k for k in dev.templates["pipeline"]["Resources"] if k.startswith("JobRole"))

@@ -33,7 +33,6 @@ def roles(cdk_context, dev_settings, tmp_path_factory) -> dict[str, Template]:
             "JobRole",
             settings=dev_settings,
             key=data.project_key,
-            datasets=data.datasets,
             artifacts=data.artifacts,
             job_security_group=job_security_group,
         )
@@ -74,21 +73,26 @@ def test_roles_are_assumed_by_sagemaker_and_carry_no_managed_policy(roles):
         assert "ManagedPolicyArns" not in role["Properties"]
 
 
-def test_job_role_reads_datasets_and_base_models_and_writes_only_job_prefixes(roles, dev_settings):
+def test_job_role_reads_pinned_inputs_and_base_models_and_writes_only_job_prefixes(roles, dev_settings):
     statements = role_statements(roles["Roles"], "JobRole")
     layout = dev_settings.layout
     reads = [s["Resource"] for s in statements if s["Action"] == "s3:GetObject"]
+    # No dataset access: the jobs read the copies ClaimManifest pinned under inputs/.
     assert reads == [
-        bucket_arn(dev_settings, "datasets", "/*"),
-        bucket_arn(dev_settings, "artifacts", f"/{layout.base_models}/*"),
+        [
+            bucket_arn(dev_settings, "artifacts", f"/{layout.base_models}/*"),
+            bucket_arn(dev_settings, "artifacts", f"/{layout.inputs}/*"),
+        ]
     ]
     [write] = with_action(statements, "s3:PutObject")
     assert write["Action"] == ["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"]
     assert write["Resource"] == [
         bucket_arn(dev_settings, "artifacts", f"/{prefix}/*") for prefix in sorted(layout.writable_by_jobs())
     ]
+    # Claims and evaluation reports are the Lambda functions' to write.
+    assert not {layout.claims, layout.evaluation, layout.inputs} & set(layout.writable_by_jobs())
     lists = [s["Resource"] for s in with_action(statements, "s3:ListBucket")]
-    assert lists == [bucket_arn(dev_settings, "datasets"), bucket_arn(dev_settings, "artifacts")]
+    assert lists == [bucket_arn(dev_settings, "artifacts")]
 
 
 def test_only_the_key_arn_is_imported_from_the_data_stack(roles):
@@ -156,9 +160,11 @@ def test_pipeline_role_passes_only_the_job_role_and_registers_in_its_group(roles
     ]
 
 
-def test_pipeline_role_reads_only_models_and_property_files(roles, dev_settings):
+def test_pipeline_role_reads_only_models_and_their_reports_and_cannot_update_packages(roles, dev_settings):
     layout = dev_settings.layout
-    [read] = with_action(role_statements(roles["Roles"], "PipelineRole"), "s3:GetObject")
-    patterns = [f"{layout.models}/*", f"{layout.evaluation}/*", f"{layout.claims}/*", f"{layout.processed}/*/stats/*"]
+    statements = role_statements(roles["Roles"], "PipelineRole")
+    assert not with_action(statements, "sagemaker:UpdateModelPackage")  # no step uses it
+    [read] = with_action(statements, "s3:GetObject")
+    patterns = [f"{layout.models}/*", f"{layout.evaluation}/*"]
     assert read["Action"] == "s3:GetObject"
     assert read["Resource"] == [bucket_arn(dev_settings, "artifacts", f"/{p}") for p in sorted(patterns)]

@@ -53,3 +53,10 @@ EVALUATION_METRIC_REGEXES = {
 #  "files": [{"key": "train/train.jsonl", "version_id": S3 VersionId, "sha256": hex, "size": bytes}, ...]}
 # keys relative to the manifest's folder. Readers also accept the older SageMaker ManifestFile list (no pins).
 MANIFEST_V2_FORMAT = "hfqa-dataset-manifest/2"
+# Local runner seams of the pipeline's Lambda functions (training_code/pipeline_functions.py).
+LOCAL_EXECUTIONS_ENV = "QA_LOCAL_EXECUTIONS"  # a JSON file {execution ARN: status} standing in for SageMaker
+LOCAL_VERSIONS_DIR = ".versions"  # <LOCAL_S3_ROOT>/.versions/<bucket>/<key>/<version id>: kept object versions
+# ClaimManifest copies the manifest's files at their versions under s3://<artifacts>/inputs/<claim digest>/ and
+# writes this file there last (SageMaker's ManifestFile format, prefix = that folder): what preprocess.py reads.
+PINNED_MANIFEST_FILE = "manifest.json"
+STATS_FILE = "stats.json"  # ValidateAndTokenize's dataset statistics (its `stats` output), read by the estimate

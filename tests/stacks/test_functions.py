@@ -1,0 +1,114 @@
+"""The pipeline's Lambda functions in the synthesized dev pipeline stack: runtime, handlers, timeouts, and one
+least-privilege role each; the pipeline role may invoke exactly these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pipeline_steps.placeholders import FUNCTION_HANDLERS
+from stacks.functions import FUNCTION_FILES, TIMEOUTS, stage_function_code
+from tests.conftest import as_list, dumps, resources_of_type
+from tests.stacks.conftest import bucket_arn
+
+LAMBDA_STEP_LIMIT_SECONDS = 600  # a Lambda step waits at most 10 minutes for its function
+FUNCTIONS = {
+    "ClaimManifest": "claim_function_arn",
+    "EstimateTrainingCost": "estimate_function_arn",
+    "RecordModel": "record_function_arn",
+}
+
+
+def logical_id(template: dict[str, Any], prefix: str) -> str:
+    [found] = [k for k in template["Resources"] if k.startswith(prefix) and not k.startswith(prefix + "Role")]
+    return found
+
+
+def role_statements(template: dict[str, Any], role_prefix: str) -> list[dict[str, Any]]:
+    [role_id] = [k for k in resources_of_type(template, "AWS::IAM::Role") if k.startswith(role_prefix)]
+    return [
+        statement
+        for policy in resources_of_type(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def by_sid(statements: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {s["Sid"]: s for s in statements if "Sid" in s}
+
+
+@pytest.mark.parametrize(("name", "field"), sorted(FUNCTIONS.items()))
+def test_each_function_runs_python_3_12_with_its_handler_its_own_role_and_a_timeout_below_the_step_limit(
+    dev, name, field
+):
+    template = dev.templates["pipeline"]
+    function = template["Resources"][logical_id(template, f"Functions{name}Function")]["Properties"]
+    assert function["Runtime"] == "python3.12"
+    assert function["Handler"] == FUNCTION_HANDLERS[field]
+    assert function["Timeout"] == TIMEOUTS[field] < LAMBDA_STEP_LIMIT_SECONDS
+    assert f"Functions{name}Role" in dumps(function["Role"])
+    role = template["Resources"][next(k for k in template["Resources"] if k.startswith(f"Functions{name}Role"))]
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "lambda.amazonaws.com"
+    }
+    assert "ManagedPolicyArns" not in role["Properties"]
+
+
+def test_the_code_asset_holds_only_the_stdlib_part_of_training_code(tmp_path):
+    staged = stage_function_code(tmp_path)
+    assert sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file()) == sorted(FUNCTION_FILES)
+    imports = [
+        line for line in (staged / "pipeline_functions.py").read_text().splitlines() if line.startswith("from qa")
+    ]
+    assert {line.split()[1] for line in imports} <= {
+        f"qa.{p.removeprefix('qa/').removesuffix('.py')}" for p in FUNCTION_FILES
+    }
+
+
+def test_the_claim_role_writes_claims_only_conditionally_and_pins_inputs(dev):
+    settings, layout = dev.settings, dev.settings.layout
+    statements = by_sid(role_statements(dev.templates["pipeline"], "FunctionsClaimManifestRole"))
+    claims = bucket_arn(settings, "artifacts", f"/{layout.claims}/*")
+    assert statements["CreateClaimIfAbsent"]["Resource"] == claims
+    assert statements["CreateClaimIfAbsent"]["Condition"] == {"Null": {"s3:if-none-match": "false"}}
+    assert statements["TakeOverClaimIfUnchanged"]["Condition"] == {"Null": {"s3:if-match": "false"}}
+    assert statements["PinInputs"]["Resource"] == bucket_arn(settings, "artifacts", f"/{layout.inputs}/*")
+    assert statements["ReadDatasetVersions"]["Action"] == ["s3:GetObject", "s3:GetObjectVersion"]
+    puts = [s for s in statements.values() if "s3:PutObject" in as_list(s["Action"])]
+    assert {s["Sid"] for s in puts} == {"CreateClaimIfAbsent", "TakeOverClaimIfUnchanged", "PinInputs"}
+    assert f"pipeline/{settings.pipeline_name}/execution/*" in dumps(statements["DescribeOwnerExecutions"]["Resource"])
+
+
+def test_the_estimate_and_record_roles_touch_only_their_prefixes(dev):
+    settings, layout = dev.settings, dev.settings.layout
+    template = dev.templates["pipeline"]
+    estimate = by_sid(role_statements(template, "FunctionsEstimateTrainingCostRole"))
+    assert estimate["ReadStatsAndModelConfig"]["Resource"] == [
+        bucket_arn(settings, "artifacts", f"/{layout.base_models}/*/config.json"),
+        bucket_arn(settings, "artifacts", f"/{layout.processed}/*/stats/*"),
+    ]
+    assert not [s for s in estimate.values() if "s3:PutObject" in as_list(s["Action"])]
+    record = by_sid(role_statements(template, "FunctionsRecordModelRole"))
+    assert record["ReadModelArchives"]["Resource"] == bucket_arn(settings, "artifacts", f"/{layout.models}/*")
+    assert record["WriteEvaluationReports"]["Resource"] == bucket_arn(settings, "artifacts", f"/{layout.evaluation}/*")
+
+
+def test_the_pipeline_role_invokes_exactly_the_three_functions(dev):
+    template = dev.templates["pipeline"]
+    [invoke] = [s for s in role_statements(template, "PipelineRole") if "lambda:InvokeFunction" in as_list(s["Action"])]
+    assert invoke["Action"] == "lambda:InvokeFunction"
+    assert invoke["Resource"] == [
+        {"Fn::GetAtt": [logical_id(template, f"Functions{name}Function"), "Arn"]} for name in FUNCTIONS
+    ]
+
+
+def test_no_job_may_write_claims_inputs_or_evaluation_reports(dev):
+    layout = dev.settings.layout
+    writes = [
+        s for s in role_statements(dev.templates["pipeline"], "JobRole") if "s3:PutObject" in as_list(s["Action"])
+    ]
+    written = dumps([s["Resource"] for s in writes])
+    for prefix in (layout.claims, layout.inputs, layout.evaluation):
+        assert f"/{prefix}/" not in written, prefix

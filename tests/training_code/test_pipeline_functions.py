@@ -1,0 +1,303 @@
+"""pipeline_functions.py: the claim (parameters, exactly once, take-over, pinning), the cost estimate and the
+model record, on the local runner's S3 folder and on the moto server."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import boto3
+import pipeline_functions as functions
+import pytest
+from botocore.stub import Stubber
+from qa.cost import UNKNOWN_COST_USD, run_estimate
+from qa.outputs import LOCAL_EXECUTIONS_ENV, LOCAL_S3_ROOT_ENV, MANIFEST_V2_FORMAT, MANIFEST_VERSION_UNSET
+
+from tests.conftest import aws_environment, pointed_at
+
+KEY = "datasets/squad/v1/manifest.json"
+BOUNDS = json.dumps({"MaxInstanceCount": 4, "MinF1Threshold": 50.0})
+
+
+def execution(name: str) -> str:
+    return f"arn:aws:sagemaker:local:000000000000:pipeline/p/execution/{name}"
+
+
+def event(owner: str, version: str, key: str = KEY, **parameters: object) -> dict:
+    return {
+        "ExecutionArn": execution(owner),
+        "DatasetBucket": "datasets",
+        "ManifestKey": key,
+        "ManifestVersionId": version,
+        "ArtifactsBucket": "artifacts",
+        "ClaimsPrefix": "claims",
+        "InputsPrefix": "inputs",
+        "Epochs": 2.0,
+        "LearningRate": 3e-5,
+        "TrainingInstanceCount": 1,
+        "F1Threshold": 80.0,
+        "MaxTrainingCostUSD": 100.0,
+        "Bounds": BOUNDS,
+        **parameters,
+    }
+
+
+@pytest.fixture
+def local(tmp_path, monkeypatch) -> functions.LocalObjectStore:
+    monkeypatch.setenv(LOCAL_S3_ROOT_ENV, str(tmp_path / "s3"))
+    monkeypatch.setenv(LOCAL_EXECUTIONS_ENV, str(tmp_path / "executions.json"))
+    return functions.LocalObjectStore(tmp_path / "s3")
+
+
+def statuses(tmp_path: Path, **by_name: str) -> None:
+    (tmp_path / "executions.json").write_text(json.dumps({execution(k): v for k, v in by_name.items()}))
+
+
+def upload(store, files: dict[str, bytes], key: str = KEY) -> str:
+    """Data files, then a v2 manifest naming each at its version; the manifest's version id."""
+    folder = key.rsplit("/", 1)[0]
+    listed = [
+        {"key": name, "version_id": store.put("datasets", f"{folder}/{name}", body), "size": len(body)}
+        for name, body in files.items()
+    ]
+    manifest = {"format": MANIFEST_V2_FORMAT, "dataset": "squad", "version": "v1", "files": listed}
+    return store.put("datasets", key, json.dumps(manifest).encode())
+
+
+DATA = {"train/train.jsonl": b'{"id": "1"}\n', "validation/validation.json": b'{"data": []}'}
+
+
+def pinned(store, input_uri: str, name: str) -> bytes:
+    bucket, prefix = functions.split_uri(input_uri)
+    return store.get(bucket, prefix + name)[0]
+
+
+def test_one_execution_owns_a_manifest_version_and_a_duplicate_names_it(tmp_path, local):
+    version = upload(local, DATA)
+    statuses(tmp_path, a="Executing")
+    first = functions.claim_handler(event("a", version))
+    assert first["Duplicate"] == "false" and first["ClaimedBy"] == execution("a") and first["ParameterError"] == ""
+    second = functions.claim_handler(event("b", version))
+    assert second == {**second, "Duplicate": "true", "ClaimedBy": execution("a"), "InputUri": ""}
+    assert functions.claim_handler(event("a", version))["Duplicate"] == "false"  # a retry of the owner's step
+    assert len(list((tmp_path / "s3" / "artifacts" / "claims").iterdir())) == 1
+
+
+def test_the_execution_trains_on_the_versions_its_manifest_pins(tmp_path, local):
+    version = upload(local, DATA)
+    local.put("datasets", "datasets/squad/v1/train/train.jsonl", b'{"id": "uploaded later"}\n')
+    result = functions.claim_handler(event("a", version))
+    assert pinned(local, result["InputUri"], "train/train.jsonl") == DATA["train/train.jsonl"]
+    manifest = json.loads(pinned(local, result["InputUri"], "manifest.json"))
+    assert manifest == [{"prefix": result["InputUri"]}, *DATA]  # what preprocess.py reads
+
+
+def test_an_old_array_manifest_pins_the_versions_current_at_claim_time(tmp_path, local):
+    for name, body in DATA.items():
+        local.put("datasets", f"datasets/squad/v1/{name}", body)
+    legacy = [{"prefix": "s3://datasets/datasets/squad/v1/"}, *DATA]
+    version = local.put("datasets", KEY, json.dumps(legacy).encode())
+    result = functions.claim_handler(event("a", version))
+    local.put("datasets", "datasets/squad/v1/train/train.jsonl", b"changed after the claim\n")
+    assert pinned(local, result["InputUri"], "train/train.jsonl") == DATA["train/train.jsonl"]
+
+
+def test_a_failed_or_stopped_owner_is_taken_over_and_a_running_one_is_not(tmp_path, local):
+    version = upload(local, DATA)
+    functions.claim_handler(event("a", version))
+    for status, duplicate in (("Executing", "true"), ("Succeeded", "true"), ("Failed", "false")):
+        statuses(tmp_path, a=status)
+        assert functions.claim_handler(event("b", version))["Duplicate"] == duplicate, status
+    statuses(tmp_path, a="Failed", b="Stopped")
+    taken = functions.claim_handler(event("c", version))
+    assert taken["Duplicate"] == "false" and taken["ClaimedBy"] == execution("c")
+    # The new owner reads the copy pinned by the first one (nothing copied again).
+    assert pinned(local, taken["InputUri"], "train/train.jsonl") == DATA["train/train.jsonl"]
+
+
+def claim_path(tmp_path: Path, version: str) -> Path:
+    return tmp_path / "s3" / "artifacts" / "claims" / f"{functions.claim_digest('datasets', KEY, version)}.json"
+
+
+def test_a_claim_overwritten_by_another_writer_is_an_error_not_a_silent_skip(tmp_path, local):
+    version = upload(local, DATA)
+    statuses(tmp_path, a="Executing")
+    functions.claim_handler(event("a", version))
+    claim_path(tmp_path, version).write_text(
+        json.dumps({"execution_arn": "arn:aws:sagemaker:x:1:pipeline/p/execution/z"})
+    )
+    with pytest.raises(functions.ClaimError, match=r"names .*execution/z, which is no execution of this pipeline"):
+        functions.claim_handler(event("a", version))
+
+
+@pytest.mark.parametrize(("body", "says"), [(b"", "is empty"), (b"{not json", "not a claim"), (b"[]", "not a claim")])
+def test_an_empty_or_corrupt_claim_is_a_clear_error(tmp_path, local, body, says):
+    version = upload(local, DATA)
+    claim = claim_path(tmp_path, version)
+    claim.parent.mkdir(parents=True)
+    claim.write_bytes(body)
+    with pytest.raises(functions.ClaimError, match=f"claim object s3://artifacts/claims/.* {says}.*delete it"):
+        functions.claim_handler(event("a", version))
+
+
+@pytest.mark.parametrize(
+    "key", ["datasets/mf/v1/train/manifest.json", "datasets/a/b/c/manifest.json", "datasets/a/manifest.json"]
+)
+def test_a_key_that_is_no_manifest_ends_quietly_with_one_line(tmp_path, local, key):
+    result = functions.claim_handler(event("a", "v-1", key=key))
+    assert "is not a manifest key" in result["Ignored"] and "\n" not in result["Ignored"]
+    assert result["ParameterError"] == "" and result["Duplicate"] == "false"
+    assert not (tmp_path / "s3" / "artifacts").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("Epochs", -1, "Epochs=-1 must be > 0"),
+        ("Epochs", "two", "Epochs='two' is not a number"),
+        ("TrainingInstanceCount", 0, "TrainingInstanceCount=0 must be between 1 and 4 (training.max_instance_count)"),
+        ("TrainingInstanceCount", 5, "TrainingInstanceCount=5 must be between 1 and 4 (training.max_instance_count)"),
+        ("LearningRate", 0, "LearningRate=0 must be > 0"),
+        ("LearningRate", -1e-5, "LearningRate=-1e-05 must be > 0"),
+        ("F1Threshold", 150, "F1Threshold=150 must be between 50 and 100"),
+        ("F1Threshold", 10, "F1Threshold=10 must be between 50 and 100"),
+        ("MaxTrainingCostUSD", -1, "MaxTrainingCostUSD=-1 must be >= 0"),
+        ("Epochs", "nan", "Epochs='nan' is not a finite number"),
+    ],
+)
+def test_a_bad_parameter_is_one_line_naming_it_and_claims_nothing(tmp_path, local, name, value, says):
+    result = functions.claim_handler(event("a", "v-1", **{name: value}))
+    assert result["ParameterError"] == f"Parameter {says}."
+    assert not (tmp_path / "s3" / "artifacts").exists()
+
+
+def test_a_run_started_without_the_manifest_version_stops_with_the_fix(local):
+    result = functions.claim_handler(event("a", MANIFEST_VERSION_UNSET))
+    assert result["ParameterError"].startswith("Parameter ManifestVersionId is not set: pass the manifest's S3")
+
+
+def test_a_manifest_naming_a_missing_file_or_leaving_its_folder_fails_with_the_key(tmp_path, local):
+    version = local.put(
+        "datasets",
+        KEY,
+        json.dumps({"format": MANIFEST_V2_FORMAT, "files": [{"key": "train/x.jsonl", "version_id": "v"}]}).encode(),
+    )
+    with pytest.raises(
+        functions.ClaimError, match=r"datasets/squad/v1/train/x.jsonl \(version v\) named by the manifest"
+    ):
+        functions.claim_handler(event("a", version))
+    escaping = local.put(
+        "datasets",
+        KEY,
+        json.dumps({"format": MANIFEST_V2_FORMAT, "files": [{"key": "../other/x", "version_id": "v"}]}).encode(),
+    )
+    with pytest.raises(functions.ClaimError, match=r"keys must be relative, without '\.\.'"):
+        functions.claim_handler(event("b", escaping))
+
+
+def write_stats_and_model(store) -> dict:
+    stats = {
+        "splits": {
+            "train": {"length_histogram": {"96-127": 30, "192-223": 10}},
+            "validation": {"length_histogram": {"96-127": 5}},
+        }
+    }
+    store.put("artifacts", "processed/e/stats/stats.json", json.dumps(stats).encode())
+    config = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "vocab_size": 1000}
+    store.put("artifacts", "base-models/m/config.json", json.dumps(config).encode())
+    return config
+
+
+def cost_model() -> dict:
+    from config import load_settings, read_cdk_json_context
+    from config.costs import cost_model as settings_cost_model
+
+    return settings_cost_model(load_settings(read_cdk_json_context()))
+
+
+def estimate_event(**overrides: object) -> dict:
+    return {
+        "StatsUri": "s3://artifacts/processed/e/stats/stats.json",
+        "BaseModelUri": "s3://artifacts/base-models/m/",
+        "TrainingInstanceType": "ml.p4d.24xlarge",
+        "TrainingInstanceCount": 1,
+        "Epochs": 1.0,
+        "CostModel": json.dumps(cost_model()),
+        **overrides,
+    }
+
+
+def test_the_estimate_prices_this_executions_choice_with_qa_cost(local):
+    config = write_stats_and_model(local)
+    one = functions.estimate_cost_handler(estimate_event())["EstimatedCostUSD"]
+    expected = run_estimate(cost_model(), config, {127: 30, 223: 10}, {127: 5}, "ml.p4d.24xlarge", 1, 1.0)
+    assert one == expected["training_on_demand_usd"] and one > 0
+    # Start-up bills on every instance: a second one costs more; the histogram is read at its upper bounds.
+    assert functions.estimate_cost_handler(estimate_event(TrainingInstanceCount=2))["EstimatedCostUSD"] > one
+    unknown = functions.estimate_cost_handler(estimate_event(TrainingInstanceType="ml.p5.48xlarge"))
+    assert unknown["EstimatedCostUSD"] == UNKNOWN_COST_USD  # the guard stops a run it cannot price
+
+
+def test_the_record_hashes_the_archive_and_writes_the_model_quality_report(local):
+    archive = b"model archive bytes" * 1000
+    version = local.put("artifacts", "models/job/output/model.tar.gz", archive)
+    result = functions.record_model_handler(
+        {
+            "ModelArchiveUri": "s3://artifacts/models/job/output/model.tar.gz",
+            "F1": 91.5,
+            "ExactMatch": "84.25",
+            "ReportUri": "s3://artifacts/evaluation/e/evaluation.json",
+        }
+    )
+    assert result["ModelSha256"] == hashlib.sha256(archive).hexdigest() and result["ModelVersionId"] == version
+    report = json.loads(local.get("artifacts", "evaluation/e/evaluation.json")[0])
+    assert report["metrics"] == {"f1": {"value": 91.5}, "exact_match": {"value": 84.25}}
+    assert report["model"]["sha256"] == result["ModelSha256"]
+
+
+def test_the_claim_on_s3_with_conditional_writes(moto_url, monkeypatch):
+    """The real S3 path on moto server: versioned buckets, the 412 of put_object(IfNoneMatch="*"), copy_object at a
+    VersionId, and the take-over's put_object(IfMatch=etag). Not modelled by moto: pipeline executions (their
+    status comes from a stand-in here) and the 409 ConditionalRequestConflict of concurrent writes (below)."""
+    monkeypatch.delenv(LOCAL_S3_ROOT_ENV, raising=False)
+    owners = {execution("a"): "Executing"}
+    monkeypatch.setattr(functions, "execution_status", lambda arn: owners.get(arn, "Unknown"))
+    with pointed_at(aws_environment(moto_url)):
+        s3 = boto3.client("s3")
+        for bucket in ("datasets", "artifacts"):
+            s3.create_bucket(Bucket=bucket)
+            s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        store = functions.S3ObjectStore()
+        version = upload(store, DATA)
+        s3.put_object(Bucket="datasets", Key="datasets/squad/v1/train/train.jsonl", Body=b"a second upload\n")
+        first = functions.claim_handler(event("a", version))
+        assert first["Duplicate"] == "false"
+        copied = s3.get_object(Bucket="artifacts", Key=functions.split_uri(first["InputUri"])[1] + "train/train.jsonl")
+        assert copied["Body"].read() == DATA["train/train.jsonl"]
+        assert functions.claim_handler(event("b", version))["ClaimedBy"] == execution("a")
+        owners[execution("a")] = "Failed"
+        taken = functions.claim_handler(event("b", version))
+        assert taken["Duplicate"] == "false" and taken["ClaimedBy"] == execution("b")
+        [stored] = s3.list_objects_v2(Bucket="artifacts", Prefix="claims/")["Contents"]
+        claim = json.loads(s3.get_object(Bucket="artifacts", Key=stored["Key"])["Body"].read())
+        assert claim["execution_arn"] == execution("b")
+
+
+def test_a_persistent_write_conflict_fails_with_a_message_after_retries(monkeypatch):
+    """409 ConditionalRequestConflict (not modelled by moto): retried, as S3's conditional-writes page says;
+    when it persists, the claim fails with a message instead of reporting a false duplicate."""
+    s3 = boto3.client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    store = functions.S3ObjectStore.__new__(functions.S3ObjectStore)
+    store.s3 = s3
+    monkeypatch.setattr(functions.time, "sleep", lambda seconds: None)
+    with Stubber(s3) as stub:
+        stub.add_client_error("put_object", service_error_code="ConditionalRequestConflict", http_status_code=409)
+        stub.add_client_error("put_object", service_error_code="PreconditionFailed", http_status_code=412)
+        assert store.create_if_absent("artifacts", "claims/k.json", b"{}") is False
+        stub.assert_no_pending_responses()
+    with Stubber(s3) as stub:
+        for _ in range(functions.CONFLICT_RETRIES + 1):
+            stub.add_client_error("put_object", service_error_code="ConditionalRequestConflict", http_status_code=409)
+        with pytest.raises(functions.ClaimError, match=r"ConditionalRequestConflict.*retry the execution"):
+            store.create_if_absent("artifacts", "claims/k.json", b"{}")

@@ -1,0 +1,506 @@
+"""The pipeline's Lambda functions (SageMaker Pipelines Lambda steps): no instance starts for them.
+
+    claim_handler          ClaimManifest: check the parameters, claim the manifest version once, pin its data
+    estimate_cost_handler  EstimateTrainingCost: the training estimate of qa/cost.py from stats.json
+    record_model_handler   RecordModel: the model archive's SHA-256 and version id, the model-quality report
+
+Runs on the Lambda Python 3.12 runtime: the standard library, boto3 (which the runtime includes:
+https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html) and the stdlib-only qa modules. With
+LOCAL_S3_ROOT set (the local runner), S3 is that folder (s3://bucket/key -> <root>/bucket/key) and object
+versions live in <root>/.versions/bucket/key/<version id> (version id: the content's SHA-256 prefix).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from qa.cost import run_estimate
+from qa.outputs import (
+    EVALUATION_EXACT_MATCH_PATH,
+    EVALUATION_F1_PATH,
+    EVALUATION_FILE,
+    LOCAL_EXECUTIONS_ENV,
+    LOCAL_S3_ROOT_ENV,
+    LOCAL_VERSIONS_DIR,
+    MANIFEST_V2_FORMAT,
+    MANIFEST_VERSION_UNSET,
+    PINNED_MANIFEST_FILE,
+)
+
+log = logging.getLogger("pipeline_functions")
+log.setLevel(logging.INFO)
+
+# Exactly datasets/<name>/<version>/manifest.json; segments as the upload tool allows them.
+MANIFEST_KEY = re.compile(
+    r"datasets/([A-Za-z0-9][A-Za-z0-9._-]{0,127})/([A-Za-z0-9][A-Za-z0-9._-]{0,127})/manifest\.json"
+)
+CONFLICT_RETRIES = 5
+# An owner in one of these states will never finish: its claim may be taken over (DescribePipelineExecution,
+# PipelineExecutionStatus: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribePipelineExecution.html).
+ENDED_WITHOUT_RESULT = ("Failed", "Stopped")
+# CopyObject copies objects up to 5 GB in one request
+# (https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObject.html).
+MAX_COPY_BYTES = 5 * 1024**3
+
+
+class ClaimError(RuntimeError):
+    """The claim could not be decided; the message names the object and the fix. The step fails."""
+
+
+# ---------------------------------------------------------------------------------------------- object store
+
+
+class ObjectStore(Protocol):
+    def get(self, bucket: str, key: str, version_id: str | None = None) -> tuple[bytes, str | None, str]: ...
+    def create_if_absent(self, bucket: str, key: str, body: bytes) -> bool: ...
+    def replace_if_match(self, bucket: str, key: str, body: bytes, etag: str) -> bool: ...
+    def put(self, bucket: str, key: str, body: bytes) -> str | None: ...
+    def exists(self, bucket: str, key: str) -> bool: ...
+    def current_version(self, bucket: str, key: str) -> tuple[str | None, int]: ...
+    def copy(self, bucket: str, key: str, version_id: str | None, target_bucket: str, target_key: str) -> None: ...
+    def stream(self, bucket: str, key: str) -> tuple[Iterator[bytes], str | None]: ...
+
+
+def content_version(body: bytes) -> str:
+    """The local stand-in for an S3 version id: the content's SHA-256 prefix."""
+    return hashlib.sha256(body).hexdigest()[:32]
+
+
+class LocalObjectStore:
+    """S3 as a folder, versioned enough to pin data: every put keeps a copy under .versions/."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, bucket: str, key: str) -> Path:
+        if ".." in Path(key).parts or key.startswith("/"):
+            raise ClaimError(f"invalid object key {key!r}")
+        return self.root / bucket / key
+
+    def _version_path(self, bucket: str, key: str, version_id: str) -> Path:
+        return self.root / LOCAL_VERSIONS_DIR / bucket / key / version_id
+
+    def get(self, bucket: str, key: str, version_id: str | None = None) -> tuple[bytes, str | None, str]:
+        path = self._path(bucket, key)
+        if version_id is not None:
+            kept = self._version_path(bucket, key, version_id)
+            if kept.is_file():
+                body = kept.read_bytes()
+                return body, version_id, hashlib.md5(body, usedforsecurity=False).hexdigest()
+            if not (path.is_file() and content_version(path.read_bytes()) == version_id):
+                raise FileNotFoundError(f"s3://{bucket}/{key} has no version {version_id}")
+        body = path.read_bytes()
+        return body, content_version(body), hashlib.md5(body, usedforsecurity=False).hexdigest()
+
+    def create_if_absent(self, bucket: str, key: str, body: bytes) -> bool:
+        path = self._path(bucket, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with os.fdopen(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY), "wb") as handle:
+                handle.write(body)
+        except FileExistsError:
+            return False
+        return True
+
+    def replace_if_match(self, bucket: str, key: str, body: bytes, etag: str) -> bool:
+        path = self._path(bucket, key)
+        if not path.is_file() or hashlib.md5(path.read_bytes(), usedforsecurity=False).hexdigest() != etag:
+            return False
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_bytes(body)
+        temporary.replace(path)
+        return True
+
+    def put(self, bucket: str, key: str, body: bytes) -> str | None:
+        path = self._path(bucket, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+        version = content_version(body)
+        kept = self._version_path(bucket, key, version)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(body)
+        return version
+
+    def exists(self, bucket: str, key: str) -> bool:
+        return self._path(bucket, key).is_file()
+
+    def current_version(self, bucket: str, key: str) -> tuple[str | None, int]:
+        path = self._path(bucket, key)
+        if not path.is_file():
+            raise FileNotFoundError(f"s3://{bucket}/{key} does not exist")
+        body = path.read_bytes()
+        return content_version(body), len(body)
+
+    def copy(self, bucket: str, key: str, version_id: str | None, target_bucket: str, target_key: str) -> None:
+        body, _, _ = self.get(bucket, key, version_id)
+        self.put(target_bucket, target_key, body)
+
+    def stream(self, bucket: str, key: str) -> tuple[Iterator[bytes], str | None]:
+        path = self._path(bucket, key)
+        body = path.read_bytes()
+
+        def chunks() -> Iterator[bytes]:
+            with path.open("rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    yield chunk
+
+        return chunks(), content_version(body)
+
+
+class S3ObjectStore:
+    """The same operations on Amazon S3 (boto3)."""
+
+    def __init__(self) -> None:
+        import boto3
+
+        self.s3 = boto3.client("s3")
+
+    @staticmethod
+    def _code(err: Exception) -> str:
+        return getattr(err, "response", {}).get("Error", {}).get("Code", "")
+
+    def get(self, bucket: str, key: str, version_id: str | None = None) -> tuple[bytes, str | None, str]:
+        extra = {"VersionId": version_id} if version_id else {}
+        response = self.s3.get_object(Bucket=bucket, Key=key, **extra)
+        return response["Body"].read(), response.get("VersionId"), response["ETag"].strip('"')
+
+    def _conditional_put(self, **kwargs: Any) -> bool:
+        from botocore.exceptions import ClientError
+
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                self.s3.put_object(**kwargs)
+                return True
+            except ClientError as err:
+                code = self._code(err)
+                # 412: the condition failed. 409: a concurrent conditional write to the key is in flight, and
+                # S3 says to retry (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html).
+                if code == "PreconditionFailed":
+                    return False
+                if code != "ConditionalRequestConflict":
+                    raise
+            time.sleep(0.2 * 2**attempt)
+        raise ClaimError(
+            f"s3://{kwargs['Bucket']}/{kwargs['Key']}: {CONFLICT_RETRIES + 1} conditional writes in a row met a "
+            "concurrent write (409 ConditionalRequestConflict); retry the execution"
+        )
+
+    def create_if_absent(self, bucket: str, key: str, body: bytes) -> bool:
+        return self._conditional_put(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
+
+    def replace_if_match(self, bucket: str, key: str, body: bytes, etag: str) -> bool:
+        return self._conditional_put(Bucket=bucket, Key=key, Body=body, IfMatch=f'"{etag}"')
+
+    def put(self, bucket: str, key: str, body: bytes) -> str | None:
+        return self.s3.put_object(Bucket=bucket, Key=key, Body=body).get("VersionId")
+
+    def exists(self, bucket: str, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.s3.head_object(Bucket=bucket, Key=key)
+        except ClientError as err:
+            if self._code(err) in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise
+        return True
+
+    def current_version(self, bucket: str, key: str) -> tuple[str | None, int]:
+        response = self.s3.head_object(Bucket=bucket, Key=key)
+        return response.get("VersionId"), response["ContentLength"]
+
+    def copy(self, bucket: str, key: str, version_id: str | None, target_bucket: str, target_key: str) -> None:
+        source = {"Bucket": bucket, "Key": key, **({"VersionId": version_id} if version_id else {})}
+        self.s3.copy_object(CopySource=source, Bucket=target_bucket, Key=target_key)
+
+    def stream(self, bucket: str, key: str) -> tuple[Iterator[bytes], str | None]:
+        response = self.s3.get_object(Bucket=bucket, Key=key)
+        return response["Body"].iter_chunks(1 << 20), response.get("VersionId")
+
+
+def object_store() -> ObjectStore:
+    root = os.environ.get(LOCAL_S3_ROOT_ENV)
+    return LocalObjectStore(Path(root)) if root else S3ObjectStore()
+
+
+def execution_status(execution_arn: str) -> str:
+    """The pipeline execution's status (the local runner's record when LOCAL_S3_ROOT is set); "Unknown" when no
+    such execution exists."""
+    local = os.environ.get(LOCAL_EXECUTIONS_ENV)
+    if local:
+        statuses = json.loads(Path(local).read_text()) if Path(local).is_file() else {}
+        return str(statuses.get(execution_arn, "Unknown"))
+    import boto3
+    from botocore.exceptions import ClientError
+
+    try:
+        response = boto3.client("sagemaker").describe_pipeline_execution(PipelineExecutionArn=execution_arn)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("ResourceNotFound", "ValidationException"):
+            return "Unknown"
+        raise
+    return str(response["PipelineExecutionStatus"])
+
+
+def _json(value: Any) -> Any:
+    """A structured input: the definition passes it as JSON text (Lambda step inputs are flat values)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
+# ------------------------------------------------------------------------------------------ parameter check
+
+
+def _number(event: dict[str, Any], name: str, kind: type) -> tuple[float | None, str]:
+    raw = event.get(name)
+    try:
+        value = kind(float(raw)) if kind is int and float(raw).is_integer() else kind(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None, f"{name}={raw!r} is not {'an integer' if kind is int else 'a number'}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return None, f"{name}={raw!r} is not a finite number"
+    return value, ""
+
+
+def parameter_error(event: dict[str, Any]) -> str:
+    """ "" when the execution's parameters are usable, else one line naming the parameter, value and rule."""
+    bounds = _json(event["Bounds"])
+    rules: list[tuple[str, type, Any, str]] = [
+        ("Epochs", float, lambda v: v > 0, "must be > 0"),
+        ("LearningRate", float, lambda v: v > 0, "must be > 0"),
+        (
+            "TrainingInstanceCount",
+            int,
+            lambda v: 1 <= v <= bounds["MaxInstanceCount"],
+            f"must be between 1 and {bounds['MaxInstanceCount']} (training.max_instance_count)",
+        ),
+        (
+            "F1Threshold",
+            float,
+            lambda v: bounds["MinF1Threshold"] <= v <= 100,
+            f"must be between {bounds['MinF1Threshold']:g} and 100",
+        ),
+        ("MaxTrainingCostUSD", float, lambda v: v >= 0, "must be >= 0"),
+    ]
+    for name, kind, valid, rule in rules:
+        value, problem = _number(event, name, kind)
+        if problem:
+            return f"Parameter {problem}."
+        if not valid(value):
+            return f"Parameter {name}={event[name]!r} {rule}."
+    if event.get("ManifestVersionId") in (None, "", MANIFEST_VERSION_UNSET):
+        return (
+            "Parameter ManifestVersionId is not set: pass the manifest's S3 version id "
+            "(aws s3api head-object --query VersionId), or start runs by uploading the manifest."
+        )
+    return ""
+
+
+# ----------------------------------------------------------------------------------------------- the claim
+
+
+def claim_digest(bucket: str, key: str, version: str) -> str:
+    return hashlib.sha256(f"{bucket}\n{key}\n{version}".encode()).hexdigest()
+
+
+def _read_claim(store: ObjectStore, bucket: str, key: str) -> tuple[dict[str, Any], str]:
+    body, _, etag = store.get(bucket, key)
+    try:
+        claim = json.loads(body) if body.strip() else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        claim = None
+    if not isinstance(claim, dict) or not isinstance(claim.get("execution_arn"), str):
+        shown = "empty" if not body.strip() else "not a claim written by ClaimManifest"
+        raise ClaimError(
+            f"claim object s3://{bucket}/{key} is {shown}: nothing decides who owns this dataset version. Check who "
+            "wrote it (only the claim function may), delete it, and start the execution again."
+        )
+    return claim, etag
+
+
+def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> dict[str, str]:
+    """Claim the manifest version for this execution: (owner, duplicate). Takes over the claim of an owner that
+    failed or was stopped; a claim naming an execution that does not exist is an error, not a duplicate."""
+    me = event["ExecutionArn"]
+    bucket, key, version = event["DatasetBucket"], event["ManifestKey"], event["ManifestVersionId"]
+    claims_bucket = event["ArtifactsBucket"]
+    claim_key = f"{event['ClaimsPrefix'].strip('/')}/{claim_digest(bucket, key, version)}.json"
+    manifest = f"s3://{bucket}/{key} (version {version})"
+    body = json.dumps({"execution_arn": me, "manifest": manifest, "claimed_at": int(time.time())}).encode()
+    if store.create_if_absent(claims_bucket, claim_key, body):
+        log.info("claimed %s for %s", manifest, me)
+        return {"owner": me, "duplicate": "false"}
+    claim, etag = _read_claim(store, claims_bucket, claim_key)
+    owner = claim["execution_arn"]
+    if owner == me:  # a retry of this step within the same execution
+        return {"owner": me, "duplicate": "false"}
+    status = execution_status(owner)
+    if status == "Unknown":
+        raise ClaimError(
+            f"claim s3://{claims_bucket}/{claim_key} names {owner}, which is no execution of this pipeline: the "
+            "claim was written by someone else. Delete it and start the execution again."
+        )
+    if status in ENDED_WITHOUT_RESULT:
+        if store.replace_if_match(claims_bucket, claim_key, body, etag):
+            log.info("took over %s from %s (%s)", manifest, owner, status)
+            return {"owner": me, "duplicate": "false", "took_over_from": owner}
+        claim, _ = _read_claim(store, claims_bucket, claim_key)  # another execution took it over first
+        owner = claim["execution_arn"]
+        if owner == me:
+            return {"owner": me, "duplicate": "false"}
+    log.warning("%s is owned by %s (%s): this delivery stops here", manifest, owner, status)
+    return {"owner": owner, "duplicate": "true"}
+
+
+# ----------------------------------------------------------------------------------------------- pinning
+
+
+def manifest_files(manifest: Any, bucket: str, manifest_key: str) -> list[tuple[str, str, str | None, int | None]]:
+    """(key relative to the manifest's folder, source key, pinned version id or None, size) per listed file.
+    Manifest v2 pins versions; the older ManifestFile array does not."""
+    folder = manifest_key.rsplit("/", 1)[0] + "/"
+    if isinstance(manifest, dict) and manifest.get("format") == MANIFEST_V2_FORMAT:
+        entries = [(f.get("key"), f.get("version_id"), f.get("size")) for f in manifest.get("files", [])]
+    elif isinstance(manifest, list) and manifest and isinstance(manifest[0], dict) and "prefix" in manifest[0]:
+        prefix_bucket, prefix = split_uri(str(manifest[0]["prefix"]))
+        if prefix_bucket not in (bucket, "<datasets-bucket>") or prefix != folder:
+            raise ClaimError(f"manifest prefix {manifest[0]['prefix']!r} is not s3://{bucket}/{folder}")
+        entries = [(entry, None, None) for entry in manifest[1:]]
+    else:
+        raise ClaimError(
+            f"s3://{bucket}/{manifest_key} is neither a manifest v2 ({MANIFEST_V2_FORMAT}) nor a ManifestFile list"
+        )
+    files = []
+    for relative, version_id, size in entries:
+        if not isinstance(relative, str) or not relative or relative.startswith("/") or ".." in relative.split("/"):
+            raise ClaimError(f"s3://{bucket}/{manifest_key} lists {relative!r}: keys must be relative, without '..'")
+        files.append((relative, folder + relative, version_id, size))
+    if not files:
+        raise ClaimError(f"s3://{bucket}/{manifest_key} lists no files")
+    return files
+
+
+def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> None:
+    """Copy every file the manifest names, at the version it records (an old manifest: the version current now),
+    under `input_uri`; then write the pinned manifest (SageMaker's ManifestFile format) there, last. Once that
+    exists, the dataset version is pinned: a take-over finds it and copies nothing."""
+    bucket, key, version = event["DatasetBucket"], event["ManifestKey"], event["ManifestVersionId"]
+    target_bucket, prefix = split_uri(input_uri)
+    if store.exists(target_bucket, prefix + PINNED_MANIFEST_FILE):
+        return
+    body, _, _ = store.get(bucket, key, version)
+    try:
+        manifest = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ClaimError(f"s3://{bucket}/{key} (version {version}) is not valid JSON: {err}") from None
+    pins = []
+    for relative, source_key, version_id, size in manifest_files(manifest, bucket, key):
+        if version_id is None:
+            version_id, size = store.current_version(bucket, source_key)
+        if size is not None and size > MAX_COPY_BYTES:
+            raise ClaimError(f"{source_key} is {size} bytes: split it into files of at most 5 GB")
+        try:
+            store.copy(bucket, source_key, version_id, target_bucket, prefix + relative)
+        except FileNotFoundError:
+            raise ClaimError(
+                f"s3://{bucket}/{source_key} (version {version_id}) named by the manifest does not exist"
+            ) from None
+        pins.append({"key": relative, "version_id": version_id})
+    pinned = [{"prefix": input_uri}, *(pin["key"] for pin in pins)]
+    store.put(
+        target_bucket,
+        prefix + "pins.json",
+        json.dumps({"manifest": f"s3://{bucket}/{key}", "version": version, "files": pins}).encode(),
+    )
+    store.put(target_bucket, prefix + PINNED_MANIFEST_FILE, json.dumps(pinned, indent=1).encode())
+
+
+def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
+    """ClaimManifest. Outputs: ParameterError, Ignored, Duplicate, ClaimedBy, InputUri (all strings)."""
+    result = {"ParameterError": "", "Ignored": "", "Duplicate": "false", "ClaimedBy": "", "InputUri": ""}
+    key = event.get("ManifestKey", "")
+    if not MANIFEST_KEY.fullmatch(str(key)):
+        result["Ignored"] = f"{key!r} is not a manifest key (datasets/<name>/<version>/manifest.json): nothing to do"
+        log.warning(result["Ignored"])
+        return result
+    problem = parameter_error(event)
+    if problem:
+        result["ParameterError"] = problem
+        return result
+    store = object_store()
+    claim = claim_manifest(store, event)
+    result["ClaimedBy"], result["Duplicate"] = claim["owner"], claim["duplicate"]
+    if claim["duplicate"] == "false":
+        digest = claim_digest(event["DatasetBucket"], key, event["ManifestVersionId"])
+        result["InputUri"] = f"s3://{event['ArtifactsBucket']}/{event['InputsPrefix'].strip('/')}/{digest}/"
+        pin_inputs(store, event, result["InputUri"])
+    return result
+
+
+# ------------------------------------------------------------------------------------------- cost estimate
+
+
+def estimate_cost_handler(event: dict[str, Any], context: Any = None) -> dict[str, float]:
+    """EstimateTrainingCost: {"EstimatedCostUSD": on-demand USD} for this execution's instance type, count and
+    epochs, from the dataset's stats.json and the base model's config.json."""
+    store = object_store()
+    stats = json.loads(store.get(*split_uri(event["StatsUri"]))[0])
+    model_config = json.loads(store.get(*split_uri(event["BaseModelUri"].rstrip("/") + "/config.json"))[0])
+    lengths = {split: _lengths(stats["splits"][split]["length_histogram"]) for split in ("train", "validation")}
+    estimate = run_estimate(
+        _json(event["CostModel"]),
+        model_config,
+        lengths["train"],
+        lengths["validation"],
+        str(event["TrainingInstanceType"]),
+        int(float(event["TrainingInstanceCount"])),
+        float(event["Epochs"]),
+    )
+    log.info("estimate: %s", estimate)
+    return {"EstimatedCostUSD": float(estimate["training_on_demand_usd"])}
+
+
+def _lengths(histogram: dict[str, int]) -> dict[int, int]:
+    """A stats.json length histogram ("low-high": count) as lengths: each bucket at its upper bound (the
+    conservative side for a cost guard)."""
+    return {int(bucket.split("-")[1]): count for bucket, count in histogram.items()}
+
+
+# ----------------------------------------------------------------------------------------------- record
+
+
+def record_model_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
+    """RecordModel: the archive's SHA-256 and version id, and the model-quality report (SageMaker's
+    {"metrics": {name: {"value": ...}}} shape) at ReportUri for the registry's ModelMetrics."""
+    store = object_store()
+    chunks, version_id = store.stream(*split_uri(event["ModelArchiveUri"]))
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    f1_key = EVALUATION_F1_PATH.split(".")[1]
+    exact_key = EVALUATION_EXACT_MATCH_PATH.split(".")[1]
+    report = {
+        "metrics": {
+            f1_key: {"value": float(event["F1"])},
+            exact_key: {"value": float(event["ExactMatch"])},
+        },
+        "model": {"uri": event["ModelArchiveUri"], "sha256": digest.hexdigest(), "version_id": version_id or ""},
+    }
+    report_uri = event["ReportUri"]
+    if not report_uri.endswith("/" + EVALUATION_FILE):
+        raise ValueError(f"ReportUri {report_uri!r} must end with /{EVALUATION_FILE}")
+    store.put(*split_uri(report_uri), json.dumps(report, indent=2).encode())
+    return {"ModelSha256": digest.hexdigest(), "ModelVersionId": version_id or "unversioned", "ReportUri": report_uri}
