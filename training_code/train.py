@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from qa.cli import env_path, number, str2bool
-from qa.distributed import prepare_environment, request_nccl_debug
+from qa.distributed import prepare_environment, request_nccl_debug, unusable_gpus_error
 from qa.outputs import (
     CHECKPOINT_DIR,
     LOCAL_CHECKPOINT_DIR_ENV,
@@ -126,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     """Build, resume from the newest complete checkpoint, train, evaluate, save; 143 when a SIGTERM stopped
     training (nothing evaluated or saved then)."""
     args = parse_args(argv)
+    unusable = unusable_gpus_error()
+    if unusable:
+        print(f"error: {unusable}", file=sys.stderr, flush=True)
+        return 1
     prepare_environment()
     if args.nccl_debug:
         request_nccl_debug(os.environ)
