@@ -35,7 +35,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
 export ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS
 
 .PHONY: help venv cdk-bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs \
-	start retry logs verify-model
+	start retry logs verify-model report
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -101,8 +101,9 @@ cdk-bootstrap: venv ## cdk bootstrap of your credentials' account and region, on
 deploy: venv ## cdk deploy --all with your own AWS credentials (ENV=dev|prod)
 	$(CDK) deploy --all -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
 
-diff: venv ## cdk diff of every stack against the deployed ones (ENV=dev|prod)
+diff: venv ## cdk diff of every stack, then the pipeline definition step by step (deployed vs synthesized)
 	$(CDK) diff -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
+	$(PY) -m tools.pipeline_diff --env "$$ENV" --assembly "$(CDK_OUT)/$$ENV"
 
 destroy: venv ## cdk destroy --all (prod buckets and key are retained)
 	$(CDK) destroy --all -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
@@ -131,3 +132,6 @@ logs: venv ## CloudWatch logs of an execution's jobs: EXECUTION=<arn or id> [STE
 verify-model: venv ## Check a model package's archive against its recorded SHA-256 and S3 version: PACKAGE=<arn>
 	@test -n "$$PACKAGE" || { echo "usage: make verify-model PACKAGE=<model package arn> [ENV=dev]"; exit 2; }
 	$(PY) -m tools.verify_model --env "$$ENV" --package "$$PACKAGE"
+
+report: venv ## HTML + PNG run report of EXECUTION=<local-id | AWS ARN or id> (default: newest local run), recorded in MLflow
+	$(PY) -m tools.report --env "$$ENV" $${EXECUTION:+--execution "$$EXECUTION"}

@@ -17,6 +17,7 @@ class ArtifactLayout:
     claims: str = "claims"  # one object per uploaded manifest version: the execution that owns it
     inputs: str = "inputs"  # per manifest version: its data files copied at the versions the manifest pins
     tensorboard: str = "tensorboard"  # FineTune's TensorBoardOutputConfig, one folder per execution
+    mlflow: str = "mlflow"  # the managed MLflow tracking server's artifact store (tracking.managed_server)
 
     def writable_by_jobs(self) -> tuple[str, ...]:
         """Prefixes that training and processing jobs write to (claims, inputs and evaluation reports are written

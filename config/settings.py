@@ -324,6 +324,34 @@ class RegistrySettings(StrictModel):
         return tuple(s for s in APPROVAL_STATUSES if s != "Approved" or self.allow_approved_registration)
 
 
+class TrackingSettings(StrictModel):
+    """Experiment tracking (MLflow): where the local runner and `make report` record each execution.
+
+    The jobs never log: they run network-isolated. Recording happens where the network is allowed: at the
+    end of a local run (local_runner) and in `make report` for an AWS execution (tools/report.py).
+    """
+
+    # None: a local SQLite store, .local-runs/mlflow.db (artifacts beside it); else any MLflow tracking URI
+    # (http(s)://..., sqlite:///..., or a SageMaker tracking-server ARN, which needs the sagemaker-mlflow plugin).
+    mlflow_tracking_uri: str | None = Field(None, min_length=1)
+    experiment_name: str | None = Field(None, pattern=r"^[a-zA-Z0-9\-_./]{1,256}$")
+    # AWS::SageMaker::MlflowTrackingServer in the pipeline stack; `make report` then records AWS executions
+    # there (it bills by the hour while it exists: see the synth summary's idle cost).
+    managed_server: bool = False
+    server_size: Literal["Small", "Medium", "Large"] = "Small"
+    # CreateMlflowTrackingServer MlflowVersion (pattern ^\d+(\.\d+)+$); None: SageMaker's default version.
+    mlflow_version: str | None = Field(None, pattern=r"^\d+(\.\d+)+$")
+
+    @model_validator(mode="after")
+    def _one_destination(self) -> TrackingSettings:
+        if self.managed_server and self.mlflow_tracking_uri:
+            raise ValueError(
+                "tracking.managed_server=true and tracking.mlflow_tracking_uri both name where AWS executions are "
+                "recorded: set only one"
+            )
+        return self
+
+
 class Settings(StrictModel):
     """Everything one deployment needs, validated once at synth."""
 
@@ -347,6 +375,7 @@ class Settings(StrictModel):
     processing: ProcessingSettings = ProcessingSettings()
     evaluation: EvaluationSettings = EvaluationSettings()
     registry: RegistrySettings = RegistrySettings()
+    tracking: TrackingSettings = TrackingSettings()
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> Settings:
@@ -532,6 +561,16 @@ class Settings(StrictModel):
             for name in self.training_instance_types
         )
         return VOLTA_TRAINING_IMAGE if volta and not image.has_volta_kernels else image
+
+    @property
+    def mlflow_server_name(self) -> str:
+        """The managed MLflow tracking server's name (tracking.managed_server)."""
+        return f"{self.name_prefix}-mlflow"
+
+    @property
+    def experiment_name(self) -> str:
+        """The MLflow experiment that holds this environment's executions."""
+        return self.tracking.experiment_name or self.pipeline_name
 
     @property
     def processing_image_repository(self) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from local_runner.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
 from local_runner.errors import InvocationFailed, UnsupportedDefinition
+from local_runner.record import report_local_run
 from local_runner.registry import LocalModelRegistry
 from local_runner.runner import ExecutionResult, LocalPipelineRunner
 from local_runner.serving import invoke
@@ -213,11 +214,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         result = runner.run(overrides)
         print_summary(result, store.root, registry_path)
+        report_local_run(result, pipeline.pipeline_name, store, args.work_dir, print)
         duplicate = None
         if args.deliver_event_twice:
             print("\nthe same Object Created event is delivered again (EventBridge delivers at least once)")
             duplicate = runner.run(overrides)
             print_summary(duplicate, store.root, registry_path)
+            report_local_run(duplicate, pipeline.pipeline_name, store, args.work_dir, print)
     except (UnsupportedDefinition, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -78,6 +78,18 @@ class StepResult:
     status: str
     seconds: float
     detail: str = ""
+    started_at: float = 0.0  # time.time() when the step started
+    attempts: int = 1
+
+
+@dataclass(frozen=True)
+class JobResources:
+    """The instances a job step asked for (ResourceConfig / ClusterConfig), as billing would count them."""
+
+    kind: str  # "training" | "processing"
+    instance_type: str
+    instance_count: int
+    spot: bool = False
 
 
 @dataclass
@@ -90,6 +102,9 @@ class ExecutionResult:
     inference_container: dict[str, Any] | None = None  # the package's container: Image, Environment, ModelDataUrl
     metrics: dict[str, Any] = field(default_factory=dict)
     outputs: dict[str, str] = field(default_factory=dict)  # processing output name -> S3 URI
+    parameters: dict[str, Any] = field(default_factory=dict)  # the execution's resolved pipeline parameters
+    resources: dict[str, JobResources] = field(default_factory=dict)  # job step name -> what it ran on
+    model_data: str | None = None  # the training job's model.tar.gz (S3ModelArtifacts)
     warnings: list[str] = field(default_factory=list)  # what was asked for and never happened
 
 
@@ -184,6 +199,7 @@ class LocalPipelineRunner:
         execution_id = f"local-{uuid.uuid4().hex[:12]}"
         parameters = self.parameters(overrides or {})
         self.step_properties: dict[str, dict[str, Any]] = {}
+        self.attempts: dict[str, int] = {}
         self.property_files: dict[tuple[str, str], str] = {}
         self.resolver = ExpressionResolver(
             parameters,
@@ -196,7 +212,7 @@ class LocalPipelineRunner:
             self.step_properties,
             self._read_property_file,
         )
-        self.result = ExecutionResult(execution_id=execution_id, status="Executing")
+        self.result = ExecutionResult(execution_id=execution_id, status="Executing", parameters=parameters)
         execution_arn = self.resolver.execution["PipelineExecutionArn"]
         self.functions.record_status(execution_arn, "Executing")
         self.out(f"execution {execution_id} of {self.pipeline_name}")
@@ -215,7 +231,7 @@ class LocalPipelineRunner:
     def _run_step(self, step: dict[str, Any]) -> None:
         name, kind = step["Name"], step["Type"]
         self.out(f"\n> {name} ({kind}) started")
-        started = time.monotonic()
+        started_at, started = time.time(), time.monotonic()
         try:
             detail = getattr(self, f"_run_{kind.lower()}")(step) or ""
         except StepFailed as failure:
@@ -224,12 +240,13 @@ class LocalPipelineRunner:
             if kind != "Condition":
                 elapsed = time.monotonic() - started
                 detail = "" if kind == "Fail" else str(failure)
-                self.result.steps.append(StepResult(name, kind, "Failed", elapsed, detail))
+                self.result.steps.append(StepResult(name, kind, "Failed", elapsed, detail, started_at))
                 self.out(f"x {name} failed after {elapsed:.1f}s{': ' + detail if detail else ''}")
             raise
         elapsed = time.monotonic() - started
         if kind != "Condition":
-            self.result.steps.append(StepResult(name, kind, "Succeeded", elapsed, detail))
+            attempts = self.attempts.pop(name, 1)
+            self.result.steps.append(StepResult(name, kind, "Succeeded", elapsed, detail, started_at, attempts))
             self.out(f"ok {name} succeeded in {elapsed:.1f}s{': ' + detail if detail else ''}")
 
     def _job_dir(self, name: str) -> Path:
@@ -240,6 +257,10 @@ class LocalPipelineRunner:
 
     def _run_processing(self, step: dict[str, Any]) -> str:
         args = self.resolver.resolve(step["Arguments"])
+        cluster = args["ProcessingResources"]["ClusterConfig"]
+        self.result.resources[step["Name"]] = JobResources(
+            "processing", cluster["InstanceType"], int(cluster["InstanceCount"])
+        )
         properties = run_processing(step["Name"], args, self.store, self._job_dir(step["Name"]), self.out)
         self.step_properties[step["Name"]] = properties
         for output in args.get("ProcessingOutputConfig", {}).get("Outputs", []):
@@ -262,6 +283,10 @@ class LocalPipelineRunner:
     def _run_training(self, step: dict[str, Any]) -> str:
         args = self.resolver.resolve(step["Arguments"])
         spot = bool(args.get("EnableManagedSpotTraining"))
+        resources = args["ResourceConfig"]
+        self.result.resources[step["Name"]] = JobResources(
+            "training", resources["InstanceType"], int(resources["InstanceCount"]), spot
+        )
         attempts = max([p.get("MaxAttempts", 1) for p in step.get("RetryPolicies", [])] + [1]) + 1
         interruption = self.interruption
         for attempt in range(1, attempts + 1):
@@ -277,6 +302,8 @@ class LocalPipelineRunner:
                         "ended first; nothing was interrupted or resumed"
                     )
                 self.step_properties[step["Name"]] = outcome.properties
+                self.attempts[step["Name"]] = attempt
+                self.result.model_data = outcome.properties["ModelArtifacts"]["S3ModelArtifacts"]
                 self.result.metrics.update(
                     {
                         m["MetricName"]: m["Value"]
@@ -328,7 +355,7 @@ class LocalPipelineRunner:
             self.out(f"    {_operand(left)} {condition['Type']} {_operand(right)}: {passed}")
             outcomes.append(passed)
         branch = "IfSteps" if all(outcomes) else "ElseSteps"
-        self.result.steps.append(StepResult(step["Name"], "Condition", "Succeeded", 0.0, f"-> {branch}"))
+        self.result.steps.append(StepResult(step["Name"], "Condition", "Succeeded", 0.0, f"-> {branch}", time.time()))
         self.out(f"ok {step['Name']}: {'true' if branch == 'IfSteps' else 'false'} -> {branch}")
         for inner in execution_order(args.get(branch, [])):
             self._run_step(inner)

@@ -80,6 +80,11 @@ def reviewed_findings(settings: Settings, model_package_group_name: str) -> dict
             "job; IAM cannot tie a key to the execution, so isolation (no network of their own) keeps user code "
             "from writing other keys."
         )
+    if settings.tracking.managed_server:
+        findings[_s3_objects(settings, "artifacts", f"{layout.mlflow}/*")] = (
+            "The managed MLflow tracking server names its artifact keys by experiment and run ids, under the "
+            f"'{layout.mlflow}/' prefix only."
+        )
     if settings.network.mode != "none":
         findings[_arn("ec2", "network-interface/*")] = (
             "SageMaker creates the job ENIs at run time; subnets and security group are named exactly."

@@ -16,6 +16,7 @@ from pipeline_steps.definition_cache import definition_json_cached
 from pipeline_steps.placeholders import DeployTimeValues, variables_in
 from stacks.data import DataStack, removal_policy
 from stacks.functions import PipelineFunctions
+from stacks.mlflow import MlflowTrackingServer
 from stacks.nag import acknowledge_reviewed_findings
 from stacks.network import NetworkStack
 from stacks.notifications import PipelineNotifications
@@ -170,6 +171,11 @@ class PipelineStack(Stack):
         self.notifications.alarm_on_dead_letters(
             self.trigger.dead_letter_queue, "Dataset trigger: a pipeline start failed after every retry"
         )
+        if settings.tracking.managed_server:
+            mlflow = MlflowTrackingServer(
+                self, "MlflowTrackingServer", settings=settings, artifacts=data.artifacts, key=data.project_key
+            )
+            CfnOutput(self, "MlflowTrackingServerArn", value=mlflow.server.attr_tracking_server_arn)
         acknowledge_reviewed_findings(self, settings, self.model_package_group_name)
         CfnOutput(self, "ModelPackageGroupName", value=model_package_group.ref)
         CfnOutput(self, "PipelineName", value=settings.pipeline_name)

@@ -13,6 +13,7 @@ from typing import Any
 
 from local_runner.assembly import synthesized_definition, synthesized_templates
 from local_runner.errors import AssemblyNotFound
+from local_runner.runner import execution_order
 from tools.idle_cost import idle_cost
 
 KEY_TYPES = {
@@ -28,6 +29,7 @@ KEY_TYPES = {
     "AWS::Events::Rule": "EventBridge rule",
     "AWS::SQS::Queue": "SQS queue",
     "AWS::SNS::Topic": "SNS topic",
+    "AWS::SageMaker::MlflowTrackingServer": "MLflow tracking server",
 }
 
 
@@ -45,11 +47,21 @@ def render(value: Any) -> str:
     return json.dumps(value)
 
 
-def _step_label(step: dict[str, Any]) -> str:
-    if step["Type"] == "Condition":
-        branches = [" | ".join(s["Name"] for s in step["Arguments"].get(b, [])) for b in ("IfSteps", "ElseSteps")]
-        return f"{step['Name']} (Condition: {branches[0]} else {branches[1] or 'stop, succeeded'})"
-    return f"{step['Name']} ({step['Type']})"
+# CDK names the outputs it adds for cross-stack references ExportsOutput...: not for people.
+GENERATED_OUTPUT_PREFIX = "ExportsOutput"
+
+
+def step_tree(steps: list[dict[str, Any]], indent: str = "") -> list[str]:
+    """Every step, in execution order, with each condition's branches indented under it."""
+    lines = []
+    for step in execution_order(steps):
+        lines.append(f"{indent}{step['Name']} ({step['Type']})")
+        if step["Type"] == "Condition":
+            for branch, label in (("IfSteps", "if true"), ("ElseSteps", "else")):
+                inner = step["Arguments"].get(branch, [])
+                lines.append(f"{indent}  {label}:" + ("" if inner else " stop, succeeded"))
+                lines += step_tree(inner, indent + "    ")
+    return lines
 
 
 def _describe(logical_id: str, resource: dict[str, Any], template: dict[str, Any]) -> str:
@@ -67,9 +79,9 @@ def _describe(logical_id: str, resource: dict[str, Any], template: dict[str, Any
         return f"{kind:22} {render(props.get('ServiceName'))}"
     if resource["Type"] == "AWS::SageMaker::Pipeline":
         definition = json.loads(synthesized_definition(template)[0])
-        steps = " -> ".join(_step_label(s) for s in definition.get("Steps", []))
+        steps = "\n".join(f"        {line}" for line in step_tree(definition.get("Steps", [])))
         params = ", ".join(p["Name"] for p in definition.get("Parameters", []))
-        return f"{kind:22} {props.get('PipelineName', logical_id)}\n      steps: {steps}\n      parameters: {params}"
+        return f"{kind:22} {props.get('PipelineName', logical_id)}\n      steps:\n{steps}\n      parameters: {params}"
     if resource["Type"] == "AWS::Events::Rule":
         pattern = props.get("EventPattern", {})
         keys = pattern.get("detail", {}).get("object", {}).get("key", [])
@@ -90,9 +102,12 @@ def summarize(assembly: Path) -> str:
         for logical_id, resource in resources.items():
             if resource["Type"] in KEY_TYPES:
                 lines.append(f"   - {_describe(logical_id, resource, template)}")
-        outputs = template.get("Outputs", {})
-        if outputs:
-            lines.append(f"   outputs: {', '.join(sorted(outputs))}")
+        outputs = {k: v for k, v in template.get("Outputs", {}).items() if not k.startswith(GENERATED_OUTPUT_PREFIX)}
+        for name, output in sorted(outputs.items()):
+            description = output.get("Description")
+            lines.append(
+                f"   output {name}: {render(output.get('Value'))}" + (f" ({description})" if description else "")
+            )
     lines.append("\n" + idle_cost(list(templates.values())).describe())
     return "\n".join(lines)
 

@@ -267,3 +267,12 @@ def test_jobs_in_a_created_vpc_are_never_blind(cdk_context):
     with pytest.raises(ConfigError, match=r"interface_endpoints must include 'logs' with network\.mode=create"):
         load(cdk_context, **{"network.interface_endpoints": '["monitoring"]'})
     assert load(cdk_context, **{"network.mode": "none", "network.interface_endpoints": "[]"}).network.mode == "none"
+
+
+def test_tracking_names_one_destination_for_aws_executions():
+    from config.settings import TrackingSettings
+
+    with pytest.raises(ValueError, match="set only one"):
+        TrackingSettings(managed_server=True, mlflow_tracking_uri="http://mlflow:5000")
+    with pytest.raises(ValueError, match="mlflow_version"):
+        TrackingSettings(mlflow_version="latest")

@@ -42,6 +42,7 @@ from local_runner.assembly import (
 )
 from local_runner.trigger import s3_object_created_event
 from tests.conftest import ENTRY_POINT_PYTHONPATH, REGION, ROOT, aws_environment, pointed_at
+from tests.tools.moto_pipeline import moto_pipeline  # noqa: F401  (a pipeline straight in moto)
 from tests.training_code.conftest import pretrained_dir  # noqa: F401  (shared model fixture)
 from tools.deployment import MODEL_CONFIG, split_s3_uri
 

@@ -1,0 +1,74 @@
+"""The run record (tools/run_record.py) of a local execution, written at the end of every local run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from local_runner.runner import ExecutionResult
+from local_runner.store import LocalObjectStore
+from tools.report import write_report
+from tools.run_record import METRIC_NAMES, REPORT_IMAGE, JobCost, RunRecord, StepRecord, read_log_history, save
+from tools.tracking import local_store_uri, track
+
+LOCAL_ARN_PREFIX = "arn:aws:sagemaker:local:000000000000:pipeline"
+
+
+def _iso(epoch: float) -> str | None:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds") if epoch else None
+
+
+def record_from_local_result(result: ExecutionResult, pipeline_name: str, store: LocalObjectStore) -> RunRecord:
+    """What the report and the tracker need of a local execution. A local job's billable time is its wall
+    time here: its cost is that time priced as the instances the definition asks for."""
+    steps = [
+        StepRecord(s.name, s.type, s.status, _iso(s.started_at), s.seconds, s.attempts, s.detail) for s in result.steps
+    ]
+    seconds = {s.name: s.seconds for s in result.steps}
+    jobs = [
+        JobCost(name, r.kind, r.instance_type, r.instance_count, seconds.get(name, 0.0), r.spot)
+        for name, r in result.resources.items()
+    ]
+    log_history = []
+    if result.model_data and store.path(result.model_data).is_file():
+        with store.path(result.model_data).open("rb") as archive:
+            log_history = read_log_history(archive)
+    # FineTune's FinalMetricDataList (eval:f1, ...) or an evaluation property file (f1, ...).
+    named = {METRIC_NAMES.get(k, k): v for k, v in result.metrics.items()}
+    metrics = {k: float(named[k]) for k in METRIC_NAMES.values() if k in named}
+    evaluation = next((e for e in reversed(log_history) if "eval_f1" in e), None)
+    if not metrics and evaluation:
+        metrics = {"exact_match": float(evaluation["eval_exact_match"]), "f1": float(evaluation["eval_f1"])}
+    package = result.model_package
+    return RunRecord(
+        execution_id=result.execution_id,
+        execution_arn=f"{LOCAL_ARN_PREFIX}/{pipeline_name}/execution/{result.execution_id}",
+        pipeline_name=pipeline_name,
+        source="local",
+        status=result.status,
+        started_at=steps[0].started_at if steps else None,
+        parameters={k: str(v) for k, v in result.parameters.items()},
+        steps=steps,
+        jobs=jobs,
+        metrics=metrics,
+        log_history=log_history,
+        model_package_arn=package.arn if package else None,
+        approval_status=package.approval_status if package else None,
+        model_data=result.model_data,
+        failure=result.failure,
+    )
+
+
+def report_local_run(
+    result: ExecutionResult, pipeline_name: str, store: LocalObjectStore, work_dir: Path, out: Callable[[str], None]
+) -> Path:
+    """The end of every local run: its record (execution.json), its report (HTML + PNG) in its folder, and
+    its MLflow run in the local store (experiment: the pipeline's name). The report's path."""
+    record = record_from_local_result(result, pipeline_name, store)
+    folder = work_dir / "executions" / result.execution_id
+    save(record, folder)
+    path = write_report(record, folder)
+    out(f"run report: {path} (figure: {path.with_name(REPORT_IMAGE)})")
+    out(track(record, local_store_uri(work_dir), pipeline_name, (path, path.with_name(REPORT_IMAGE))))
+    return path

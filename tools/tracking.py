@@ -1,0 +1,128 @@
+"""Record a pipeline execution in MLflow: parameters, lineage, training curves, metrics, the model package.
+
+Where: the local runner calls `track` at the end of every local run, and `make report` for an AWS execution,
+both where the network is allowed; the jobs run network-isolated and log nothing themselves (their curves
+come from the log history in the model archive). To where (settings `tracking`): a local SQLite store
+`.local-runs/mlflow.db` by default (`mlflow ui --backend-store-uri sqlite:///.local-runs/mlflow.db` shows it,
+with the full `mlflow` package installed), a SageMaker managed tracking server (tracking.managed_server, its
+ARN as the tracking URI through the sagemaker-mlflow plugin) for AWS executions, or any tracking URI.
+One MLflow run per execution (tag `execution_arn`): recording it again only refreshes its tags.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from config.settings import Settings
+from tools.run_record import BASE_MODEL, MANIFEST_KEY, MANIFEST_VERSION, RunRecord
+
+LOCAL_STORE = "mlflow.db"  # in the local runs' folder (.local-runs)
+LOCAL_ARTIFACTS = "mlflow-artifacts"
+TERMINAL_STATUSES = {"Succeeded", "Failed", "Stopped"}
+CURVE_KEYS = ("loss", "learning_rate", "grad_norm", "samples_per_second", "eval_f1", "eval_exact_match")
+EXECUTION_TAG = "execution_arn"
+SAGEMAKER_PLUGIN = "sagemaker_mlflow"  # the module of the sagemaker-mlflow package (ARN tracking URIs)
+
+
+def managed_server_arn(settings: Settings, account: str, region: str) -> str:
+    """The ARN of the managed tracking server the stacks create (tracking.managed_server), which
+    sagemaker-mlflow accepts as a tracking URI."""
+    return f"arn:aws:sagemaker:{region}:{account}:mlflow-tracking-server/{settings.mlflow_server_name}"
+
+
+def local_store_uri(work_dir: Path) -> str:
+    """The default tracking URI: a SQLite store in the local runs' folder."""
+    return f"sqlite:///{(work_dir / LOCAL_STORE).resolve()}"
+
+
+def tracking_uri(settings: Settings, work_dir: Path, server_arn: str | None = None) -> str:
+    """Where `make report` records an AWS execution: the configured URI, the managed server, else the local
+    store in `work_dir`."""
+    if settings.tracking.mlflow_tracking_uri:
+        return settings.tracking.mlflow_tracking_uri
+    if settings.tracking.managed_server and server_arn:
+        return server_arn
+    return local_store_uri(work_dir)
+
+
+def _tags(record: RunRecord) -> dict[str, str]:
+    tags = {
+        EXECUTION_TAG: record.execution_arn,
+        "execution_id": record.execution_id,
+        "pipeline": record.pipeline_name,
+        "source": record.source,
+        "status": record.status,
+        "dataset_manifest": record.parameters.get(MANIFEST_KEY, ""),
+        "manifest_version": record.parameters.get(MANIFEST_VERSION, ""),
+        "base_model": record.parameters.get(BASE_MODEL, ""),
+        "model_package_arn": record.model_package_arn or "",
+        "approval_status": record.approval_status or "",
+        "model_data": record.model_data or "",
+    }
+    return {k: v for k, v in tags.items() if v}
+
+
+def _metrics(record: RunRecord) -> list[Any]:
+    from mlflow.entities import Metric
+
+    base = 0
+    if record.started_at:
+        from datetime import datetime
+
+        base = int(datetime.fromisoformat(record.started_at).timestamp() * 1000)
+    metrics = [
+        Metric(f"curve/{key}", float(entry[key]), base + i, int(entry["step"]))
+        for i, entry in enumerate(record.log_history)
+        for key in CURVE_KEYS
+        if entry.get(key) is not None and "step" in entry
+    ]
+    metrics += [Metric(name, value, base, 0) for name, value in sorted(record.metrics.items())]
+    if record.list_price_usd is not None:
+        metrics.append(Metric("list_price_usd", record.list_price_usd, base, 0))
+    metrics += [Metric(f"step_seconds/{s.name}", s.seconds, base, 0) for s in record.steps if s.seconds is not None]
+    return metrics
+
+
+def track(record: RunRecord, uri: str, experiment_name: str, artifacts: tuple[Path, ...] = ()) -> str:
+    """Record `record` at tracking URI `uri` (one MLflow run per execution); a one-line account of it."""
+    if record.status not in TERMINAL_STATUSES:
+        return f"mlflow: {record.execution_id} is {record.status}: recorded once it has ended"
+    if uri.startswith("arn:") and importlib.util.find_spec(SAGEMAKER_PLUGIN) is None:
+        from tools.deployment import fail
+
+        fail(
+            f"tracking URI {uri} is a SageMaker tracking server: MLflow reaches it through the sagemaker-mlflow "
+            "plugin, which is not installed (pip install sagemaker-mlflow)"
+        )
+    from mlflow.entities import Param, RunTag
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(experiment_name)
+    if experiment is None:
+        # A SQLite store keeps its artifacts beside it (MLflow's default is ./mlruns of the current folder).
+        location = None
+        if uri.startswith("sqlite:///"):
+            location = (Path(uri.removeprefix("sqlite:///")).parent / LOCAL_ARTIFACTS).as_uri()
+        experiment_id = client.create_experiment(experiment_name, artifact_location=location)
+    else:
+        experiment_id = experiment.experiment_id
+    tags = [RunTag(k, v) for k, v in _tags(record).items()]
+    existing = client.search_runs([experiment_id], f"tags.{EXECUTION_TAG} = '{record.execution_arn}'")
+    if existing:
+        run_id = existing[0].info.run_id
+        client.log_batch(run_id, tags=tags)
+        return f"mlflow: {record.execution_id} already recorded as run {run_id} ({uri}); tags refreshed"
+    run = client.create_run(experiment_id, run_name=record.execution_id, tags={t.key: t.value for t in tags})
+    run_id = run.info.run_id
+    params = [Param(k, v[:6000]) for k, v in sorted(record.parameters.items())]
+    metrics = _metrics(record)
+    for start in range(0, max(len(metrics), 1), 1000):  # log_batch takes at most 1000 metrics per call
+        client.log_batch(run_id, metrics=metrics[start : start + 1000], params=params if start == 0 else [])
+    client.log_text(run_id, record.to_json(), "execution.json")
+    for path in artifacts:
+        client.log_artifact(run_id, str(path))
+    client.set_terminated(run_id, "FINISHED" if record.status == "Succeeded" else "FAILED")
+    return f"mlflow: recorded {record.execution_id} as run {run_id} in experiment {experiment_name} ({uri})"
