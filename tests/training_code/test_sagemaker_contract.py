@@ -12,7 +12,7 @@ from tests.training_code.conftest import TRAINING_CODE
 from tests.training_code.runner import run_training
 
 
-@pytest.mark.parametrize("script", ["preprocess.py", "train.py", "evaluate.py"])
+@pytest.mark.parametrize("script", ["preprocess.py", "train.py"])
 def test_help(script):
     result = subprocess.run([sys.executable, script, "--help"], cwd=TRAINING_CODE, capture_output=True, text=True)
     assert result.returncode == 0
