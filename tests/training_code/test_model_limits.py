@@ -1,8 +1,10 @@
-"""What the model allows, checked before any work: sequence lengths the position embeddings can hold."""
+"""What the model and the machine allow, checked before any work: sequence lengths the position embeddings can
+hold, and GPUs that CUDA can use (training)."""
 
 from __future__ import annotations
 
 import preprocess
+import torch
 
 from tests.training_code.conftest import preprocess_sample_args
 from tests.training_code.runner import run_training
@@ -25,6 +27,31 @@ def test_training_rejects_features_longer_than_the_position_embeddings(tmp_path,
     assert "error: the longest training feature is " in run.output
     assert "accepts at most 64 (max_position_embeddings)" in run.output
     assert "Traceback" not in run.output
+
+
+def test_training_on_a_gpu_instance_fails_fast_when_cuda_is_unusable(tmp_path, monkeypatch, capsys):
+    import train
+    from qa import distributed
+
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "nvidia0").touch()
+    monkeypatch.setattr(distributed, "GPU_DEVICE_FILES", str(tmp_path / "dev" / "nvidia[0-9]*"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert train.main(["--output_dir", str(tmp_path / "model")]) == 1
+    [error] = capsys.readouterr().err.strip().splitlines()
+    assert error.startswith(
+        f"error: this instance has NVIDIA GPUs ({tmp_path / 'dev' / 'nvidia0'}) but CUDA is unusable"
+    )
+    assert "refusing to train on the CPU" in error
+    assert not (tmp_path / "model").exists()
+
+
+def test_without_gpus_the_guard_stays_silent(tmp_path, monkeypatch):
+    from qa import distributed
+
+    monkeypatch.setattr(distributed, "GPU_DEVICE_FILES", str(tmp_path / "nvidia[0-9]*"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert distributed.unusable_gpus_error() is None
 
 
 def test_serving_caps_windows_at_the_position_embeddings(tmp_path):
