@@ -68,10 +68,6 @@ DEMO_F1 = $(if $(filter prod,$(ENV)),,--param F1Threshold=$(1))
 DEMO_PARAMS := --param Epochs=3 --param LearningRate=3e-4 $(call DEMO_F1,40)
 TINY_PARAMS := --tiny --param Epochs=1 $(call DEMO_F1,0)
 
-# The demo's synth skips CDK's built-in CloudFormation validator (~11 s of a ~15 s synth; the templates are
-# byte-identical): the demo deploys nothing, and `make synth`, `make deploy` and tests/stacks/test_offline_synth.py
-# keep it. A target-specific variable also holds for the demo's prerequisite `synth`.
-demo: export CDK_VALIDATION = false
 demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally (TINY=1: wiring-only run)
 	$(PY) -m tools.summarize "$(CDK_OUT)/$$ENV"
 	$(PY) -m local_runner --assembly "$(CDK_OUT)/$$ENV" $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $$DEMO_ARGS

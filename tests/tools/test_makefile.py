@@ -44,11 +44,12 @@ def test_validate_only_through_make(tmp_path):
     assert "dataset is valid (--validate-only: nothing uploaded)" in result.stdout
 
 
-@pytest.mark.parametrize(("target", "validation"), [("synth", "on"), ("demo", "false")])
-def test_only_the_demos_synth_skips_cdks_template_validator(target, validation):
-    """The demo deploys nothing: its synth runs without CDK's built-in CloudFormation validator (the templates
-    are the same); `make synth` keeps it. CDK and PY are stand-ins that print what they would run with."""
+@pytest.mark.parametrize("target", ["synth", "demo"])
+def test_every_synth_keeps_cdks_template_validator(target):
+    """CDK's built-in CloudFormation validator stays on for every synth a user runs, the demo's too (the
+    developer guide asks for it; it costs ~11 s of the demo). CDK and PY are stand-ins that print what they
+    would run with."""
     environment = {"CDK": "echo CDK_VALIDATION=$${CDK_VALIDATION:-on} #", "PY": "true"}
     result = make(target, "ENV=dev", *(f"{k}={v}" for k, v in environment.items()))
     assert result.returncode == 0, result.stderr
-    assert f"CDK_VALIDATION={validation}" in result.stdout.splitlines()
+    assert "CDK_VALIDATION=on" in result.stdout.splitlines()
