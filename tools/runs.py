@@ -2,22 +2,19 @@
 
 Newest first: status, trigger (the manifest key), per-step durations, the training job's trained vs billed
 seconds (managed spot savings), its cost at list price (config/costs.py), the validation F1 and the
-registered model package with its approval status. Read-only SageMaker and S3 calls with your credentials.
+registered model package with its approval status. Read-only SageMaker calls with your credentials.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import json
-import operator
 import re
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from qa.outputs import EVALUATION_F1_PATH, EVALUATION_FILE, METRIC_EVAL_F1
+from qa.outputs import METRIC_EVAL_F1
 
 from config.costs import PRICE_REGION, PRICES_AS_OF, TRAINING_USD_PER_HOUR
 from pipeline_steps import names
@@ -33,8 +30,6 @@ from tools.deployment import (
 )
 
 F1_IN_FAIL_MESSAGE = re.compile(r"Validation F1 ([0-9.]+) is below")
-# The processing step that evaluated the model in the graph before issue 20 (FineTune evaluates now).
-EVALUATE_STEP = "Evaluate"
 MAX_LIMIT = 100  # MaxResults of ListPipelineExecutions: 1-100
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ListPipelineExecutions.html
 
@@ -113,20 +108,7 @@ def training_run(sagemaker: Any, job_arn: str) -> TrainingRun:
     )
 
 
-def evaluation_f1(sagemaker: Any, s3: Any, job_arn: str) -> float | None:
-    """F1 (EVALUATION_F1_PATH) of EVALUATION_FILE, the output of an Evaluate job (executions of the graph
-    before issue 20; FineTune evaluates now)."""
-    job = sagemaker.describe_processing_job(ProcessingJobName=_job_name(job_arn))
-    outputs = job.get("ProcessingOutputConfig", {}).get("Outputs", [])
-    uri = next((o["S3Output"]["S3Uri"] for o in outputs if o["OutputName"] == "evaluation"), None)
-    if uri is None:
-        return None
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    body = s3.get_object(Bucket=bucket, Key=f"{prefix.rstrip('/')}/{EVALUATION_FILE}")["Body"].read()
-    return float(functools.reduce(operator.getitem, EVALUATION_F1_PATH.split("."), json.loads(body)))
-
-
-def describe_execution(sagemaker: Any, s3: Any, summary: dict[str, Any]) -> ExecutionReport:
+def describe_execution(sagemaker: Any, summary: dict[str, Any]) -> ExecutionReport:
     arn = summary["PipelineExecutionArn"]
     parameters = sagemaker.list_pipeline_parameters_for_execution(PipelineExecutionArn=arn)["PipelineParameters"]
     report = ExecutionReport(
@@ -145,9 +127,7 @@ def describe_execution(sagemaker: Any, s3: Any, summary: dict[str, Any]) -> Exec
             run.job = (kind, _job_name(metadata[kind]["Arn"]).rsplit(":", 1)[-1])
         if "TrainingJob" in metadata:
             report.training = training_run(sagemaker, metadata["TrainingJob"]["Arn"])
-            report.f1 = report.training.f1 if report.training.f1 is not None else report.f1
-        elif "ProcessingJob" in metadata and step["StepName"] == EVALUATE_STEP and step["StepStatus"] == "Succeeded":
-            report.f1 = evaluation_f1(sagemaker, s3, metadata["ProcessingJob"]["Arn"])
+            report.f1 = report.training.f1  # FineTune evaluates: eval:f1 of its FinalMetricDataList
         elif "RegisterModel" in metadata:
             report.model_package = metadata["RegisterModel"]["Arn"]
             package = sagemaker.describe_model_package(ModelPackageName=report.model_package)
@@ -163,12 +143,12 @@ def describe_execution(sagemaker: Any, s3: Any, summary: dict[str, Any]) -> Exec
     return report
 
 
-def recent_executions(sagemaker: Any, s3: Any, pipeline_name: str, limit: int) -> list[ExecutionReport]:
+def recent_executions(sagemaker: Any, pipeline_name: str, limit: int) -> list[ExecutionReport]:
     """The newest `limit` executions of `pipeline_name`, newest first."""
     response = sagemaker.list_pipeline_executions(
         PipelineName=pipeline_name, SortBy="CreationTime", SortOrder="Descending", MaxResults=limit
     )
-    return [describe_execution(sagemaker, s3, summary) for summary in response["PipelineExecutionSummaries"]]
+    return [describe_execution(sagemaker, summary) for summary in response["PipelineExecutionSummaries"]]
 
 
 def _duration(seconds: float | None) -> str:
@@ -249,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     if pipeline_parameter_defaults(sagemaker, pipeline_name) is None:
         where = deployment.region
         fail(f"pipeline {pipeline_name} not found in {where}: check AWS_REGION or make deploy ENV={args.env}")
-    reports = recent_executions(sagemaker, deployment.client("s3"), pipeline_name, args.limit)
+    reports = recent_executions(sagemaker, pipeline_name, args.limit)
     if not reports:
         print(f"no executions of {pipeline_name} yet")
     for report in reports:
