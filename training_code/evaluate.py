@@ -6,7 +6,7 @@ pipeline still has its Evaluate processing step.
 
 Container layout (SageMaker Processing), each overridable by a flag:
   /opt/ml/processing/input/model/         the trained model: a directory or SageMaker's model.tar.gz
-  /opt/ml/processing/input/validation/    features.parquet + examples.jsonl from preprocess.py
+  /opt/ml/processing/input/validation/    features.npz, example_ids.json, examples.jsonl from preprocess.py
   /opt/ml/processing/output/evaluation/   evaluation.json (model-quality metrics shape) + predictions.json
 """
 

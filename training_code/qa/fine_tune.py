@@ -170,7 +170,7 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
         torch.backends.cuda.matmul.allow_tf32 = True
 
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
-    dataset = FeatureDataset.from_parquet(args.train_dir)
+    dataset = FeatureDataset.load(args.train_dir)
     try:
         validation = load_validation(args.validation_dir, accelerator)
     except (FileNotFoundError, ValueError) as err:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from qa.feature_files import read_features
 from qa.features import LABELS, MODEL_INPUTS
 
 
@@ -26,15 +27,9 @@ class FeatureDataset(torch.utils.data.Dataset):
         self.lengths = [len(ids) for ids in columns["input_ids"]]
 
     @classmethod
-    def from_parquet(cls, directory: Path) -> FeatureDataset:
-        import pyarrow.parquet as pq
-
-        files = sorted(directory.glob("*.parquet"))
-        if not files:
-            raise FileNotFoundError(f"no *.parquet feature files in {directory} (run preprocess.py first)")
-        table = pq.read_table([str(f) for f in files] if len(files) > 1 else str(files[0]))
-        names = [c for c in (*MODEL_INPUTS, *LABELS) if c in table.column_names]
-        return cls({name: table.column(name).to_pylist() for name in names})
+    def load(cls, directory: Path) -> FeatureDataset:
+        """The model inputs and labels of a split folder preprocess.py wrote (qa.feature_files)."""
+        return cls(read_features(directory, (*MODEL_INPUTS, *LABELS)))
 
     def __len__(self) -> int:
         return len(self.lengths)
