@@ -534,16 +534,32 @@ def load_dataset_files(files: dict[str, list[Path]], root: Path, keep_records: b
                 report.valid_records[split] += 1
                 if not keep_records:
                     continue
-                report.records[split].append(
-                    {
-                        "id": record["id"],
-                        "title": str(record.get("title") or ""),
-                        "context": record["context"],
-                        "question": record["question"],
-                        "answers": {
-                            "text": list(record["answers"]["text"]),
-                            "answer_start": list(record["answers"]["answer_start"]),
-                        },
-                    }
-                )
+                report.records[split].append(normalized(record))
     return report
+
+
+def normalized(record: dict[str, Any]) -> dict[str, Any]:
+    """A valid record in the flattened schema (COLUMNS), whatever file it came from."""
+    return {
+        "id": record["id"],
+        "title": str(record.get("title") or ""),
+        "context": record["context"],
+        "question": record["question"],
+        "answers": {
+            "text": list(record["answers"]["text"]),
+            "answer_start": list(record["answers"]["answer_start"]),
+        },
+    }
+
+
+def entry_records(entry: Path) -> Iterator[dict[str, Any]]:
+    """The normalized records of one entry (a file, or a save_to_disk folder) that validated, streamed;
+    raises ValueError naming the first problem if it does not."""
+    problems: list[Problem] = []
+    for location, record in _read_records(entry, entry.name, problems):
+        problems += validate_record(record, entry.name, location)
+        if problems:
+            break
+        yield normalized(record)
+    if problems:
+        raise ValueError(f"{entry} is not a valid dataset file: {problems[0]}")

@@ -51,7 +51,7 @@ def write_features(directory: Path, columns: dict[str, list[Any]]) -> None:
             arrays[name] = np.asarray(values, dtype=dtype)
         else:
             arrays[name] = np.fromiter((token for row in values for token in row), dtype=dtype, count=lengths.sum())
-    np.savez(directory / FEATURES_FILE, **arrays)
+    np.savez_compressed(directory / FEATURES_FILE, **arrays)  # zip-deflated: about Parquet's size (bench/RESULTS.md)
 
 
 def read_features(directory: Path, names: tuple[str, ...] | None = None) -> dict[str, list[Any]]:
