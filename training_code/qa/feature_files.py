@@ -2,7 +2,7 @@
 
 The processing image (huggingface-pytorch-inference CPU) has numpy but neither `datasets` nor `pyarrow`, so a
 split folder holds:
-- FEATURES_FILE: a numpy `.npz` (read with `allow_pickle=False`) with, per token column (`input_ids`,
+- FEATURES_FILE: a compressed numpy `.npz` (read with `allow_pickle=False`) with, per token column (`input_ids`,
   `token_type_ids`, `attention_mask`; validation also `offset_mapping` as (tokens, 2) with -1 where a token has
   no context offset), one flat array of every feature's tokens; ROW_OFFSETS (features + 1 cumulative token
   counts) cutting it into features; and one value per feature for the label columns (`start_positions`,
