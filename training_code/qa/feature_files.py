@@ -39,7 +39,7 @@ def write_features(directory: Path, columns: dict[str, list[Any]]) -> None:
     """Write one split's feature columns (as prepare_*_features returns them, concatenated) into `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
     lengths = np.asarray([len(ids) for ids in columns["input_ids"]], dtype=np.int64)
-    arrays: dict[str, np.ndarray] = {ROW_OFFSETS: np.concatenate(([0], np.cumsum(lengths)))}
+    arrays: dict[str, Any] = {ROW_OFFSETS: np.concatenate(([0], np.cumsum(lengths)))}  # Any: numpy's savez stub
     for name, values in columns.items():
         dtype = DTYPES.get(name, DEFAULT_DTYPE)
         if name == EXAMPLE_ID:

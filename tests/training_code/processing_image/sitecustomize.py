@@ -8,6 +8,7 @@ there, as libraries probing for optional packages (transformers, accelerate) the
 from __future__ import annotations
 
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
 
@@ -19,7 +20,7 @@ def _absent(name: str) -> bool:
 
 
 class _Absent(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname, path=None, target=None):  # type: ignore[no-untyped-def]
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
         if _absent(fullname):
             raise ModuleNotFoundError(f"No module named {fullname!r} (not on the processing image)", name=fullname)
         return None
@@ -28,7 +29,7 @@ class _Absent(importlib.abc.MetaPathFinder):
 _find_spec = importlib.util.find_spec
 
 
-def _find_spec_without(name, package=None):  # type: ignore[no-untyped-def]
+def _find_spec_without(name: str, package: str | None = None) -> importlib.machinery.ModuleSpec | None:
     return None if _absent(name) else _find_spec(name, package)
 
 
