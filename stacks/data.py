@@ -188,6 +188,10 @@ class SecureBucket(Construct):
             [f"{prefix}/*" for prefix in prefixes],
         )
 
+    def grant_delete_objects(self, grantee: iam.IGrantable, prefixes: Iterable[str]) -> None:
+        """s3:DeleteObject under the given prefixes (on a versioned bucket a delete adds a delete marker)."""
+        self._grant_objects(grantee, "Delete", ["s3:DeleteObject"], [f"{prefix}/*" for prefix in prefixes])
+
     def grant_list(self, grantee: iam.IGrantable) -> None:
         """s3:ListBucket on this bucket: SageMaker lists S3Prefix inputs, and a missing key reads as 404, not 403."""
         grantee.grant_principal.add_to_principal_policy(

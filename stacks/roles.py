@@ -46,6 +46,12 @@ class JobRole(Construct):
         role = self.role
         artifacts.grant_read_objects(role, [f"{layout.base_models}/*", f"{layout.inputs}/*"])
         artifacts.grant_write_objects(role, layout.writable_by_jobs())
+        # "If a checkpoint is deleted in the SageMaker AI container, it will also be deleted in the S3 folder"
+        # (https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html), done with this role: train.py
+        # prunes old checkpoints, so the job may delete under checkpoints/ and nowhere else. IAM cannot narrow
+        # it to the job's own execution; the jobs are network-isolated, so only SageMaker's sync of the job's
+        # own checkpoint_s3_uri uses it, and the bucket's versioning keeps what a delete hides.
+        artifacts.grant_delete_objects(role, [layout.checkpoints])
         artifacts.grant_list(role)
         key.grant_sse_kms(role)
         key.grant_job_output_encryption(role)

@@ -12,6 +12,7 @@ One MLflow run per execution (tag `execution_arn`): recording it again only refr
 from __future__ import annotations
 
 import importlib.util
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,8 @@ def track(record: RunRecord, uri: str, experiment_name: str, artifacts: tuple[Pa
     from mlflow.entities import Param, RunTag
     from mlflow.tracking import MlflowClient
 
+    # MLflow logs its store's table creation and migrations at INFO to the console: quiet by default.
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is None:

@@ -27,8 +27,8 @@ import os
 import sys
 from pathlib import Path
 
-from qa.cli import env_path, str2bool
-from qa.distributed import prepare_environment, request_nccl_debug
+from qa.cli import env_path, number, str2bool
+from qa.distributed import prepare_environment, request_nccl_debug, unusable_gpus_error
 from qa.outputs import (
     CHECKPOINT_DIR,
     LOCAL_CHECKPOINT_DIR_ENV,
@@ -72,40 +72,49 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # SageMaker syncs CHECKPOINT_DIR with checkpoint_s3_uri; LOCAL_CHECKPOINT_DIR_ENV moves it (local runs).
     paths.add_argument("--checkpoint_dir", type=Path, default=Path(env_path(LOCAL_CHECKPOINT_DIR_ENV, CHECKPOINT_DIR)))
     hps = parser.add_argument_group("hyperparameters")
-    hps.add_argument("--epochs", type=float, default=2.0)
-    hps.add_argument("--max_steps", type=int, default=-1, help="stop after this many optimizer steps (-1: epochs)")
-    hps.add_argument("--learning_rate", type=float, default=3e-5)
-    hps.add_argument("--per_device_train_batch_size", type=int, default=8)
-    hps.add_argument("--gradient_accumulation_steps", type=int, default=1)
-    hps.add_argument("--eval_batch_size", type=int, default=32, help="validation features per forward pass and process")
-    hps.add_argument("--precision", choices=("bf16", "fp16", "no"), default="bf16")
-    hps.add_argument("--warmup_ratio", type=float, default=0.1)
-    hps.add_argument("--weight_decay", type=float, default=0.01)
-    hps.add_argument("--max_grad_norm", type=float, default=1.0)
-    hps.add_argument("--seed", type=int, default=42)
-    hps.add_argument("--logging_steps", type=int, default=50)
+    hps.add_argument("--epochs", type=number(float, 0, low_exclusive=True), default=2.0)
     hps.add_argument(
-        "--checkpoint_minutes", type=float, default=15.0, help="checkpoint every N minutes of training (0: off)"
+        "--max_steps", type=number(int, 1, also=(-1,)), default=-1, help="stop after N optimizer steps (-1: epochs)"
     )
-    hps.add_argument("--checkpoint_steps", type=int, default=0, help="checkpoint every N optimizer steps (0: off)")
+    hps.add_argument("--learning_rate", type=number(float, 0, low_exclusive=True), default=3e-5)
+    hps.add_argument("--per_device_train_batch_size", type=number(int, 1), default=8)
+    hps.add_argument("--gradient_accumulation_steps", type=number(int, 1), default=1)
+    hps.add_argument(
+        "--eval_batch_size", type=number(int, 1), default=32, help="validation features per forward pass and process"
+    )
+    hps.add_argument("--precision", choices=("bf16", "fp16", "no"), default="bf16")
+    hps.add_argument("--warmup_ratio", type=number(float, 0, 1), default=0.1)
+    hps.add_argument("--weight_decay", type=number(float, 0), default=0.01)
+    hps.add_argument("--max_grad_norm", type=number(float, 0, low_exclusive=True), default=1.0)
+    hps.add_argument("--seed", type=int, default=42)
+    hps.add_argument("--logging_steps", type=number(int, 1), default=50)
+    hps.add_argument(
+        "--checkpoint_minutes", type=number(float, 0), default=15.0, help="checkpoint every N training minutes (0: off)"
+    )
+    hps.add_argument(
+        "--checkpoint_steps", type=number(int, 0), default=0, help="checkpoint every N optimizer steps (0: off)"
+    )
     hps.add_argument(
         "--checkpoint_epochs",
-        type=int,
+        type=number(int, 0),
         default=0,
         help="checkpoint at the end of every N-th epoch but the last (0: off; 1: once per epoch). No periodic "
         "checkpoints at all: --checkpoint_minutes 0 --checkpoint_steps 0 --checkpoint_epochs 0",
     )
-    hps.add_argument("--keep_checkpoints", type=int, default=2)
+    hps.add_argument("--keep_checkpoints", type=number(int, 1), default=2)
     hps.add_argument(
         "--control_steps",
-        type=int,
+        type=number(int, 0),
         default=10,
         help="every N optimizer steps the ranks agree (one small all-reduce) on a pending SIGTERM and a due timed "
         "checkpoint; 0: never (SIGTERM is then not caught and --checkpoint_minutes is ignored)",
     )
     hps.add_argument("--group_by_length", type=str2bool, default=True)
     hps.add_argument(
-        "--dataloader_num_workers", type=int, default=-1, help="collating processes (-1: 2 on GPUs, 0 on CPU)"
+        "--dataloader_num_workers",
+        type=number(int, -1),
+        default=-1,
+        help="collating processes (-1: 2 on GPU, 0 on CPU)",
     )
     hps.add_argument(
         "--nccl_debug", type=str2bool, default=False, help="NCCL_DEBUG=INFO: logs name NCCL's network plugin (EFA)"
@@ -117,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     """Build, resume from the newest complete checkpoint, train, evaluate, save; 143 when a SIGTERM stopped
     training (nothing evaluated or saved then)."""
     args = parse_args(argv)
+    unusable = unusable_gpus_error()
+    if unusable:
+        print(f"error: {unusable}", file=sys.stderr, flush=True)
+        return 1
     prepare_environment()
     if args.nccl_debug:
         request_nccl_debug(os.environ)

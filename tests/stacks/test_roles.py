@@ -95,6 +95,17 @@ def test_job_role_reads_pinned_inputs_and_base_models_and_writes_only_job_prefix
     assert lists == [bucket_arn(dev_settings, "artifacts")]
 
 
+def test_only_the_job_role_deletes_and_only_checkpoints(roles, dev_settings):
+    """SageMaker mirrors the script's checkpoint pruning to S3 with the job's role (model-checkpoints page)."""
+    template = roles["Roles"]
+    [delete] = with_action(role_statements(template, "JobRole"), "s3:DeleteObject")
+    assert as_list(delete["Action"]) == ["s3:DeleteObject"]
+    assert as_list(delete["Resource"]) == [
+        bucket_arn(dev_settings, "artifacts", f"/{dev_settings.layout.checkpoints}/*")
+    ]
+    assert not with_action(role_statements(template, "PipelineRole"), "s3:DeleteObject")
+
+
 def test_only_the_key_arn_is_imported_from_the_data_stack(roles):
     """The buckets' grants name them by their deterministic names: no export for them."""
     resources = [r for s in role_statements(roles["Roles"], "JobRole") for r in as_list(s["Resource"])]

@@ -140,7 +140,7 @@ def test_manifest_naming_a_missing_file(tmp_path):
     ("manifest", "expected"),
     [
         ("not json", "manifest is not valid JSON"),
-        ('{"train": "a"}', "manifest must start with a {'prefix': ...} object"),
+        ('{"train": "a"}', "manifest must be a hfqa-dataset-manifest/2 object or start with a {'prefix': ...} object"),
         ('[{"prefix": "s3://b/p/"}, "test/a.jsonl"]', "'test/a.jsonl' is not under train/ or validation/"),
     ],
 )

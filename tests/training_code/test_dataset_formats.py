@@ -20,6 +20,7 @@ from qa.data import (
     split_entries,
 )
 from qa.feature_files import read_features
+from qa.outputs import MANIFEST_V2_FORMAT
 
 from tests.training_code.conftest import SAMPLE_DATASET, preprocess_sample_args
 
@@ -188,3 +189,15 @@ def test_json_lines_validation_streams_with_bounded_memory(tmp_path, sample_reco
         tracemalloc.stop()
     assert not report.problems and report.valid_records["train"] == 8000 and not report.records["train"]
     assert size > 20e6 and peak < size / 10, (size, peak)
+
+
+def test_a_manifest_v2_names_the_files_by_key(tmp_path, sample_records):
+    root = write_copy(tmp_path, sample_records, "parquet")
+    files = [{"key": f"{split}/data.parquet", "version_id": "v1", "sha256": "0" * 64, "size": 1} for split in SPLITS]
+    manifest = {"format": MANIFEST_V2_FORMAT, "dataset": "sample", "version": "v1", "files": files}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    listed, problems = read_manifest(root / "manifest.json", root)
+    assert not problems and listed == {split: [root / split / "data.parquet"] for split in SPLITS}
+    (root / "manifest.json").write_text(json.dumps({**manifest, "files": ["train/data.parquet"]}))
+    [problem] = [str(p) for p in read_manifest(root / "manifest.json", root)[1]]
+    assert problem.startswith("manifest.json field=files: needs a list of {'key': ...} objects")

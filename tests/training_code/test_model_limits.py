@@ -1,11 +1,9 @@
 """What the model and the machine allow, checked before any work: sequence lengths the position embeddings can
-hold, and GPUs that CUDA can use."""
+hold, and GPUs that CUDA can use (training)."""
 
 from __future__ import annotations
 
-import evaluate
 import preprocess
-import pytest
 import torch
 
 from tests.training_code.conftest import preprocess_sample_args
@@ -31,31 +29,29 @@ def test_training_rejects_features_longer_than_the_position_embeddings(tmp_path,
     assert "Traceback" not in run.output
 
 
-def test_evaluation_on_a_gpu_instance_fails_fast_when_cuda_is_unusable(tmp_path, monkeypatch, capsys):
+def test_training_on_a_gpu_instance_fails_fast_when_cuda_is_unusable(tmp_path, monkeypatch, capsys):
+    import train
+    from qa import distributed
+
     (tmp_path / "dev").mkdir()
     (tmp_path / "dev" / "nvidia0").touch()
-    monkeypatch.setattr(evaluate, "GPU_DEVICE_FILES", str(tmp_path / "dev" / "nvidia[0-9]*"))
+    monkeypatch.setattr(distributed, "GPU_DEVICE_FILES", str(tmp_path / "dev" / "nvidia[0-9]*"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    out = tmp_path / "evaluation"
-    code = evaluate.main(
-        ["--model-dir", str(tmp_path / "none"), "--validation-dir", str(tmp_path), "--output-dir", str(out)]
-    )
-    assert code == 1
+    assert train.main(["--output_dir", str(tmp_path / "model")]) == 1
     [error] = capsys.readouterr().err.strip().splitlines()
     assert error.startswith(
         f"error: this instance has NVIDIA GPUs ({tmp_path / 'dev' / 'nvidia0'}) but CUDA is unusable"
     )
-    assert "refusing to evaluate on CPU" in error and "--device cpu" in error
-    assert not out.exists()
+    assert "refusing to train on the CPU" in error
+    assert not (tmp_path / "model").exists()
 
 
-def test_evaluation_without_gpus_runs_on_cpu_and_cuda_can_be_required(tmp_path, monkeypatch):
-    monkeypatch.setattr(evaluate, "GPU_DEVICE_FILES", str(tmp_path / "nvidia[0-9]*"))
+def test_without_gpus_the_guard_stays_silent(tmp_path, monkeypatch):
+    from qa import distributed
+
+    monkeypatch.setattr(distributed, "GPU_DEVICE_FILES", str(tmp_path / "nvidia[0-9]*"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert evaluate.choose_device("auto") == "cpu"
-    assert evaluate.choose_device("cpu") == "cpu"
-    with pytest.raises(RuntimeError, match="--device cuda was requested but CUDA is unusable"):
-        evaluate.choose_device("cuda")
+    assert distributed.unusable_gpus_error() is None
 
 
 def test_serving_caps_windows_at_the_position_embeddings(tmp_path):

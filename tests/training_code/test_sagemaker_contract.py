@@ -12,7 +12,7 @@ from tests.training_code.conftest import TRAINING_CODE
 from tests.training_code.runner import run_training
 
 
-@pytest.mark.parametrize("script", ["preprocess.py", "train.py", "evaluate.py"])
+@pytest.mark.parametrize("script", ["preprocess.py", "train.py"])
 def test_help(script):
     result = subprocess.run([sys.executable, script, "--help"], cwd=TRAINING_CODE, capture_output=True, text=True)
     assert result.returncode == 0
@@ -40,3 +40,29 @@ def test_a_sagemaker_style_run_writes_model_metrics_lines_and_checkpoints(tmp_pa
     assert all(len(line.split()) == 5 for line in run.lines("step="))
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-00000002", "step-00000004"]
     assert (tmp_path / "model" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--epochs", "-1", "argument --epochs: must be > 0, got -1"),
+        ("--epochs", "two", "argument --epochs: expected a number, got 'two'"),
+        ("--learning_rate", "0", "argument --learning_rate: must be > 0, got 0"),
+        ("--learning_rate", "nan", "argument --learning_rate: must be > 0, got nan"),
+        ("--max_steps", "0", "argument --max_steps: must be >= 1 (or -1), got 0"),
+        ("--warmup_ratio", "1.5", "argument --warmup_ratio: must be >= 0 and <= 1, got 1.5"),
+        ("--per_device_train_batch_size", "0", "argument --per_device_train_batch_size: must be >= 1, got 0"),
+        ("--eval_batch_size", "8.5", "argument --eval_batch_size: expected an integer, got '8.5'"),
+        ("--checkpoint_epochs", "-2", "argument --checkpoint_epochs: must be >= 0, got -2"),
+    ],
+)
+def test_nonsensical_hyperparameters_stop_the_job_with_one_line(capsys, flag, value, message):
+    with pytest.raises(SystemExit) as stopped:
+        train.parse_args([flag, value])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f": error: {message}")
+
+
+def test_sentinels_and_bounds_are_accepted():
+    args = train.parse_args(["--max_steps", "-1", "--warmup_ratio", "0", "--checkpoint_minutes", "0"])
+    assert (args.max_steps, args.warmup_ratio, args.checkpoint_minutes) == (-1, 0.0, 0.0)

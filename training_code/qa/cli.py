@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 
 def str2bool(value: str | bool) -> bool:
@@ -18,6 +21,35 @@ def str2bool(value: str | bool) -> bool:
     if lowered in ("false", "0", "no"):
         return False
     raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def number(
+    kind: type[int] | type[float],
+    low: float,
+    high: float | None = None,
+    low_exclusive: bool = False,
+    also: tuple[float, ...] = (),
+) -> Callable[[str], Any]:
+    """An argparse type: a finite `kind` number in [low, high] (low excluded with `low_exclusive`), or one of
+    the sentinels `also`. A bad value stops the job before any work with one line naming flag, value and rule."""
+    rule = f"{'>' if low_exclusive else '>='} {low:g}" + (f" and <= {high:g}" if high is not None else "")
+    rule += "".join(f" (or {value:g})" for value in also)
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
+            ) from None
+        if value in also:
+            return value
+        in_range = value > low if low_exclusive else value >= low
+        if not math.isfinite(value) or not in_range or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
+        return value
+
+    return parse
 
 
 def env_path(name: str, default: str) -> str:

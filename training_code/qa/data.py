@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qa.outputs import MANIFEST_V2_FORMAT
+
 SPLITS = ("train", "validation")
 ACCEPTED_FORMATS = (
     "SQuAD v1.1 JSON (.json), JSON Lines (.jsonl), Parquet (.parquet), CSV (.csv) or a datasets save_to_disk "
@@ -46,7 +48,10 @@ CSV_FIELD_LIMIT = 1 << 30  # the csv module refuses fields over 128 KiB by defau
 COLUMNAR_CONVERSION = (
     "upload it with `python -m tools.upload_dataset`, which converts Parquet and save_to_disk data to JSON Lines"
 )
-MANIFEST_HINT = 'a JSON list: [{"prefix": "s3://bucket/path/"}, "train/<file>", "validation/<file>"]'
+MANIFEST_HINT = (
+    f'{{"format": "{MANIFEST_V2_FORMAT}", "files": [{{"key": "train/<file>"}}, {{"key": "validation/<file>"}}]}} '
+    '(make upload-dataset writes it), or a JSON list: [{"prefix": "s3://bucket/path/"}, "train/<file>", ...]'
+)
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,9 @@ def summarize_problems(problems: list[Problem], limit: int = 200) -> str:
 
 
 def read_manifest(manifest_path: Path, data_dir: Path) -> tuple[dict[str, list[Path]], list[Problem]]:
-    """Split -> files named by the manifest (resolved under `data_dir`), and manifest problems."""
+    """Split -> files named by the manifest (resolved under `data_dir`), and manifest problems. Reads manifest v2
+    (qa.outputs.MANIFEST_V2_FORMAT: {"format", "dataset", "version", "files": [{"key", ...}]}, keys relative to
+    the manifest's folder) and the older SageMaker ManifestFile list."""
     name = manifest_path.name
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
@@ -98,11 +105,29 @@ def read_manifest(manifest_path: Path, data_dir: Path) -> tuple[dict[str, list[P
         return {}, [Problem(str(manifest_path), "", None, None, "manifest not found", "upload the manifest last")]
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         return {}, [Problem(name, "", None, None, f"manifest is not valid JSON: {err}", MANIFEST_HINT)]
-    if not (isinstance(manifest, list) and manifest and isinstance(manifest[0], dict) and "prefix" in manifest[0]):
-        return {}, [Problem(name, "", None, None, "manifest must start with a {'prefix': ...} object", MANIFEST_HINT)]
+    if isinstance(manifest, dict) and manifest.get("format") == MANIFEST_V2_FORMAT:
+        listed = manifest.get("files")
+        if not isinstance(listed, list) or not all(
+            isinstance(entry, dict) and isinstance(entry.get("key"), str) for entry in listed
+        ):
+            return {}, [Problem(name, "", None, "files", "needs a list of {'key': ...} objects", MANIFEST_HINT)]
+        keys: list[Any] = [entry["key"] for entry in listed]
+    elif isinstance(manifest, list) and manifest and isinstance(manifest[0], dict) and "prefix" in manifest[0]:
+        keys = manifest[1:]
+    else:
+        return {}, [
+            Problem(
+                name,
+                "",
+                None,
+                None,
+                f"manifest must be a {MANIFEST_V2_FORMAT} object or start with a {{'prefix': ...}} object",
+                MANIFEST_HINT,
+            )
+        ]
     files: dict[str, list[Path]] = {s: [] for s in SPLITS}
     problems = []
-    for index, key in enumerate(manifest[1:], start=1):
+    for index, key in enumerate(keys, start=1):
         split = key.split("/", 1)[0] if isinstance(key, str) else None
         if split not in SPLITS or "/" not in key:
             problems.append(

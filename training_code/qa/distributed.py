@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import warnings
 from collections.abc import MutableMapping
+
+# NVIDIA's device files, visible in the container on GPU instances (ml.g5, ml.p*).
+GPU_DEVICE_FILES = "/dev/nvidia[0-9]*"
 
 
 def smddp_requested(env: MutableMapping[str, str]) -> bool:
@@ -82,4 +86,21 @@ def describe_ddp(model) -> str:
     return (
         f"bucket_cap_mb={model.bucket_bytes_cap // 2**20} gradient_as_bucket_view={model.gradient_as_bucket_view} "
         f"sync_buffers_every_forward={buffers} comm_hook={','.join(hooks) or 'none'}"
+    )
+
+
+def unusable_gpus_error() -> str | None:
+    """One line when the instance has NVIDIA GPUs that CUDA cannot use (a driver older than the image's CUDA,
+    no GPU passed through), else None: the job then stops instead of training on the CPU for hours."""
+    gpus = sorted(glob.glob(GPU_DEVICE_FILES))
+    if not gpus:
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    return (
+        f"this instance has NVIDIA GPUs ({', '.join(gpus)}) but CUDA is unusable here (torch {torch.__version__}, "
+        f"built for CUDA {torch.version.cuda}); refusing to train on the CPU. Run the job on an image whose CUDA "
+        "the instance's driver supports"
     )
