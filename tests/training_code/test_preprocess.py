@@ -20,6 +20,7 @@ from qa.outputs import EVALUATION_FILE
 
 from tests.training_code.conftest import SAMPLE_DATASET, TRAINING_CODE, preprocess_sample_args
 from tests.training_code.runner import run_training
+from tests.training_code.test_dataset_formats import write_copy
 
 PROCESSING_IMAGE = Path(__file__).with_name("processing_image")  # its sitecustomize hides datasets and pyarrow
 
@@ -113,6 +114,20 @@ def test_preprocess_train_and_evaluate_run_without_datasets_and_pyarrow(tmp_path
     [line] = trained.lines("evaluation: ")
     report = json.loads((tmp_path / "job" / "model" / EVALUATION_FILE).read_text())
     assert report["examples"] == 84 and line.startswith("evaluation: exact_match=")
+
+
+def test_a_csv_dataset_preprocesses_on_the_image_to_the_features_of_the_json_files(
+    tmp_path, sample_records, sample_features
+):
+    """CSV is read with the standard library's csv module: no pyarrow needed."""
+    data = write_copy(tmp_path / "data", sample_records, "csv")
+    args = preprocess_sample_args(tmp_path / "out")
+    args[args.index("--manifest") + 1] = str(data / "manifest.json")
+    args[args.index("--data-dir") + 1] = str(data)
+    run = on_processing_image("preprocess.py", *args)
+    assert run.returncode == 0, run.stderr[-3000:]
+    for split in SPLITS:
+        assert read_features(tmp_path / "out" / split) == read_features(sample_features / split), split
 
 
 def test_a_parquet_input_on_the_image_fails_with_one_line_naming_the_conversion(tmp_path):
