@@ -267,10 +267,6 @@ class ProcessingSettings(StrictModel):
 
     preprocess_instance_type: str = Field("ml.m5.4xlarge", pattern=INSTANCE_TYPE_PATTERN)
     image_uri: str | None = Field(None, min_length=1, description="Overrides the default CPU image.")
-    # No step runs on these any more (the claim is a Lambda step, evaluation runs in FineTune); tools/estimate.py
-    # and tools/preflight.py still read them. Remove them when those follow the new graph.
-    claim_instance_type: str = Field("ml.m5.large", pattern=INSTANCE_TYPE_PATTERN)
-    evaluate_instance_type: str = Field("ml.g5.2xlarge", pattern=INSTANCE_TYPE_PATTERN)
     volume_size_gb: int = Field(50, gt=0, le=16384)
     max_runtime_seconds: int = Field(4 * 3600, gt=0, le=5 * 24 * 3600)
 
@@ -428,9 +424,7 @@ class Settings(StrictModel):
         checks = [
             ("training.instance_type", training.instance_type, "training"),
             *(("training.allowed_instance_types", name, "training") for name in training.allowed_instance_types or ()),
-            ("processing.claim_instance_type", processing.claim_instance_type, "processing"),
             ("processing.preprocess_instance_type", processing.preprocess_instance_type, "processing"),
-            ("processing.evaluate_instance_type", processing.evaluate_instance_type, "processing"),
         ]
         problems = []
         for key, name, job in checks:
@@ -443,9 +437,9 @@ class Settings(StrictModel):
                 valid = names_where(lambda row, job=job: getattr(row, job))
                 problems.append(f"{key}: SageMaker does not offer {name} for {job} jobs; use one of {', '.join(valid)}")
         if not problems:
-            evaluate = instance_type(processing.evaluate_instance_type)
-            if evaluate.has_local_storage and processing.volume_size_gb > evaluate.local_nvme_gb:
-                problems.append(_volume_too_large("processing.volume_size_gb", processing.volume_size_gb, evaluate))
+            preprocess = instance_type(processing.preprocess_instance_type)
+            if preprocess.has_local_storage and processing.volume_size_gb > preprocess.local_nvme_gb:
+                problems.append(_volume_too_large("processing.volume_size_gb", processing.volume_size_gb, preprocess))
         allowed = training.allowed_instance_types
         if allowed is not None and training.instance_type not in allowed:
             problems.append(

@@ -399,7 +399,10 @@ def collect_model(job: TrainingJob, store: LocalObjectStore) -> dict[str, Any]:
     """Pack the model folder into model.tar.gz at the job's output path, as SageMaker uploads it, and the
     TensorBoard folder to its output path; the job's properties."""
     archive = job.container.root / "model.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
+    # Stored, not deflated: the weights are float tensors that gzip barely shrinks (79 of 86 MiB for the demo's
+    # model) while deflating them took ~6 s of a warm `make demo` (bench/RESULTS.md section 8). Still a gzip
+    # tar, read as SageMaker's model.tar.gz is.
+    with tarfile.open(archive, "w:gz", compresslevel=0) as tar:
         for path in sorted(job.model_dir.iterdir()):
             tar.add(path, arcname=path.name)
     store.put_file(archive, job.artifact_uri)

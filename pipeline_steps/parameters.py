@@ -9,8 +9,9 @@ from sagemaker.workflow.parameters import ParameterFloat, ParameterInteger, Para
 from config import Settings
 from config.layout import DatasetLayout
 
-# ManifestVersionId's default: claim.py refuses it (training_code/qa/cli.py), so a run started by hand without
-# the manifest's S3 version id fails before any GPU instead of reusing features cached for other content.
+# ManifestVersionId's default: ClaimManifest refuses it (training_code/pipeline_functions.py), so a run started by
+# hand without the manifest's S3 version id fails before any GPU instead of reusing features cached for other
+# content.
 MANIFEST_VERSION_UNSET = "unset"
 
 

@@ -139,18 +139,17 @@ def sagemaker_quotas(client: Any) -> dict[str, float]:
 
 
 def check_quotas(deployment: Deployment, quotas_client: Any) -> list[Check]:
-    """Training (spot and on-demand) and processing instance quotas against what one execution uses."""
+    """FineTune's training quotas (spot and on-demand) and ValidateAndTokenize's processing quota against what
+    one execution uses."""
     training, processing = deployment.settings.training, deployment.settings.processing
     count = training.instance_count
     # (quota name, needed, required by the configuration?) The purchase option not configured is a fallback.
     wanted = [
         (f"{training.instance_type} for spot training job usage", count, training.use_spot),
         (f"{training.instance_type} for training job usage", count, not training.use_spot),
-        # Each processing step runs on one instance (pipeline_steps/steps/context.py), one step at a time.
-        *(
-            (f"{instance_type} for processing job usage", 1, True)
-            for instance_type in sorted({processing.preprocess_instance_type, processing.evaluate_instance_type})
-        ),
+        # ValidateAndTokenize, the one processing job, runs on one instance (pipeline_steps/steps/context.py).
+        # The Lambda steps (ClaimManifest, EstimateTrainingCost, RecordModel) start no SageMaker instance.
+        (f"{processing.preprocess_instance_type} for processing job usage", 1, True),
     ]
     values = sagemaker_quotas(quotas_client)
     checks = []

@@ -2,13 +2,12 @@
 
 Newest first: status, trigger (the manifest key), per-step durations, the training job's trained vs billed
 seconds (managed spot savings), its cost at list price (config/costs.py), the validation F1 and the
-registered model package with its approval status. Read-only SageMaker and S3 calls with your credentials.
+registered model package with its approval status. Read-only SageMaker calls with your credentials.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -108,19 +107,7 @@ def training_run(sagemaker: Any, job_arn: str) -> TrainingRun:
     )
 
 
-def evaluation_f1(sagemaker: Any, s3: Any, job_arn: str) -> float | None:
-    """metrics.f1.value of evaluation.json, the Evaluate job's output."""
-    job = sagemaker.describe_processing_job(ProcessingJobName=_job_name(job_arn))
-    outputs = job.get("ProcessingOutputConfig", {}).get("Outputs", [])
-    uri = next((o["S3Output"]["S3Uri"] for o in outputs if o["OutputName"] == "evaluation"), None)
-    if uri is None:
-        return None
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    body = s3.get_object(Bucket=bucket, Key=f"{prefix.rstrip('/')}/evaluation.json")["Body"].read()
-    return float(json.loads(body)["metrics"]["f1"]["value"])
-
-
-def describe_execution(sagemaker: Any, s3: Any, summary: dict[str, Any]) -> ExecutionReport:
+def describe_execution(sagemaker: Any, summary: dict[str, Any]) -> ExecutionReport:
     arn = summary["PipelineExecutionArn"]
     parameters = sagemaker.list_pipeline_parameters_for_execution(PipelineExecutionArn=arn)["PipelineParameters"]
     report = ExecutionReport(
@@ -139,9 +126,7 @@ def describe_execution(sagemaker: Any, s3: Any, summary: dict[str, Any]) -> Exec
             run.job = (kind, _job_name(metadata[kind]["Arn"]).rsplit(":", 1)[-1])
         if "TrainingJob" in metadata:
             report.training = training_run(sagemaker, metadata["TrainingJob"]["Arn"])
-            report.f1 = report.training.f1 if report.training.f1 is not None else report.f1
-        elif "ProcessingJob" in metadata and step["StepName"] == "Evaluate" and step["StepStatus"] == "Succeeded":
-            report.f1 = evaluation_f1(sagemaker, s3, metadata["ProcessingJob"]["Arn"])
+            report.f1 = report.training.f1  # FineTune evaluates: eval:f1 of its FinalMetricDataList
         elif "RegisterModel" in metadata:
             report.model_package = metadata["RegisterModel"]["Arn"]
             package = sagemaker.describe_model_package(ModelPackageName=report.model_package)
@@ -157,12 +142,12 @@ def describe_execution(sagemaker: Any, s3: Any, summary: dict[str, Any]) -> Exec
     return report
 
 
-def recent_executions(sagemaker: Any, s3: Any, pipeline_name: str, limit: int) -> list[ExecutionReport]:
+def recent_executions(sagemaker: Any, pipeline_name: str, limit: int) -> list[ExecutionReport]:
     """The newest `limit` executions of `pipeline_name`, newest first."""
     response = sagemaker.list_pipeline_executions(
         PipelineName=pipeline_name, SortBy="CreationTime", SortOrder="Descending", MaxResults=limit
     )
-    return [describe_execution(sagemaker, s3, summary) for summary in response["PipelineExecutionSummaries"]]
+    return [describe_execution(sagemaker, summary) for summary in response["PipelineExecutionSummaries"]]
 
 
 def _duration(seconds: float | None) -> str:
@@ -243,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     if pipeline_parameter_defaults(sagemaker, pipeline_name) is None:
         where = deployment.region
         fail(f"pipeline {pipeline_name} not found in {where}: check AWS_REGION or make deploy ENV={args.env}")
-    reports = recent_executions(sagemaker, deployment.client("s3"), pipeline_name, args.limit)
+    reports = recent_executions(sagemaker, pipeline_name, args.limit)
     if not reports:
         print(f"no executions of {pipeline_name} yet")
     for report in reports:

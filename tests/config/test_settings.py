@@ -82,12 +82,12 @@ def test_unknown_environment_names_the_known_ones(cdk_context):
         ({"account": "12345"}, r"account: String should match pattern"),
         # Not in botocore's ProcessingInstanceType enum.
         (
-            {"processing.evaluate_instance_type": "ml.p4d.24xlarge"},
-            r"processing\.evaluate_instance_type: SageMaker does not offer ml\.p4d\.24xlarge for processing jobs",
+            {"processing.preprocess_instance_type": "ml.p4d.24xlarge"},
+            r"processing\.preprocess_instance_type: SageMaker does not offer ml\.p4d\.24xlarge for processing jobs",
         ),
         ({"training.instance_type": "ml.x9.48xlarge"}, r"ml\.x9\.48xlarge is not in config/instance_types\.py"),
         (
-            {"processing.evaluate_instance_type": "ml.g5.xlarge", "processing.volume_size_gb": "300"},
+            {"processing.preprocess_instance_type": "ml.g5.xlarge", "processing.volume_size_gb": "300"},
             r"processing\.volume_size_gb=300 exceeds the 250 GB of local NVMe storage of ml\.g5\.xlarge",
         ),
         (

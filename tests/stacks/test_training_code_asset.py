@@ -18,7 +18,7 @@ def test_code_asset_is_a_reproducible_tarball_of_training_code():
     assert first == second
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(first))) as tar:
         names = tar.getnames()
-        assert {"train.py", "preprocess.py", "inference.py", "qa/checkpoints.py"} <= set(names)
+        assert {"train.py", "preprocess.py", "inference.py", "pipeline_functions.py", "qa/checkpoints.py"} <= set(names)
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
         assert {m.mtime for m in tar.getmembers()} == {0}
 

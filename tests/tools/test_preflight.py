@@ -18,13 +18,12 @@ from tests.tools.conftest import (
 from tools.deployment import load_deployment, split_s3_uri
 from tools.preflight import MIN_BOOTSTRAP_VERSION, check_bootstrap, preflight
 
-# What the dev environment uses: 1 x ml.p4d.24xlarge on spot (the estimate's default), ml.m5.4xlarge and
-# ml.g5.2xlarge processing.
+# What the dev environment uses: 1 x ml.p4d.24xlarge on spot (the estimate's default) for FineTune, one
+# ml.m5.4xlarge for ValidateAndTokenize. The Lambda steps need no SageMaker quota.
 ENOUGH = {
     "ml.p4d.24xlarge for spot training job usage": 1.0,
     "ml.p4d.24xlarge for training job usage": 1.0,
     "ml.m5.4xlarge for processing job usage": 1.0,
-    "ml.g5.2xlarge for processing job usage": 1.0,
 }
 
 
@@ -56,14 +55,22 @@ def test_fails_on_missing_model_and_zero_quota_then_passes_when_fixed(deployed, 
     assert row(table, "base model staged").split()[3] == "FAIL"
     assert "fix: make stage-model MODEL=bert-large-uncased-whole-word-masking ENV=dev" in table
     assert "FAIL    0 < 1" in row(table, "quota ml.p4d.24xlarge for spot training job usage")
-    assert table.strip().endswith("2 of 11 checks failed")
+    assert table.strip().endswith("2 of 10 checks failed")
 
     stage_base_model(deployed, tmp_path)
     # The increase is an applied quota value: it overrides AWS's default of 0.
     code, table = run_preflight(stubbed_quotas(zero_spot, {"ml.p4d.24xlarge for spot training job usage": 4.0}), capsys)
     assert code == 0, table
     assert "FAIL" not in table
-    assert table.strip().endswith("all 11 checks passed")
+    assert table.strip().endswith("all 10 checks passed")
+
+
+def test_quota_rows_follow_the_step_graph(deployed, capsys):
+    """One row per quota the graph uses: FineTune's training type (spot and on-demand) and ValidateAndTokenize's
+    processing type; no GPU processing quota (evaluation runs inside FineTune) and none for the Lambda steps."""
+    _, table = run_preflight(stubbed_quotas(ENOUGH, {}), capsys)
+    quota_rows = [line.split("  ")[0] for line in table.splitlines() if line.startswith("quota ")]
+    assert quota_rows == [f"quota {name}" for name in ENOUGH]
 
 
 def test_the_unused_purchase_option_only_warns(deployed, tmp_path, capsys):

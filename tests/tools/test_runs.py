@@ -3,20 +3,18 @@ spot-interrupted execution against botocore's Stubber.
 
 moto has no `list_pipeline_execution_steps` and its executions succeed at once, so it cannot show per-step
 metadata, retries or billable time: the three executions are stubbed (Stubber validates every request and
-response against botocore's SageMaker and S3 models). The command itself (credentials, region, the deployed
+response against botocore's SageMaker model). The command itself (credentials, region, the deployed
 pipeline's name, error lines) runs against moto server.
 """
 
 from __future__ import annotations
 
-import io
-import json
 from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
-from botocore.response import StreamingBody
 from botocore.stub import Stubber
+from qa.outputs import METRIC_EVAL_F1
 
 from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli
 from tools.runs import format_report, recent_executions, training_run
@@ -41,7 +39,7 @@ def step(name: str, status: str, start_min: float, end_min: float, metadata: dic
     }
 
 
-def training_job(training: int, billable: int, interrupted: bool) -> dict:
+def training_job(training: int, billable: int, interrupted: bool, f1: float) -> dict:
     transitions = [{"Status": "Starting", "StartTime": T0}, {"Status": "Training", "StartTime": T0}]
     if interrupted:
         transitions += [{"Status": "Interrupted", "StartTime": T0}, {"Status": "Restarting", "StartTime": T0}]
@@ -59,36 +57,12 @@ def training_job(training: int, billable: int, interrupted: bool) -> dict:
         "TrainingTimeInSeconds": training,
         "BillableTimeInSeconds": billable,
         "SecondaryStatusTransitions": transitions,
+        # FineTune evaluates after training: its metric definitions carry eval:f1 (qa/outputs.py).
+        "FinalMetricDataList": [{"MetricName": METRIC_EVAL_F1, "Value": f1, "Timestamp": T0}],
     }
 
 
-def processing_job(name: str) -> dict:
-    return {
-        "ProcessingJobName": name,
-        "ProcessingJobArn": f"{ACCOUNT_ARN}:processing-job/{name}",
-        "ProcessingResources": {
-            "ClusterConfig": {"InstanceCount": 1, "InstanceType": "ml.g5.2xlarge", "VolumeSizeInGB": 50}
-        },
-        "AppSpecification": {"ImageUri": "image"},
-        "RoleArn": "arn:aws:iam::111122223333:role/job",
-        "CreationTime": T0,
-        "ProcessingJobStatus": "Completed",
-        "ProcessingOutputConfig": {
-            "Outputs": [
-                {
-                    "OutputName": "evaluation",
-                    "S3Output": {
-                        "S3Uri": f"s3://artifacts/evaluation/{name}",
-                        "LocalPath": "/opt/ml/processing/output/evaluation",
-                        "S3UploadMode": "EndOfJob",
-                    },
-                }
-            ]
-        },
-    }
-
-
-def stub_execution(sm: Stubber, s3: Stubber, name: str, kind: str) -> None:
+def stub_execution(sm: Stubber, name: str, kind: str) -> None:
     arn = execution_arn(name)
     sm.add_response(
         "list_pipeline_parameters_for_execution",
@@ -96,14 +70,16 @@ def stub_execution(sm: Stubber, s3: Stubber, name: str, kind: str) -> None:
         {"PipelineExecutionArn": arn},
     )
     train = {"TrainingJob": {"Arn": f"{ACCOUNT_ARN}:training-job/pipelines-train"}}
-    evaluate = {"ProcessingJob": {"Arn": f"{ACCOUNT_ARN}:processing-job/eval-{name}"}}
     claim = {"Lambda": {"Arn": "arn:aws:lambda:us-east-1:111122223333:function:hfqa-dev-claim"}}
+    estimate = {"Lambda": {"Arn": "arn:aws:lambda:us-east-1:111122223333:function:hfqa-dev-estimate"}}
+    record = {"Lambda": {"Arn": "arn:aws:lambda:us-east-1:111122223333:function:hfqa-dev-record"}}
     steps = [
         step("ClaimManifest", "Succeeded", 0, 0, claim),
         step("ValidateAndTokenize", "Succeeded", 0, 4, {"ProcessingJob": {"Arn": f"{ACCOUNT_ARN}:processing-job/p"}}),
+        step("EstimateTrainingCost", "Succeeded", 4, 4, estimate),
         step("CheckTrainingCost", "Succeeded", 4, 4, {"Condition": {"Outcome": "True"}}),
         step("FineTune", "Succeeded", 4, 40 if kind == "spot" else 30, train, attempts=2 if kind == "spot" else 1),
-        step("Evaluate", "Succeeded", 40, 45, evaluate),
+        step("RecordModel", "Succeeded", 40, 45, record),
         step("CheckF1", "Succeeded", 45, 45, {"Condition": {"Outcome": "False" if kind == "f1" else "True"}}),
     ]
     if kind == "f1":
@@ -118,18 +94,12 @@ def stub_execution(sm: Stubber, s3: Stubber, name: str, kind: str) -> None:
         {"PipelineExecutionArn": arn, "SortOrder": "Ascending"},
     )
     billable = {"ok": 1500, "f1": 1500, "spot": 600}[kind]
+    billable = {"ok": 1500, "f1": 1500, "spot": 600}[kind]
+    f1 = {"ok": 91.25, "f1": 71.5, "spot": 90.5}[kind]
     sm.add_response(
         "describe_training_job",
-        training_job(1500 if kind != "spot" else 2000, billable, kind == "spot"),
+        training_job(1500 if kind != "spot" else 2000, billable, kind == "spot", f1),
         {"TrainingJobName": "pipelines-train"},
-    )
-    sm.add_response("describe_processing_job", processing_job(f"eval-{name}"), {"ProcessingJobName": f"eval-{name}"})
-    f1 = {"ok": 91.25, "f1": 71.5, "spot": 90.5}[kind]
-    body = json.dumps({"metrics": {"f1": {"value": f1}, "exact_match": {"value": 84.0}}}).encode()
-    s3.add_response(
-        "get_object",
-        {"Body": StreamingBody(io.BytesIO(body), len(body))},
-        {"Bucket": "artifacts", "Key": f"evaluation/eval-{name}/evaluation.json"},
     )
     if kind != "f1":
         sm.add_response(
@@ -149,9 +119,8 @@ def stub_execution(sm: Stubber, s3: Stubber, name: str, kind: str) -> None:
 @pytest.fixture
 def reports():
     sagemaker = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-    s3 = boto3.client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     names = ["spot-3", "f1-2", "ok-1"]  # newest first, as the API returns them with SortOrder=Descending
-    with Stubber(sagemaker) as sm, Stubber(s3) as s3_stub:
+    with Stubber(sagemaker) as sm:
         sm.add_response(
             "list_pipeline_executions",
             {
@@ -167,10 +136,9 @@ def reports():
             {"PipelineName": PIPELINE, "SortBy": "CreationTime", "SortOrder": "Descending", "MaxResults": 10},
         )
         for name in names:
-            stub_execution(sm, s3_stub, name, name.split("-")[0])
-        result = recent_executions(sagemaker, s3, PIPELINE, 10)
+            stub_execution(sm, name, name.split("-")[0])
+        result = recent_executions(sagemaker, PIPELINE, 10)
         sm.assert_no_pending_responses()
-        s3_stub.assert_no_pending_responses()
     return {report.arn.rsplit("/", 1)[-1]: report for report in result}
 
 
@@ -178,9 +146,10 @@ def test_newest_first_with_trigger_and_step_durations(reports):
     assert list(reports) == ["spot-3", "f1-2", "ok-1"]
     ok = reports["ok-1"]
     assert ok.manifest_key == "datasets/squad/ok-1/manifest.json"
-    assert [(s.name, s.seconds) for s in ok.steps][:4] == [
+    assert [(s.name, s.seconds) for s in ok.steps][:5] == [
         ("ClaimManifest", 0.0),
         ("ValidateAndTokenize", 240.0),
+        ("EstimateTrainingCost", 0.0),
         ("CheckTrainingCost", 0.0),
         ("FineTune", 1560.0),
     ]
@@ -231,10 +200,10 @@ def test_report_names_each_job_with_its_log_group_and_console_links(reports):
     logs = "logs /aws/sagemaker/TrainingJobs"
     training = f"  FineTune: TrainingJob pipelines-train, {logs} {console}jobs/pipelines-train"
     assert training in text
-    assert (
-        f"  Evaluate: ProcessingJob eval-ok-1, logs /aws/sagemaker/ProcessingJobs {console}processing-jobs/eval-ok-1"
-        in text
+    processing = (
+        f"  ValidateAndTokenize: ProcessingJob p, logs /aws/sagemaker/ProcessingJobs {console}processing-jobs/p"
     )
+    assert processing in text
     assert "  ClaimManifest: Lambda hfqa-dev-claim, logs /aws/lambda/hfqa-dev-claim\n" in text
 
 
@@ -263,8 +232,9 @@ def test_aws_region_alone_selects_the_region(deployed, deployed_env):
 def test_the_training_jobs_evaluation_metric_is_the_f1():
     """The step graph where FineTune evaluates: F1 is FinalMetricDataList['eval:f1'] of the training job."""
     sagemaker = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-    job = {**training_job(1500, 1500, False), "FinalMetricDataList": [{"MetricName": "eval:f1", "Value": 88.5}]}
     with Stubber(sagemaker) as stub:
-        stub.add_response("describe_training_job", job, {"TrainingJobName": "pipelines-train"})
+        stub.add_response(
+            "describe_training_job", training_job(1500, 1500, False, 88.5), {"TrainingJobName": "pipelines-train"}
+        )
         run = training_run(sagemaker, f"{ACCOUNT_ARN}:training-job/pipelines-train")
     assert run.f1 == 88.5

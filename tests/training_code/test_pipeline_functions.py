@@ -301,3 +301,43 @@ def test_a_persistent_write_conflict_fails_with_a_message_after_retries(monkeypa
             stub.add_client_error("put_object", service_error_code="ConditionalRequestConflict", http_status_code=409)
         with pytest.raises(functions.ClaimError, match=r"ConditionalRequestConflict.*retry the execution"):
             store.create_if_absent("artifacts", "claims/k.json", b"{}")
+
+
+def test_on_s3_an_overwritten_or_corrupt_claim_is_an_error_and_a_nested_manifest_key_starts_nothing(
+    moto_url, monkeypatch
+):
+    """The claim's failure paths on moto server's S3 (buckets of this test's own; moto does not model pipeline
+    executions, so their status comes from a stand-in): another writer's claim naming an execution this
+    pipeline does not have and an empty or corrupt claim object stop the owner's retry with an error instead of a
+    silent duplicate, and a nested manifest.json key ends quietly without writing anything."""
+    monkeypatch.delenv(LOCAL_S3_ROOT_ENV, raising=False)
+    monkeypatch.setattr(functions, "execution_status", lambda arn: "Executing" if arn == execution("a") else "Unknown")
+    buckets = {"DatasetBucket": "claims-ds-on-moto", "ArtifactsBucket": "claims-art-on-moto"}
+    with pointed_at(aws_environment(moto_url)):
+        s3 = boto3.client("s3")
+        for bucket in buckets.values():
+            s3.create_bucket(Bucket=bucket)
+            s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        store = functions.S3ObjectStore()
+        listed = [
+            {"key": name, "version_id": store.put(buckets["DatasetBucket"], f"datasets/squad/v1/{name}", body)}
+            for name, body in DATA.items()
+        ]
+        manifest = {"format": MANIFEST_V2_FORMAT, "dataset": "squad", "version": "v1", "files": listed}
+        version = store.put(buckets["DatasetBucket"], KEY, json.dumps(manifest).encode())
+        assert version is not None
+        assert functions.claim_handler(event("a", version, **buckets))["Duplicate"] == "false"
+        claim_key = f"claims/{functions.claim_digest(buckets['DatasetBucket'], KEY, version)}.json"
+        overwritten = json.dumps({"execution_arn": "arn:aws:sagemaker:x:1:pipeline/p/execution/z"}).encode()
+        for body, says in (
+            (overwritten, "which is no execution of this pipeline"),
+            (b"", "is empty"),
+            (b"{x", "not a claim"),
+        ):
+            s3.put_object(Bucket=buckets["ArtifactsBucket"], Key=claim_key, Body=body)
+            with pytest.raises(functions.ClaimError, match=says):
+                functions.claim_handler(event("a", version, **buckets))
+        nested = functions.claim_handler(event("a", "v-1", key="datasets/mf/v1/train/manifest.json", **buckets))
+        assert "is not a manifest key" in nested["Ignored"]
+        claims = s3.list_objects_v2(Bucket=buckets["ArtifactsBucket"], Prefix="claims/")["Contents"]
+        assert [c["Key"] for c in claims] == [claim_key]  # the nested key claimed nothing
