@@ -28,7 +28,7 @@ def main() -> None:
     import torch
     from accelerate import Accelerator
     from qa import checkpoints
-    from qa.training import build_optimizer
+    from qa.optimizer import build_optimizer
     from transformers import BertForQuestionAnswering
 
     accelerator = Accelerator()

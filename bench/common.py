@@ -40,11 +40,10 @@ def squad_like_lengths(count: int, seed: int = 0, max_len: int = 384) -> list[in
 def write_features(
     directory: Path, tokenizer_dir: Path, count: int, seed: int = 0, fixed_length: int | None = None
 ) -> Path:
-    """A features.parquet of random token ids with SQuAD-like lengths (or all `fixed_length` long) and valid
-    answer positions."""
+    """Training feature files (qa.feature_files) of random token ids with SQuAD-like lengths (or all
+    `fixed_length` long) and valid answer positions."""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from qa import feature_files
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
@@ -70,8 +69,7 @@ def write_features(
         rows["start_positions"].append(start)
         rows["end_positions"].append(min(start + int(rng.integers(0, 5)), length - 2))
         rows["example_id"].append(f"e{i}")
-    directory.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table(rows), str(directory / "features.parquet"))
+    feature_files.write_features(directory, rows)
     return directory
 
 

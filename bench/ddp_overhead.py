@@ -27,7 +27,7 @@ def worker(mode: str, length: int, steps: int) -> None:
     """One torchrun process: warm up, then time `steps` training steps between two barriers."""
     import torch
     import torch.distributed as dist
-    from qa.training import build_optimizer
+    from qa.optimizer import build_optimizer
     from transformers import AutoModelForQuestionAnswering
     from transformers.utils import logging
 

@@ -38,7 +38,7 @@ def run(model: Path, features: Path, processes: int, epoch_steps: int, batch: in
 
 def padding_ceiling(lengths: list[int], batch: int, seed: int = 42, epoch: int = 1) -> float:
     """Efficiency bound from padding alone (see the module docstring), with train.py's sampler."""
-    from qa.training import LengthGroupedSampler
+    from qa.batching import LengthGroupedSampler
 
     def order(processes: int) -> list[int]:
         sampler = LengthGroupedSampler(lengths, group_size=batch * processes, seed=seed)

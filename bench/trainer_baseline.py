@@ -29,6 +29,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import datasets
+    from qa.feature_files import read_features
     from transformers import (
         AutoModelForQuestionAnswering,
         AutoTokenizer,
@@ -41,8 +42,7 @@ def main() -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     model = AutoModelForQuestionAnswering.from_pretrained(args.model)
-    dataset = datasets.Dataset.from_parquet(str(args.train_dir / "features.parquet"))
-    dataset = dataset.remove_columns([c for c in dataset.column_names if c not in COLUMNS])
+    dataset = datasets.Dataset.from_dict(read_features(args.train_dir, COLUMNS))
     pad_to_max = args.pad_to_max_length == "true"
     if pad_to_max:
         pad = tokenizer.pad_token_id

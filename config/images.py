@@ -16,7 +16,7 @@ DLC_REPOSITORIES = "huggingface-pytorch-*"  # the training and inference reposit
 # PyTorch training CPU image has no transformers (pytorch/training/docker/2.8/py3/Dockerfile.cpu). Size: the
 # DLC buildspecs record no image_size_baseline for it; its Dockerfile has no CUDA, cuDNN, NCCL or EFA layers,
 # the bulk of the ~25,000 MB GPU training image (huggingface/pytorch/training/buildspec.yml).
-# NOTE: it does not install `datasets` (nor pyarrow explicitly), which preprocess.py imports today.
+# It installs neither `datasets` nor pyarrow: preprocess.py and what it imports use neither (training_code/README.md).
 DEFAULT_PROCESSING_IMAGE = "huggingface-pytorch-inference:2.6.0-transformers5.5.3-cpu-py312-ubuntu22.04"
 
 

@@ -7,9 +7,11 @@
 The dataset folder holds train/ and validation/ data in any format qa.data reads (SQuAD v1.1 .json, JSON
 Lines, Parquet, CSV, `datasets` save_to_disk folders), validated record by record, streamed. Nothing is uploaded if
 any record is invalid, or if the stacks, the pipeline or the staged base model are missing (the run would
-fail). The manifest goes last, so the pipeline only ever sees complete datasets; it records each file's S3
-version id and SHA-256 (manifest v2), and a NAME/VERSION, once uploaded, stays put: a second upload is
-refused unless --replace (executions already started keep the file versions their manifest named).
+fail). Parquet files and save_to_disk folders are converted to JSON Lines before upload (the pipeline's processing
+image has no pyarrow to read them); the manifest records each converted file's source. The manifest goes last,
+so the pipeline only ever sees complete datasets; it records each file's S3 version id and SHA-256 (manifest
+v2), and a NAME/VERSION, once uploaded, stays put: a second upload is refused unless --replace (executions
+already started keep the file versions their manifest named).
 `--validate-only` needs no AWS credentials.
 """
 
@@ -21,15 +23,25 @@ import json
 import os
 import re
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from qa.data import ACCEPTED_FORMATS, SPLITS, load_dataset_files, split_entries, summarize_problems
+from qa.data import (
+    ACCEPTED_FORMATS,
+    SPLITS,
+    entry_records,
+    is_columnar,
+    load_dataset_files,
+    saved_dataset_folder,
+    split_entries,
+    summarize_problems,
+)
 from qa.outputs import MANIFEST_V2_FORMAT
 
 from config.layout import DatasetLayout
@@ -88,6 +100,7 @@ class UploadPlan:
     name: str
     version: str
     files: list[tuple[Path, str]]  # (local path, key relative to prefix)
+    converted_from: dict[str, dict[str, str]] = field(default_factory=dict)  # key -> its source (convert_columnar)
 
     @property
     def prefix(self) -> str:
@@ -103,7 +116,16 @@ class UploadPlan:
             "format": MANIFEST_V2_FORMAT,
             "dataset": self.name,
             "version": self.version,
-            "files": [{"key": f.key, "version_id": f.version_id, "sha256": f.sha256, "size": f.size} for f in uploaded],
+            "files": [
+                {
+                    "key": f.key,
+                    "version_id": f.version_id,
+                    "sha256": f.sha256,
+                    "size": f.size,
+                    **({"converted_from": self.converted_from[f.key]} if f.key in self.converted_from else {}),
+                }
+                for f in uploaded
+            ],
         }
 
 
@@ -207,6 +229,48 @@ def validate_dataset(dataset_dir: Path, name: str, version: str) -> list[tuple[P
     counts = report.valid_records
     print(f"validated {sum(counts.values())} records ({', '.join(f'{counts[s]} {s}' for s in SPLITS)})")
     return keyed
+
+
+def convert_columnar(
+    dataset_dir: Path, files: list[tuple[Path, str]], workdir: Path
+) -> tuple[list[tuple[Path, str]], dict[str, dict[str, str]]]:
+    """Replace each validated Parquet/Arrow file and save_to_disk folder by a JSON Lines file of its records
+    (`<split>/<name>.jsonl` beside where it was), written under `workdir`: the processing image reads JSON
+    Lines, JSON and CSV with the standard library, and has no pyarrow. Returns the files to upload and, per
+    converted key, what it was converted from ({"key", "format"}), for the manifest."""
+    kept: list[tuple[Path, str]] = []
+    converted: dict[str, dict[str, str]] = {}
+    done: set[Path] = set()
+    for path, key in files:
+        entry = saved_dataset_folder(path) or path
+        if not is_columnar(path):
+            kept.append((path, key))
+        elif entry not in done:
+            done.add(entry)
+            kept.append(convert_entry(dataset_dir, entry, workdir, converted))
+    keys = [key for _, key in kept]
+    twice = next((key for key in converted if keys.count(key) > 1), None)
+    if twice is not None:
+        fail(f"{converted[twice]['key']} converts to {twice}, which the dataset already has: rename one of them")
+    return kept, converted
+
+
+def convert_entry(
+    dataset_dir: Path, entry: Path, workdir: Path, converted: dict[str, dict[str, str]]
+) -> tuple[Path, str]:
+    """Write one Parquet/Arrow file or save_to_disk folder's records as `workdir/<its key>.jsonl`; record the
+    source in `converted`; (the JSON Lines file, its key)."""
+    source = entry.relative_to(dataset_dir).as_posix()
+    key = f"{source.removesuffix(entry.suffix) if entry.is_file() else source}.jsonl"
+    target = workdir / key
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("w", encoding="utf-8") as out:
+        for record in entry_records(entry):
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    fmt = "save_to_disk" if entry.is_dir() else entry.suffix.lower().lstrip(".")
+    converted[key] = {"key": source, "format": fmt}
+    print(f"converted {source} ({fmt}) to JSON Lines: {key}")
+    return target, key
 
 
 class Progress:
@@ -432,9 +496,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     deployment = load_deployment(args.env)
     bucket, parameter_names = check_target(deployment, args.env)
-    plan = UploadPlan(bucket=bucket, name=args.name, version=args.version, files=files)
-    started = datetime.now(UTC)
-    manifest = upload(plan, deployment.client("s3"), replace=args.replace)
+    with tempfile.TemporaryDirectory(prefix="upload-dataset-") as workdir:
+        files, converted_from = convert_columnar(args.dataset, files, Path(workdir))
+        plan = UploadPlan(bucket, args.name, args.version, files, converted_from)
+        started = datetime.now(UTC)
+        manifest = upload(plan, deployment.client("s3"), replace=args.replace)
     expected = expected_parameters(plan, manifest, parameter_names)
     matched = ", ".join(f"{name}={value}" for name, value in expected.items())
     print(f"waiting up to {args.wait_seconds:.0f}s for the execution with {matched}")

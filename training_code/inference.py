@@ -2,9 +2,9 @@
 
 transformers 5.3 removed the question-answering pipeline, so the toolkit's default (HF_TASK=question-answering
 -> `transformers.pipeline`) cannot load this model on an image with transformers >= 5.3. Instead train.py
-copies this module and the `qa` package into `<model dir>/code/` of model.tar.gz; the model package names it
-with SAGEMAKER_PROGRAM=inference.py, and the toolkit imports it from there and calls `model_fn(model_dir)`
-once and `predict_fn(request, model)` per request (sagemaker-huggingface-inference-toolkit
+copies this module and the `qa` package into `<model dir>/code/` of model.tar.gz (qa.serving_code); the model
+package names it with SAGEMAKER_PROGRAM=inference.py, and the toolkit imports it from there and calls
+`model_fn(model_dir)` once and `predict_fn(request, model)` per request (sagemaker-huggingface-inference-toolkit
 handler_service.py: `initialize`, `validate_and_initialize_user_module`). It answers as the training job's
 evaluation scores: the same windows, n-best search and span rules, on transformers 4.49 and 5.x alike.
 
@@ -16,22 +16,9 @@ span's probability), as the former question-answering pipeline returned.
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 from typing import Any
 
-CODE_DIR = "code"
 PARAMETERS = ("max_seq_length", "doc_stride", "max_answer_length")
-
-
-def copy_into(model_dir: Path) -> Path:
-    """Put this module and the `qa` package into `<model_dir>/code`, where the toolkit looks for them."""
-    source = Path(__file__).resolve().parent
-    target = model_dir / CODE_DIR
-    target.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(source / "inference.py", target / "inference.py")
-    shutil.copytree(source / "qa", target / "qa", dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
-    return target
 
 
 def model_fn(model_dir: str) -> Any:

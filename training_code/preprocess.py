@@ -6,6 +6,10 @@ Container layout (SageMaker Processing), each overridable by a flag:
   /opt/ml/processing/input/data/                    the files it names (train/..., validation/...)
   /opt/ml/processing/input/model/                   the base model's tokenizer
   /opt/ml/processing/output/{train,validation,stats}/
+
+It runs on the CPU inference image (config.settings DEFAULT_PROCESSING_IMAGE), which has transformers, numpy and
+the Python standard library but neither `datasets` nor `pyarrow`: it tokenizes with the fast tokenizer itself and
+writes numpy feature files (qa.feature_files); Parquet and Arrow inputs are converted by the upload tool.
 """
 
 from __future__ import annotations
@@ -13,23 +17,26 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from qa.cli import setup_logging, str2bool
-from qa.data import SPLITS, load_dataset_files, read_manifest, summarize_problems
-from qa.features import (
-    EXAMPLES_FILE,
-    FEATURES_FILE,
-    length_limit_error,
-    prepare_train_features,
-    prepare_validation_features,
-)
+from qa.data import COLUMNS, SPLITS, columnar_reader_missing, load_dataset_files, read_manifest, summarize_problems
+from qa.feature_files import EXAMPLES_FILE, write_features
+from qa.features import length_limit_error, prepare_train_features, prepare_validation_features
+from qa.outputs import STATS_FILE
 
 PROCESSING = "/opt/ml/processing"
 HISTOGRAM_BUCKET = 32
+TOKENIZE_BATCH = 1000  # records per tokenizer call (the fast tokenizer encodes a batch on several threads)
+RECORDS_PER_WORKER = 2000  # a process per this many records, at most one per core
+Prepare = Callable[..., dict[str, list[Any]]]
+_worker: tuple[Prepare, Any, int, int] | None = None  # what a tokenizer process was started with
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,9 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _workers(requested: int, records: int) -> int:
-    """Processes for tokenization: all cores, but no more than one per 2,000 records."""
+    """Processes for tokenization: all cores, but no more than one per RECORDS_PER_WORKER records."""
     cores = requested or os.cpu_count() or 1
-    return max(1, min(cores, math.ceil(records / 2000)))
+    return max(1, min(cores, math.ceil(records / RECORDS_PER_WORKER)))
 
 
 def _length_histogram(lengths: list[int]) -> dict[str, int]:
@@ -61,27 +68,46 @@ def _length_histogram(lengths: list[int]) -> dict[str, int]:
     return {f"{low}-{low + HISTOGRAM_BUCKET - 1}": counts[low] for low in sorted(counts)}
 
 
-def tokenize_split(split: str, records: list[dict], tokenizer, args: argparse.Namespace):
-    """A `datasets.Dataset` of features for one split."""
-    from datasets import Dataset
+def _start_worker(prepare: Prepare, tokenizer: Any, max_seq_length: int, doc_stride: int) -> None:
+    global _worker
+    _worker = (prepare, tokenizer, max_seq_length, doc_stride)
 
+
+def _prepare_batch(records: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    assert _worker is not None, "_start_worker first"
+    prepare, tokenizer, max_seq_length, doc_stride = _worker
+    batch = {name: [record[name] for record in records] for name in COLUMNS}
+    return prepare(batch, tokenizer, max_seq_length, doc_stride)
+
+
+def tokenize_split(split: str, records: list[dict], tokenizer: Any, args: argparse.Namespace) -> dict[str, list]:
+    """The features of one split, as columns: `prepare_*_features` over batches of TOKENIZE_BATCH records, in
+    record order, in this process or (large splits) in a pool of forked processes that inherit the tokenizer."""
     prepare = prepare_train_features if split == "train" else prepare_validation_features
-    dataset = Dataset.from_list(records)
-    return dataset.map(
-        prepare,
-        batched=True,
-        batch_size=1000,
-        num_proc=_workers(args.num_workers, len(records)) if len(records) > 2000 else None,
-        remove_columns=dataset.column_names,
-        fn_kwargs={"tokenizer": tokenizer, "max_seq_length": args.max_seq_length, "doc_stride": args.doc_stride},
-        desc=f"tokenizing {split}",
-    )
+    batches = [records[start : start + TOKENIZE_BATCH] for start in range(0, len(records), TOKENIZE_BATCH)]
+    worker_args = (prepare, tokenizer, args.max_seq_length, args.doc_stride)
+    workers = _workers(args.num_workers, len(records))
+    if workers > 1:
+        with multiprocessing.get_context("fork").Pool(workers, _start_worker, worker_args) as pool:
+            prepared = pool.map(_prepare_batch, batches)
+    else:
+        _start_worker(*worker_args)
+        prepared = [_prepare_batch(batch) for batch in batches]
+    columns: dict[str, list] = {}
+    for features in prepared:
+        for name, values in features.items():
+            columns.setdefault(name, []).extend(values)
+    return columns
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     log = setup_logging()
     files, problems = read_manifest(args.manifest, args.data_dir)
+    unreadable = columnar_reader_missing(files)
+    if unreadable:
+        print(f"error: {unreadable}", file=sys.stderr)
+        return 1
     report = load_dataset_files(files, args.data_dir) if not problems else None
     if report is not None:
         problems = report.problems
@@ -125,8 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         records = report.records[split]
         features = tokenize_split(split, records, tokenizer, args)
         out = args.output_dir / split
-        out.mkdir(parents=True, exist_ok=True)
-        features.to_parquet(str(out / FEATURES_FILE))
+        write_features(out, features)
         if split == "validation":
             with (out / EXAMPLES_FILE).open("w", encoding="utf-8") as handle:
                 for record in records:
@@ -134,14 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         lengths = [len(ids) for ids in features["input_ids"]]
         stats["splits"][split] = {
             "examples": len(records),
-            "features": len(features),
+            "features": len(lengths),
             "truncated_examples": sum(1 for n in Counter(features["example_id"]).values() if n > 1),
             "invalid_records": report.invalid_records[split],
             "length_histogram": _length_histogram(lengths),
         }
-        log.info("%s: %d examples -> %d features", split, len(records), len(features))
+        log.info("%s: %d examples -> %d features", split, len(records), len(lengths))
     (args.output_dir / "stats").mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "stats" / "stats.json").write_text(json.dumps(stats, indent=2))
+    (args.output_dir / "stats" / STATS_FILE).write_text(json.dumps(stats, indent=2))
     print(json.dumps({s: {k: v for k, v in d.items() if k != "length_histogram"} for s, d in stats["splits"].items()}))
     return 0
 

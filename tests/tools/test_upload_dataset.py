@@ -11,13 +11,21 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+from qa.data import SPLITS, load_dataset_files
 from qa.outputs import MANIFEST_V2_FORMAT
 
 from tests.conftest import ROOT
 from tests.tools.conftest import assert_one_line_error, run_cli, stage_base_model
 from tests.training_code.test_dataset_formats import FORMATS, sample_records, write_copy  # noqa: F401  (fixture)
 from tools.deployment import ToolError
-from tools.upload_dataset import UploadPlan, expected_parameters, find_execution, upload, validate_dataset
+from tools.upload_dataset import (
+    UploadPlan,
+    convert_columnar,
+    expected_parameters,
+    find_execution,
+    upload,
+    validate_dataset,
+)
 
 SAMPLE = ROOT / "data" / "sample-squad"
 UPLOAD = ("tools.upload_dataset", "--dataset", str(SAMPLE), "--name", "sample-squad", "--version", "v1")
@@ -352,18 +360,55 @@ def test_the_folders_own_manifest_must_match_its_files(tmp_path):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_each_format_validates_and_uploads_every_file_it_needs(deployed, tmp_path, request, fmt):
     """Parquet, CSV and save_to_disk copies of the sample (with the folder manifest qa.data's tests write):
-    validated like the JSON files, and a save_to_disk folder uploaded with its metadata, so the pinned copy
-    is a folder qa.data reads again."""
-    dataset = write_copy(tmp_path / fmt, request.getfixturevalue("sample_records"), fmt)
+    validated like the JSON files. CSV goes up as it is (the processing image reads it with the stdlib);
+    Parquet and a save_to_disk folder go up as JSON Lines of the same records (it has no pyarrow), and the
+    manifest names what each was converted from."""
+    records = request.getfixturevalue("sample_records")
+    dataset = write_copy(tmp_path / fmt, records, fmt)
     files = validate_dataset(dataset, "formats", fmt)
-    keys = sorted(key for _, key in files)
     if fmt == "save_to_disk":
+        keys = sorted(key for _, key in files)
         assert {"train/saved/state.json", "train/saved/dataset_info.json"} <= set(keys)
         assert any(key.startswith("train/saved/") and key.endswith(".arrow") for key in keys)
-    else:
-        assert keys == [f"train/data.{fmt}", f"validation/data.{fmt}"]
-    response = upload(UploadPlan(deployed.datasets_bucket, "formats", fmt, files), deployed.client("s3"))
-    assert sorted(f["key"] for f in response["Manifest"]["files"]) == keys
+    files, converted_from = convert_columnar(dataset, files, tmp_path / "converted")
+    source = {"parquet": "data.parquet", "save_to_disk": "saved"}.get(fmt)
+    expected = [f"{split}/{'data.csv' if source is None else source.split('.')[0] + '.jsonl'}" for split in SPLITS]
+    assert [key for _, key in files] == expected
+    assert converted_from == (
+        {}
+        if source is None
+        else {key: {"key": f"{split}/{source}", "format": fmt} for key, split in zip(expected, SPLITS, strict=True)}
+    )
+    response = upload(
+        UploadPlan(deployed.datasets_bucket, "formats", fmt, files, converted_from), deployed.client("s3")
+    )
+    manifest_files = response["Manifest"]["files"]
+    assert [f["key"] for f in manifest_files] == expected
+    assert [f.get("converted_from") for f in manifest_files] == [converted_from.get(key) for key in expected]
+    s3 = deployed.client("s3")
+    download = tmp_path / "downloaded"
+    for pinned in manifest_files:
+        body = s3.get_object(
+            Bucket=deployed.datasets_bucket,
+            Key=f"datasets/formats/{fmt}/{pinned['key']}",
+            VersionId=pinned["version_id"],
+        )["Body"].read()
+        (download / pinned["key"]).parent.mkdir(parents=True, exist_ok=True)
+        (download / pinned["key"]).write_bytes(body)
+    report = load_dataset_files(
+        {split: [download / key] for key, split in zip(expected, SPLITS, strict=True)}, download
+    )
+    assert not report.problems and report.records == records
+
+
+def test_a_conversion_that_would_overwrite_a_file_is_refused(tmp_path, sample_records):  # noqa: F811
+    dataset = write_copy(tmp_path / "d", sample_records, "parquet")
+    (dataset / "manifest.json").unlink()
+    other = {**sample_records["train"][0], "id": "not-in-the-parquet-file"}
+    (dataset / "train" / "data.jsonl").write_text(json.dumps(other) + "\n")
+    files = validate_dataset(dataset, "x", "v1")
+    with pytest.raises(ToolError, match=r"train/data.parquet converts to train/data.jsonl, which the dataset already"):
+        convert_columnar(dataset, files, tmp_path / "converted")
 
 
 def test_a_format_the_validation_does_not_read_gets_the_accepted_formats(tmp_path):

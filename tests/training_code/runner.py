@@ -61,11 +61,12 @@ def run_training(
     sigterm_at_step: int | None = None,
     kill_when: Callable[[str], bool] | None = None,
     instrument: dict[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> TrainRun:
     """Run train.py to the end; or send SIGTERM once it logs `step=<sigterm_at_step>`; or SIGKILL all its
     processes (a spot reclaim) at the first line for which `kill_when` is true. `instrument`: run it under
-    instrumented_train.py with these variables."""
-    env = train_env(model_dir, features_dir, work)
+    instrumented_train.py with these variables. `extra_env`: more variables for the job."""
+    env = {**train_env(model_dir, features_dir, work), **(extra_env or {})}
     if instrument is not None:
         env.update(instrument, PYTHONPATH=ENTRY_POINT_PYTHONPATH)  # the instrumented script imports train.py
     script = str(INSTRUMENTED) if instrument is not None else "train.py"

@@ -7,8 +7,8 @@ import random
 
 import pytest
 import torch
+from qa.batching import DynamicPaddingCollator, LengthGroupedSampler, builds_sdpa_masks
 from qa.features import LABELS, MODEL_INPUTS
-from qa.training import DynamicPaddingCollator, LengthGroupedSampler, builds_sdpa_masks
 
 
 def random_features(count: int, seed: int = 0) -> list[dict]:

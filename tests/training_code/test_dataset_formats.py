@@ -19,7 +19,7 @@ from qa.data import (
     read_manifest,
     split_entries,
 )
-from qa.features import FEATURES_FILE
+from qa.feature_files import read_features
 from qa.outputs import MANIFEST_V2_FORMAT
 
 from tests.training_code.conftest import SAMPLE_DATASET, preprocess_sample_args
@@ -90,8 +90,6 @@ def test_records_in_each_format_are_validated_with_the_same_messages(tmp_path, s
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_each_format_preprocesses_to_the_features_of_the_json_files(tmp_path, sample_records, sample_features, fmt):
-    import pyarrow.parquet as pq
-
     root = write_copy(tmp_path / "data", sample_records, fmt)
     out = tmp_path / "features"
     args = preprocess_sample_args(out)
@@ -99,9 +97,7 @@ def test_each_format_preprocesses_to_the_features_of_the_json_files(tmp_path, sa
     args[args.index("--data-dir") + 1] = str(root)
     assert preprocess.main(args) == 0
     for split in SPLITS:
-        assert pq.read_table(str(out / split / FEATURES_FILE)).equals(
-            pq.read_table(str(sample_features / split / FEATURES_FILE))
-        ), split
+        assert read_features(out / split) == read_features(sample_features / split), split
 
 
 def test_an_unknown_format_gets_one_line_naming_the_accepted_ones_and_the_conversion(tmp_path, sample_records):

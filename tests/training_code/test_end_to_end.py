@@ -9,7 +9,7 @@ import tarfile
 import pytest
 from qa.answering import QuestionAnswerer
 from qa.evaluation import ValidationSet, score
-from qa.features import EXAMPLES_FILE
+from qa.feature_files import EXAMPLES_FILE
 from qa.outputs import EVALUATION_FILE, PREDICTIONS_FILE, VALIDATION_CHANNEL
 
 from local_runner.serving import invoke

@@ -9,6 +9,7 @@ import shutil
 import pytest
 from qa.answering import QuestionAnswerer, stack_logits, window_logits
 from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches, score
+from qa.feature_files import EXAMPLES_FILE, FEATURES_FILE
 from qa.outputs import (
     EVALUATION_EXACT_MATCH_PATH,
     EVALUATION_F1_PATH,
@@ -48,7 +49,7 @@ def test_the_report_and_the_line_carry_the_contract_paths_and_metric_regexes():
 
 
 def test_a_validation_channel_without_the_preprocessed_files_is_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"has no features.parquet and no examples.jsonl: give it"):
+    with pytest.raises(FileNotFoundError, match=rf"has no {FEATURES_FILE} and no {EXAMPLES_FILE}: give it"):
         ValidationSet.load(tmp_path)
 
 
@@ -88,5 +89,5 @@ def test_an_empty_validation_channel_stops_the_job_before_training(tmp_path, tin
     (features / VALIDATION_CHANNEL).mkdir()
     run = run_training(tiny_model_dir, features, tmp_path / "work", {"max_steps": 1})
     assert run.returncode == 1, run.output[-3000:]
-    assert f"error: validation channel {features / VALIDATION_CHANNEL} has no features.parquet" in run.output
+    assert f"error: validation channel {features / VALIDATION_CHANNEL} has no {FEATURES_FILE}" in run.output
     assert not run.lines("step=") and "Traceback" not in run.output

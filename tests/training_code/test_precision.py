@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 import torch
-from qa.training import resolve_precision
+from qa.precision import resolve_precision
 
 
 def gpu(monkeypatch, capability: tuple[int, int], knows_emulation: bool = True) -> None:

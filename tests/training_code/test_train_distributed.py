@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 import torch
+from qa.feature_files import read_features, write_features
 from qa.outputs import LOG_HISTORY_FILE
 
 from tests.training_code.runner import load_weights, run_training
@@ -40,17 +41,13 @@ def assert_same_weights(a, b, atol=0.0, skip=()):
 def equal_length_features(sample_features, tmp_path_factory):
     """Only the features of the most common length: padding (which the QA loss sees) is then identical
     whether 8 samples are batched on one process or 4 on each of two."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(str(sample_features / "train" / "features.parquet"))
-    lengths = pc.list_value_length(table.column("input_ids"))
-    mode = pc.mode(lengths)[0]["mode"].as_py()
-    subset = table.filter(pc.equal(lengths, mode))
-    assert subset.num_rows >= 64
+    columns = read_features(sample_features / "train")
+    lengths = [len(ids) for ids in columns["input_ids"]]
+    mode = Counter(lengths).most_common(1)[0][0]
+    keep = [i for i, length in enumerate(lengths) if length == mode]
+    assert len(keep) >= 64
     out = tmp_path_factory.mktemp("equal-length")
-    (out / "train").mkdir()
-    pq.write_table(subset, str(out / "train" / "features.parquet"))
+    write_features(out / "train", {name: [values[i] for i in keep] for name, values in columns.items()})
     return out
 
 

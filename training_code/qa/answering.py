@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from qa.batching import DynamicPaddingCollator
 from qa.features import MODEL_INPUTS, model_max_length, prepare_validation_features
 from qa.postprocess import Span, best_spans
-from qa.training import DynamicPaddingCollator
 
 # Logit rows are padded beyond each feature's length with this: never a best start or end.
 PADDING_LOGIT = -1e4

@@ -4,11 +4,12 @@ Accepted files (ACCEPTED_FORMATS), one SQuAD record per question (`id, title, co
 answers{text[], answer_start[]}`):
 - SQuAD v1.1 JSON (`.json`, `data[].paragraphs[].qas[]`), parsed whole: at most MAX_JSON_FILE_BYTES;
 - JSON Lines (`.jsonl`, `.ndjson`), one record per line, read a line at a time;
+- CSV (`.csv`) with those columns, `answers` a JSON object per cell, read a row at a time (stdlib `csv`);
 - Parquet (`.parquet`) with those columns (`answers` a struct of two lists), read a row group at a time;
-- CSV (`.csv`) with those columns, `answers` a JSON object per cell, read in blocks;
 - a `datasets` `Dataset.save_to_disk` folder (its `state.json` names the Arrow files), or one of its `.arrow`
   files, read a record batch at a time.
-pyarrow and the columnar readers load only for the columnar formats.
+The columnar formats (Parquet, Arrow) need pyarrow, which loads only for them: the upload tool has it and
+converts them to JSON Lines (COLUMNAR_CONVERSION); the processing image has not (`columnar_reader_missing`).
 
 A dataset is described by a manifest in SageMaker's ManifestFile format, whose keys are relative to the
 prefix and whose first path segment names the split:
@@ -19,6 +20,8 @@ prefix and whose first path segment names the split:
 from __future__ import annotations
 
 import codecs
+import csv
+import importlib.util
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,7 +42,12 @@ COLUMNS = ("id", "title", "context", "question", "answers")
 SAVED_DATASET_STATE = "state.json"  # what Dataset.save_to_disk writes beside its Arrow files
 SAVED_DATASET_METADATA = (SAVED_DATASET_STATE, "dataset_info.json", "dataset_dict.json")
 DATA_SUFFIXES = (".json", ".jsonl", ".ndjson", ".parquet", ".csv", ".arrow")
+COLUMNAR_SUFFIXES = (".parquet", ".arrow")
 TABULAR_BATCH_ROWS = 1000
+CSV_FIELD_LIMIT = 1 << 30  # the csv module refuses fields over 128 KiB by default; SQuAD contexts can be longer
+COLUMNAR_CONVERSION = (
+    "upload it with `python -m tools.upload_dataset`, which converts Parquet and save_to_disk data to JSON Lines"
+)
 MANIFEST_HINT = (
     f'{{"format": "{MANIFEST_V2_FORMAT}", "files": [{{"key": "train/<file>"}}, {{"key": "validation/<file>"}}]}} '
     '(make upload-dataset writes it), or a JSON list: [{"prefix": "s3://bucket/path/"}, "train/<file>", ...]'
@@ -139,6 +147,23 @@ def read_manifest(manifest_path: Path, data_dir: Path) -> tuple[dict[str, list[P
         if not files[split] and not any(p.location.startswith("entry") for p in problems):
             problems.append(Problem(name, "", None, None, f"no {split} file listed", f"add '{split}/<file>'"))
     return files, problems
+
+
+def is_columnar(path: Path) -> bool:
+    """Whether reading `path` needs pyarrow: a Parquet or Arrow file, or a save_to_disk folder."""
+    return path.suffix.lower() in COLUMNAR_SUFFIXES or saved_dataset_folder(path) is not None
+
+
+def columnar_reader_missing(files: dict[str, list[Path]]) -> str | None:
+    """One line naming the first Parquet/Arrow input and the conversion when pyarrow is not installed (the
+    processing image), else None."""
+    columnar = [path for paths in files.values() for path in paths if is_columnar(path)]
+    if not columnar or importlib.util.find_spec("pyarrow") is not None:
+        return None
+    return (
+        f"{columnar[0]} is Parquet/Arrow data, which this container cannot read (no pyarrow): "
+        f"{COLUMNAR_CONVERSION}, or {CONVERSION_HINT}"
+    )
 
 
 def _flatten_squad_json(document: Any, file: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
@@ -319,8 +344,7 @@ def _saved_dataset_records(path: Path, display: str, problems: list[Problem]) ->
 def _tabular_records(path: Path, display: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
     """Rows of a Parquet, CSV or Arrow (save_to_disk) file with the SQuAD columns, a batch at a time."""
     try:
-        batches = _record_batches(path)
-        first = next(batches, None)
+        names, rows = _csv_rows(path) if path.suffix.lower() == ".csv" else _columnar_rows(path)
     except Exception as err:  # pyarrow raises its own error types per format
         problems.append(
             Problem(
@@ -333,10 +357,10 @@ def _tabular_records(path: Path, display: str, problems: list[Problem]) -> Itera
             )
         )
         return
-    if first is None:
+    if not names:
         problems.append(Problem(display, "", None, None, "file is empty", "upload the complete file"))
         return
-    missing = [name for name in COLUMNS if name not in first.schema.names and name != "title"]
+    missing = [name for name in COLUMNS if name not in names and name != "title"]
     if missing:
         problems.append(
             Problem(
@@ -344,41 +368,56 @@ def _tabular_records(path: Path, display: str, problems: list[Problem]) -> Itera
                 "",
                 None,
                 ",".join(missing),
-                f"no column {', '.join(missing)} (has {', '.join(first.schema.names)})",
+                f"no column {', '.join(missing)} (has {', '.join(names)})",
                 f"use the SQuAD columns {', '.join(COLUMNS)}; or {CONVERSION_HINT}",
             )
         )
         return
-    row = 0
-    for batch in _chain(first, batches):
-        for record in batch.to_pylist():
-            row += 1
-            if path.suffix.lower() == ".csv":
-                record["answers"] = _json_cell(record.get("answers"))
-            yield f"row {row}", record
+    for row, record in enumerate(rows, start=1):
+        yield f"row {row}", record
+
+
+def _csv_rows(path: Path) -> tuple[list[str], Iterator[dict[str, Any]]]:
+    """The header and the rows of a CSV file (every cell text, so ids like "001" stay strings; `answers` parsed
+    per cell), with the standard library only."""
+    csv.field_size_limit(CSV_FIELD_LIMIT)
+    handle = path.open(newline="", encoding="utf-8-sig")
+    try:
+        reader = csv.DictReader(handle)
+        names = list(reader.fieldnames or [])
+    except BaseException:
+        handle.close()
+        raise
+
+    def rows() -> Iterator[dict[str, Any]]:
+        with handle:
+            for record in reader:
+                yield {**record, "answers": _json_cell(record.get("answers"))}
+
+    return names, rows()
+
+
+def _columnar_rows(path: Path) -> tuple[list[str], Iterator[dict[str, Any]]]:
+    """The column names (of the first batch; none for an empty file) and the rows of a Parquet or Arrow file;
+    pyarrow loads only here."""
+    import pyarrow as pa
+
+    if path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        batches = pq.ParquetFile(str(path)).iter_batches(batch_size=TABULAR_BATCH_ROWS)
+    else:
+        batches = iter(pa.ipc.open_stream(pa.memory_map(str(path))))
+    first = next(batches, None)
+    if first is None:
+        return [], iter(())
+    rows = (record for batch in _chain(first, batches) for record in batch.to_pylist())
+    return list(first.schema.names), rows
 
 
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
     yield first
     yield from rest
-
-
-def _record_batches(path: Path) -> Iterator[Any]:
-    """pyarrow record batches of a columnar file; pyarrow loads only here."""
-    import pyarrow as pa
-
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.ParquetFile(str(path)).iter_batches(batch_size=TABULAR_BATCH_ROWS)
-    if suffix == ".csv":
-        import pyarrow.csv as pacsv
-
-        # The SQuAD columns as text: ids like "001" stay strings; answers are parsed per cell.
-        convert = pacsv.ConvertOptions(column_types=dict.fromkeys(COLUMNS, pa.string()))
-        return iter(pacsv.open_csv(str(path), convert_options=convert))
-    return iter(pa.ipc.open_stream(pa.memory_map(str(path))))
 
 
 def _json_cell(value: Any) -> Any:
@@ -520,16 +559,32 @@ def load_dataset_files(files: dict[str, list[Path]], root: Path, keep_records: b
                 report.valid_records[split] += 1
                 if not keep_records:
                     continue
-                report.records[split].append(
-                    {
-                        "id": record["id"],
-                        "title": str(record.get("title") or ""),
-                        "context": record["context"],
-                        "question": record["question"],
-                        "answers": {
-                            "text": list(record["answers"]["text"]),
-                            "answer_start": list(record["answers"]["answer_start"]),
-                        },
-                    }
-                )
+                report.records[split].append(normalized(record))
     return report
+
+
+def normalized(record: dict[str, Any]) -> dict[str, Any]:
+    """A valid record in the flattened schema (COLUMNS), whatever file it came from."""
+    return {
+        "id": record["id"],
+        "title": str(record.get("title") or ""),
+        "context": record["context"],
+        "question": record["question"],
+        "answers": {
+            "text": list(record["answers"]["text"]),
+            "answer_start": list(record["answers"]["answer_start"]),
+        },
+    }
+
+
+def entry_records(entry: Path) -> Iterator[dict[str, Any]]:
+    """The normalized records of one entry (a file, or a save_to_disk folder) that validated, streamed;
+    raises ValueError naming the first problem if it does not."""
+    problems: list[Problem] = []
+    for location, record in _read_records(entry, entry.name, problems):
+        problems += validate_record(record, entry.name, location)
+        if problems:
+            break
+        yield normalized(record)
+    if problems:
+        raise ValueError(f"{entry} is not a valid dataset file: {problems[0]}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from qa.features import EXAMPLES_FILE, FEATURES_FILE
+from qa.feature_files import EXAMPLES_FILE, FEATURES_FILE, read_features
 from qa.metrics import squad_scores
 from qa.outputs import (
     EVALUATION_EXACT_MATCH_PATH,
@@ -43,9 +43,8 @@ class ValidationSet:
                 f"validation channel {directory} has no {' and no '.join(missing)}: give it the validation "
                 "output of preprocess.py"
             )
-        import pyarrow.parquet as pq
-
-        features = pq.read_table(str(directory / FEATURES_FILE)).to_pylist()
+        columns = read_features(directory)
+        features = [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
         with (directory / EXAMPLES_FILE).open(encoding="utf-8") as handle:
             examples = [json.loads(line) for line in handle if line.strip()]
         if not features or not examples:

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-# What preprocess.py writes into each split's folder; the validation split also keeps its examples (the
-# answers and contexts that evaluation maps predictions back to).
-FEATURES_FILE = "features.parquet"
-EXAMPLES_FILE = "examples.jsonl"
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 LABELS = ("start_positions", "end_positions")
 # transformers' stand-in for "no limit" in model_max_length is int(1e30); real limits are far below this.

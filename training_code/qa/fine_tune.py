@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import inference
 import torch
 from accelerate import Accelerator, PartialState
 from accelerate.data_loader import DataLoaderShard
@@ -26,29 +25,20 @@ from accelerate.utils import DataLoaderConfiguration, gather_object, set_seed
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
-from qa import checkpoints
+from qa import checkpoints, serving_code
 from qa.answering import stack_logits, window_logits
 from qa.base_model import load_question_answering_model
+from qa.batching import DynamicPaddingCollator, FeatureDataset, LengthGroupedSampler, builds_sdpa_masks
 from qa.cli import setup_logging
+from qa.digest import parameter_digest
 from qa.distributed import ddp_kwargs, describe_ddp
 from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches, score
 from qa.features import length_limit_error
+from qa.loop_control import CheckpointTimer, StopRequest, any_rank, steps_per_epoch
+from qa.optimizer import build_optimizer
 from qa.outputs import EVALUATION_FILE, LOG_HISTORY_FILE, TENSORBOARD_RUN, TRAIN_LOG_KEYS
-from qa.training import (
-    CheckpointTimer,
-    DynamicPaddingCollator,
-    FeatureDataset,
-    LengthGroupedSampler,
-    StopRequest,
-    any_rank,
-    build_optimizer,
-    builds_sdpa_masks,
-    capture_rng,
-    parameter_digest,
-    resolve_precision,
-    restore_rng,
-    steps_per_epoch,
-)
+from qa.precision import resolve_precision
+from qa.rng_state import capture_rng, restore_rng
 
 log = logging.getLogger("qa")  # the job's log, configured by setup_logging
 
@@ -170,7 +160,7 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
         torch.backends.cuda.matmul.allow_tf32 = True
 
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
-    dataset = FeatureDataset.from_parquet(args.train_dir)
+    dataset = FeatureDataset.load(args.train_dir)
     try:
         validation = load_validation(args.validation_dir, accelerator)
     except (FileNotFoundError, ValueError) as err:
@@ -458,7 +448,7 @@ def save(run: TrainingRun, progress: Progress) -> None:
     )
     if accelerator.is_main_process:
         run.tokenizer.save_pretrained(output_dir)
-        inference.copy_into(output_dir)  # the endpoint's entry point travels inside model.tar.gz
+        serving_code.copy_into(output_dir)  # the endpoint's entry point travels inside model.tar.gz
         summary = {
             "global_step": progress.global_step,
             "samples_seen": progress.samples_seen,

@@ -14,7 +14,7 @@ MODEL_DIR = "/opt/ml/model"  # uploaded as model.tar.gz at the end of the job
 OUTPUT_DATA_DIR = "/opt/ml/output/data"  # SM_OUTPUT_DATA_DIR: uploaded as output.tar.gz beside model.tar.gz
 
 # Input channels of the training job (InputDataConfig ChannelName -> SM_CHANNEL_<NAME>, /opt/ml/input/data/<name>).
-VALIDATION_CHANNEL = "validation"  # preprocess.py's validation output: features.parquet + examples.jsonl
+VALIDATION_CHANNEL = "validation"  # preprocess.py's validation output (qa/feature_files.py)
 
 # Seams of the local runner: environment variables that move a container path on this machine.
 LOCAL_S3_ROOT_ENV = "LOCAL_S3_ROOT"  # s3://bucket/key -> <root>/bucket/key

@@ -1,13 +1,8 @@
-"""Training-loop building blocks: in-memory features, length-grouped sampling, optimizer, signals."""
+"""Batches for training and serving: in-memory features, length-grouped sampling, dynamic padding."""
 
 from __future__ import annotations
 
-import hashlib
-import math
-import random
-import signal
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from qa.feature_files import read_features
 from qa.features import LABELS, MODEL_INPUTS
 
 
@@ -26,15 +22,9 @@ class FeatureDataset(torch.utils.data.Dataset):
         self.lengths = [len(ids) for ids in columns["input_ids"]]
 
     @classmethod
-    def from_parquet(cls, directory: Path) -> FeatureDataset:
-        import pyarrow.parquet as pq
-
-        files = sorted(directory.glob("*.parquet"))
-        if not files:
-            raise FileNotFoundError(f"no *.parquet feature files in {directory} (run preprocess.py first)")
-        table = pq.read_table([str(f) for f in files] if len(files) > 1 else str(files[0]))
-        names = [c for c in (*MODEL_INPUTS, *LABELS) if c in table.column_names]
-        return cls({name: table.column(name).to_pylist() for name in names})
+    def load(cls, directory: Path) -> FeatureDataset:
+        """The model inputs and labels of a split folder preprocess.py wrote (qa.feature_files)."""
+        return cls(read_features(directory, (*MODEL_INPUTS, *LABELS)))
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -167,105 +157,3 @@ def builds_sdpa_masks(model: torch.nn.Module) -> bool:
         and not getattr(config, "is_decoder", False)
         and hasattr(modeling, "create_bidirectional_mask")
     )
-
-
-def build_optimizer(model: torch.nn.Module, learning_rate: float, weight_decay: float) -> torch.optim.Optimizer:
-    """AdamW without weight decay on biases and norms, with the fused kernel where this PyTorch has one for
-    the device (CUDA; CPU since PyTorch 2.4), else the foreach implementation."""
-    decay: list[torch.nn.Parameter] = []
-    no_decay: list[torch.nn.Parameter] = []
-    for name, parameter in model.named_parameters():
-        if not parameter.requires_grad:
-            continue
-        (no_decay if parameter.ndim < 2 or "norm" in name.lower() else decay).append(parameter)
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    try:
-        return torch.optim.AdamW(groups, lr=learning_rate, fused=True)
-    except RuntimeError:  # no fused kernel for this device/dtype in this PyTorch
-        return torch.optim.AdamW(groups, lr=learning_rate, foreach=True)
-
-
-def native_bf16() -> bool:
-    """Whether this GPU computes in bf16 in hardware (compute capability 8.0+: A100, A10G, L4, H100).
-
-    `torch.cuda.is_bf16_supported()` also counts emulation by default and so answers True on V100 and T4, where
-    bf16 runs slowly through fp32 (pytorch/pytorch PR 148322 discusses it). `including_emulation=False` asks for
-    native support; PyTorch 2.4 added the argument (the training images have 2.5 and 2.9), and an older PyTorch
-    is asked for the compute capability instead.
-    """
-    try:
-        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
-    except TypeError:  # PyTorch < 2.4: no including_emulation
-        return torch.cuda.get_device_capability()[0] >= 8
-
-
-def resolve_precision(requested: str) -> str:
-    """bf16 where the GPU has it natively, fp16 on GPUs without (V100, T4), full precision on CPU."""
-    if not torch.cuda.is_available():
-        return "no"
-    if requested == "bf16" and not native_bf16():
-        return "fp16"
-    return requested
-
-
-def steps_per_epoch(batches_per_process: int, gradient_accumulation_steps: int) -> int:
-    return max(1, math.ceil(batches_per_process / gradient_accumulation_steps))
-
-
-class StopRequest:
-    """Set by SIGTERM (a job stop, or torchrun forwarding one). Best effort: on SageMaker a spot reclaim does
-    not reach the script as a signal (the container's entrypoint does not forward it), see README."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        signal.signal(signal.SIGTERM, self._handle)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.requested = True
-
-
-class CheckpointTimer:
-    """Wall-clock checkpoint interval, counted from the end of the previous save (0 minutes: never due)."""
-
-    def __init__(self, minutes: float) -> None:
-        self.seconds = minutes * 60
-        self.restart()
-
-    def restart(self) -> None:
-        self.since = time.monotonic()
-
-    def due(self) -> bool:
-        return self.seconds > 0 and time.monotonic() - self.since >= self.seconds
-
-
-def any_rank(accelerator: Any, flags: list[bool]) -> list[bool]:
-    """Per flag: is it set on any rank? One small all-reduce and one host sync; none on a single process."""
-    if accelerator.num_processes == 1:
-        return flags
-    tensor = torch.tensor(flags, dtype=torch.float32, device=accelerator.device)
-    return [value > 0 for value in accelerator.reduce(tensor, reduction="sum").tolist()]
-
-
-def parameter_digest(model: torch.nn.Module) -> str:
-    """SHA-256 over every parameter's bytes, in a fixed order."""
-    digest = hashlib.sha256()
-    for name, parameter in sorted(model.named_parameters()):
-        digest.update(name.encode())
-        digest.update(parameter.detach().float().cpu().numpy().tobytes())
-    return digest.hexdigest()
-
-
-def capture_rng() -> dict[str, Any]:
-    """Every RNG a training step may draw from."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def restore_rng(state: dict[str, Any]) -> None:
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])
