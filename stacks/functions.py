@@ -6,7 +6,9 @@ Code: the stdlib-only part of training_code/ that training_code/pipeline_functio
 
 from __future__ import annotations
 
+import hashlib
 import shutil
+import tempfile
 from pathlib import Path
 
 from aws_cdk import ArnFormat, Duration, Stack
@@ -33,12 +35,27 @@ LAMBDA = iam.ServicePrincipal("lambda.amazonaws.com")
 
 
 def stage_function_code(build_dir: Path) -> Path:
-    """Copy the function's files into `<build_dir>/pipeline-functions/` (the asset hashes its content)."""
-    target = build_dir / "pipeline-functions"
-    shutil.rmtree(target, ignore_errors=True)
+    """The function's files in `<build_dir>/pipeline-functions-<content digest>/` (the asset hashes its content).
+
+    Staged into a temporary folder and renamed into place, and named by what it holds: synths running at the same
+    time (pytest workers, two terminals) never see a half-copied folder or delete the one another is reading."""
+    digest = hashlib.sha256()
     for relative in FUNCTION_FILES:
-        (target / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(TRAINING_CODE / relative, target / relative)
+        digest.update(relative.encode() + b"\0" + (TRAINING_CODE / relative).read_bytes() + b"\0")
+    target = build_dir / f"pipeline-functions-{digest.hexdigest()[:16]}"
+    if target.is_dir():
+        return target
+    build_dir.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".pipeline-functions-", dir=build_dir))
+    for relative in FUNCTION_FILES:
+        (staging / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(TRAINING_CODE / relative, staging / relative)
+    try:
+        staging.rename(target)
+    except OSError:  # another synth renamed the same content into place first
+        shutil.rmtree(staging, ignore_errors=True)
+        if not target.is_dir():
+            raise
     return target
 
 

@@ -3,6 +3,7 @@ least-privilege role each; the pipeline role may invoke exactly these."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -65,6 +66,25 @@ def test_the_code_asset_holds_only_the_stdlib_part_of_training_code(tmp_path):
     assert {line.split()[1] for line in imports} <= {
         f"qa.{p.removeprefix('qa/').removesuffix('.py')}" for p in FUNCTION_FILES
     }
+
+
+def test_synths_at_the_same_time_stage_the_same_complete_folder(tmp_path):
+    """pytest workers synthesize at once: each gets the one folder named by the content, never a half copy."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        staged = set(pool.map(lambda _: stage_function_code(tmp_path), range(8)))
+    [folder] = staged
+    assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) == sorted(FUNCTION_FILES)
+    assert [p.name for p in tmp_path.iterdir()] == [folder.name]  # no staging folder left behind
+
+
+def test_a_staged_folder_is_reused_untouched_while_its_content_is_unchanged(tmp_path, monkeypatch):
+    """A later synth copies nothing into (and deletes nothing from) a folder an earlier one may still read."""
+    first = stage_function_code(tmp_path)
+    copies: list[object] = []
+    monkeypatch.setattr("stacks.functions.shutil.copyfile", lambda *args: copies.append(args))
+    monkeypatch.setattr("stacks.functions.shutil.rmtree", lambda *args, **kwargs: copies.append(args))
+    assert stage_function_code(tmp_path) == first
+    assert copies == []
 
 
 def test_the_claim_role_writes_claims_only_conditionally_and_pins_inputs(dev):
