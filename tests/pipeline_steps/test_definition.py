@@ -21,6 +21,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from config import load_settings
 from pipeline_steps.definition import INLINE_LIMIT_BYTES, build_definition, definition_json
+from pipeline_steps.names import MODEL_METADATA_DATASET_MANIFEST, MODEL_METADATA_F1
 from pipeline_steps.placeholders import ACCOUNT, PSEUDO_PARAMETERS, REGION, placeholders
 from tests.conftest import ROOT, run_without_network, unshare_works
 from tests.pipeline_steps.conftest import step
@@ -359,6 +360,9 @@ def test_condition_registers_or_fails_with_the_numbers(definition, settings):
     assert metadata["model_archive_sha256"] == {"Get": "Steps.RecordModel.OutputParameters['ModelSha256']"}
     assert metadata["model_archive_version_id"] == {"Get": "Steps.RecordModel.OutputParameters['ModelVersionId']"}
     assert metadata["dataset_manifest_version_id"] == {"Get": "Parameters.ManifestVersionId"}
+    # The approval notification quotes these two (stacks/notifications.py): a string F1, as the map requires.
+    assert metadata[MODEL_METADATA_F1] == {"Std:Join": {"On": "", "Values": [condition["LeftValue"]]}}
+    assert MODEL_METADATA_DATASET_MANIFEST in metadata
     [fail] = check["ElseSteps"]
     assert fail["Type"] == "Fail"
     message = fail["Arguments"]["ErrorMessage"]["Std:Join"]["Values"]
