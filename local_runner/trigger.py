@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from config.layout import DatasetLayout
 from local_runner.assembly import SynthesizedPipeline, extract_event_value
 from local_runner.event_pattern import matches
 from local_runner.store import LocalObjectStore
+from tools.upload_dataset import convert_columnar
 
 SPLITS = ("train", "validation")
 DATASETS = DatasetLayout()
@@ -21,12 +23,18 @@ DATASETS = DatasetLayout()
 
 def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name: str, version: str) -> tuple[str, str]:
     """Copy train/ and validation/ files, then write the manifest (v2: each file's version id) last; the
-    manifest's key and version id."""
+    manifest's key and version id. Parquet/Arrow files and save_to_disk folders go up as JSON Lines, as
+    `make upload-dataset` sends them (tools.upload_dataset.convert_columnar): the processing image has no pyarrow."""
     prefix = DATASETS.prefix(name, version)
+    found = [
+        (path, path.relative_to(dataset_dir).as_posix())
+        for split in SPLITS
+        for path in sorted(p for p in (dataset_dir / split).rglob("*") if p.is_file())
+    ]
     files = []
-    for split in SPLITS:
-        for path in sorted(p for p in (dataset_dir / split).rglob("*") if p.is_file()):
-            key = path.relative_to(dataset_dir).as_posix()
+    with tempfile.TemporaryDirectory(prefix="local-upload-") as workdir:
+        uploads, converted_from = convert_columnar(dataset_dir, found, Path(workdir))
+        for path, key in uploads:
             data = path.read_bytes()
             files.append(
                 {
@@ -34,6 +42,7 @@ def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name
                     "version_id": store.put_bytes(data, f"s3://{bucket}/{prefix}{key}"),
                     "sha256": hashlib.sha256(data).hexdigest(),
                     "size": len(data),
+                    **({"converted_from": converted_from[key]} if key in converted_from else {}),
                 }
             )
     manifest_key = DATASETS.manifest_key(name, version)

@@ -168,3 +168,35 @@ def test_steps_run_in_dependency_order(dev):
     ]
     guarded = find_step(definition, "CheckTrainingCost")["Arguments"]["IfSteps"]
     assert [s["Name"] for s in execution_order(list(reversed(guarded)))] == ["FineTune", "RecordModel", "CheckF1"]
+
+
+def test_parquet_csv_and_save_to_disk_copies_of_the_sample_run_end_to_end(dev, tmp_path, capfd):
+    """Datasets as users keep them (issue 22): train as a Parquet file plus a CSV file, validation as a
+    `save_to_disk` folder. The runner uploads them as `make upload-dataset` does (columnar data as JSON Lines: the
+    processing image has no pyarrow), and the pipeline validates, trains, evaluates and registers."""
+    import csv
+
+    from datasets import Dataset
+    from qa.data import SPLITS, load_dataset_files, split_entries
+
+    records = load_dataset_files({split: split_entries(SAMPLE / split) for split in SPLITS}, SAMPLE).records
+    dataset = tmp_path / "formats"
+    (dataset / "train").mkdir(parents=True)
+    half = len(records["train"]) // 2
+    Dataset.from_list(records["train"][:half]).to_parquet(str(dataset / "train" / "part-a.parquet"))
+    with (dataset / "train" / "part-b.csv").open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(records["train"][0]))
+        writer.writeheader()
+        writer.writerows({**r, "answers": json.dumps(r["answers"])} for r in records["train"][half:])
+    Dataset.from_list(records["validation"]).save_to_disk(str(dataset / "validation" / "saved"))
+
+    assert local_run(dev, tmp_path / "run", "--param", "F1Threshold=0", dataset=dataset) == 0
+    out = capfd.readouterr().out
+    assert "converted train/part-a.parquet (parquet) to JSON Lines: train/part-a.jsonl" in out
+    assert "converted validation/saved (save_to_disk) to JSON Lines: validation/saved.jsonl" in out
+    assert ("ValidateAndTokenize", "Succeeded") in table(out) and ("RegisterModel-RegisterModel", "Succeeded") in table(
+        out
+    )
+    [stats] = (tmp_path / "run" / "s3").rglob("processed/*/stats/stats.json")
+    splits = json.loads(stats.read_text())["splits"]
+    assert (splits["train"]["examples"], splits["validation"]["examples"]) == (len(records["train"]), 84)
