@@ -8,6 +8,7 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from config import Settings
+from stacks.checkov import CheckovAcknowledgments
 from stacks.data import DataStack
 from stacks.network import NetworkStack
 from stacks.pipeline import PipelineStack
@@ -62,4 +63,5 @@ def build_stacks(
     for stack in stacks.all():
         for key, value in tags.items():
             cdk.Tags.of(stack).add(key, value)
+        cdk.Aspects.of(stack).add(CheckovAcknowledgments(data.access_logs_bucket.node.path))
     return stacks
