@@ -7,6 +7,10 @@ SHELL := /bin/bash
 ENV ?= dev
 # Each environment synthesizes into its own folder, so environments never mix and any order of targets works.
 CDK_OUT ?= cdk.out
+# pytest-xdist workers for `make test` (CI has 2 cores); tests/conftest.py decides what goes where.
+# TEST_WORKERS=0 runs the suite in one process. Defined before the `export` line below: exporting an undefined
+# variable defines it (empty), and a later `?=` would then keep it empty.
+TEST_WORKERS ?= 2
 VENV := .venv
 PY := $(VENV)/bin/python
 CDK := node_modules/.bin/cdk
@@ -71,10 +75,6 @@ TINY_PARAMS := --tiny --param Epochs=1 $(call DEMO_F1,0)
 demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally (TINY=1: wiring-only run)
 	$(PY) -m tools.summarize "$(CDK_OUT)/$$ENV"
 	$(PY) -m local_runner --assembly "$(CDK_OUT)/$$ENV" $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $$DEMO_ARGS
-
-# pytest-xdist workers for `make test` (CI has 2 cores); tests/conftest.py decides what goes where.
-# TEST_WORKERS=0 runs the suite in one process.
-TEST_WORKERS ?= 2
 
 test: lint ## Lint and type-check, then run the whole test suite (offline; TEST_WORKERS=2 processes)
 	$(PY) -m pytest -n "$$TEST_WORKERS"

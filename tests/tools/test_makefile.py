@@ -53,3 +53,19 @@ def test_every_synth_keeps_cdks_template_validator(target):
     result = make(target, "ENV=dev", *(f"{k}={v}" for k, v in environment.items()))
     assert result.returncode == 0, result.stderr
     assert "CDK_VALIDATION=on" in result.stdout.splitlines()
+
+
+def test_make_test_runs_two_pytest_workers_unless_told_otherwise():
+    """TEST_WORKERS reaches the recipe through the environment with its default (CI runs plain `make test`)."""
+    environment = {k: v for k, v in os.environ.items() if k != "TEST_WORKERS"}
+    for extra, workers in (((), "2"), (("TEST_WORKERS=0",), "0")):
+        result = subprocess.run(
+            ["make", "--no-print-directory", *NOT_REMADE, "test", "PY=echo", *extra],
+            cwd=ROOT,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        assert f"-m pytest -n {workers}" in result.stdout.splitlines()
