@@ -66,6 +66,11 @@ class Problem:
     hint: str
     record_level: bool = False  # True: dropping the record fixes it (what --skip-invalid does)
 
+    @classmethod
+    def whole_file(cls, file: str, message: str, hint: str) -> Problem:
+        """A problem of the file itself (no location, record or field)."""
+        return cls(file, "", None, None, message, hint)
+
     def __str__(self) -> str:
         where = ":".join(part for part in (self.file, self.location) if part)
         parts = [where]
@@ -104,7 +109,7 @@ def read_manifest(manifest_path: Path, data_dir: Path) -> tuple[dict[str, list[P
     except FileNotFoundError:
         return {}, [Problem(str(manifest_path), "", None, None, "manifest not found", "upload the manifest last")]
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        return {}, [Problem(name, "", None, None, f"manifest is not valid JSON: {err}", MANIFEST_HINT)]
+        return {}, [Problem.whole_file(name, f"manifest is not valid JSON: {err}", MANIFEST_HINT)]
     if isinstance(manifest, dict) and manifest.get("format") == MANIFEST_V2_FORMAT:
         listed = manifest.get("files")
         if not isinstance(listed, list) or not all(
@@ -116,11 +121,8 @@ def read_manifest(manifest_path: Path, data_dir: Path) -> tuple[dict[str, list[P
         keys = manifest[1:]
     else:
         return {}, [
-            Problem(
+            Problem.whole_file(
                 name,
-                "",
-                None,
-                None,
                 f"manifest must be a {MANIFEST_V2_FORMAT} object or start with a {{'prefix': ...}} object",
                 MANIFEST_HINT,
             )
@@ -145,7 +147,7 @@ def read_manifest(manifest_path: Path, data_dir: Path) -> tuple[dict[str, list[P
         files[split].append(path)
     for split in SPLITS:
         if not files[split] and not any(p.location.startswith("entry") for p in problems):
-            problems.append(Problem(name, "", None, None, f"no {split} file listed", f"add '{split}/<file>'"))
+            problems.append(Problem.whole_file(name, f"no {split} file listed", f"add '{split}/<file>'"))
     return files, problems
 
 
@@ -221,16 +223,13 @@ def _read_records(path: Path, display: str, problems: list[Problem]) -> Iterator
         yield from _saved_dataset_records(path, display, problems)
         return
     if path.stat().st_size == 0:
-        problems.append(Problem(display, "", None, None, "file is empty", "upload the complete file"))
+        problems.append(Problem.whole_file(display, "file is empty", "upload the complete file"))
         return
     suffix = path.suffix.lower()
     if path.name in SAVED_DATASET_METADATA and any(path.parent.glob("*.arrow")):
         problems.append(
-            Problem(
+            Problem.whole_file(
                 display,
-                "",
-                None,
-                None,
                 "is the metadata of a datasets save_to_disk folder, not data",
                 f"name the folder ({path.parent.name}/) in the manifest instead of the files in it",
             )
@@ -243,11 +242,8 @@ def _read_records(path: Path, display: str, problems: list[Problem]) -> Iterator
         yield from _tabular_records(path, display, problems)
     else:
         problems.append(
-            Problem(
+            Problem.whole_file(
                 display,
-                "",
-                None,
-                None,
                 f"unknown file type '{path.suffix}': accepted are {ACCEPTED_FORMATS}",
                 CONVERSION_HINT,
             )
@@ -258,11 +254,8 @@ def _squad_json_records(path: Path, display: str, problems: list[Problem]) -> It
     size = path.stat().st_size
     if size > MAX_JSON_FILE_BYTES:
         problems.append(
-            Problem(
+            Problem.whole_file(
                 display,
-                "",
-                None,
-                None,
                 f"SQuAD JSON is parsed whole (about 6x its size in memory): {size / 2**20:.0f} MiB is over the "
                 f"{MAX_JSON_FILE_BYTES // 2**20} MiB limit for one .json file",
                 "split it into several files, or convert it to JSON Lines (read a line at a time): " + CONVERSION_HINT,
@@ -271,7 +264,7 @@ def _squad_json_records(path: Path, display: str, problems: list[Problem]) -> It
         return
     raw = path.read_bytes()
     if not raw.strip():
-        problems.append(Problem(display, "", None, None, "file is empty", "upload the complete file"))
+        problems.append(Problem.whole_file(display, "file is empty", "upload the complete file"))
         return
     try:
         text = raw.decode("utf-8-sig")
@@ -311,7 +304,7 @@ def _json_lines_records(path: Path, display: str, problems: list[Problem]) -> It
             except json.JSONDecodeError as err:
                 yield f"line {number}", UnparsableLine(f"invalid JSON: {err.msg}")
     if not content:
-        problems.append(Problem(display, "", None, None, "file is empty", "upload the complete file"))
+        problems.append(Problem.whole_file(display, "file is empty", "upload the complete file"))
 
 
 def _saved_dataset_records(path: Path, display: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
@@ -320,11 +313,8 @@ def _saved_dataset_records(path: Path, display: str, problems: list[Problem]) ->
     if not state_path.is_file():
         kind = "a DatasetDict folder: name each split's folder" if (path / "dataset_dict.json").is_file() else ""
         problems.append(
-            Problem(
+            Problem.whole_file(
                 display,
-                "",
-                None,
-                None,
                 f"folder is not a datasets save_to_disk folder (no {SAVED_DATASET_STATE}){'; ' + kind if kind else ''}",
                 f"list files in the manifest ({ACCEPTED_FORMATS}), or a Dataset.save_to_disk folder per split",
             )
@@ -347,18 +337,15 @@ def _tabular_records(path: Path, display: str, problems: list[Problem]) -> Itera
         names, rows = _csv_rows(path) if path.suffix.lower() == ".csv" else _columnar_rows(path)
     except Exception as err:  # pyarrow raises its own error types per format
         problems.append(
-            Problem(
+            Problem.whole_file(
                 display,
-                "",
-                None,
-                None,
                 f"unreadable {path.suffix} file: {err}",
                 f"write it again; or {CONVERSION_HINT}",
             )
         )
         return
     if not names:
-        problems.append(Problem(display, "", None, None, "file is empty", "upload the complete file"))
+        problems.append(Problem.whole_file(display, "file is empty", "upload the complete file"))
         return
     missing = [name for name in COLUMNS if name not in names and name != "title"]
     if missing:
