@@ -73,21 +73,3 @@ def setup_logging(is_main_process: bool = True) -> logging.Logger:
     if not is_main_process:  # one copy of library reports (e.g. transformers' load report), not one per rank
         transformers_logging.set_verbosity_error()
     return logging.getLogger("qa")
-
-
-# The ManifestVersionId pipeline parameter's default (pipeline_steps/parameters.py): a run started by hand
-# without the manifest's S3 version id.
-UNSET_VERSION = "unset"
-
-
-def require_manifest_version(version: str | None) -> str | None:
-    """`version`, or None after printing how to start a run by hand when it is the unset default."""
-    if version == UNSET_VERSION:
-        print(
-            "error: pipeline parameter ManifestVersionId is not set. Start runs by uploading the manifest, or pass "
-            "the manifest's S3 version id (aws s3api head-object --query VersionId): cached features and the "
-            "once-per-upload claim are keyed by it",
-            file=sys.stderr,
-        )
-        return None
-    return version
