@@ -1,6 +1,8 @@
 """checkov's findings that this project accepts, as inline skips in the templates (checkov reads a resource's
-`Metadata.checkov.skip`), each with its reason; README "checkov" has the full reasoning and sources. Any other
-finding still fails a checkov run (README: the command, by hand, not in CI)."""
+`Metadata.checkov.skip`; CloudFormation accepts any JSON there and ignores it when it deploys:
+https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-attribute-metadata.html), each with
+its reason; README "checkov" has the full reasoning and sources. Any other finding still fails a checkov run
+(README: the command, by hand, not in CI)."""
 
 from __future__ import annotations
 

@@ -83,7 +83,8 @@ def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> Condi
             ),
             names.MODEL_METADATA_DATASET_MANIFEST_VERSION: params.manifest_version_id,
             # For the approval notification (stacks/notifications.py). CustomerMetadataProperties is a map of
-            # strings (API_CreateModelPackage): the metric's float goes through Std:Join, which yields a string.
+            # strings, values of 1-256 characters (https://docs.aws.amazon.com/sagemaker/latest/APIReference/
+            # API_CreateModelPackage.html): the metric's float goes through Std:Join, which yields a string.
             names.MODEL_METADATA_F1: Join(on="", values=[f1]),
         },
         description=f"{ctx.settings.model.base_model} fine-tuned for extractive question answering",
