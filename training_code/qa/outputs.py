@@ -60,6 +60,38 @@ LOCAL_VERSIONS_DIR = ".versions"  # <LOCAL_S3_ROOT>/.versions/<bucket>/<key>/<ve
 # writes this file there last (SageMaker's ManifestFile format, prefix = that folder): what preprocess.py reads.
 PINNED_MANIFEST_FILE = "manifest.json"
 STATS_FILE = "stats.json"  # ValidateAndTokenize's dataset statistics (its `stats` output), read by the estimate
+
+# Pipeline parameters (pipeline_steps/parameters.py builds them; the S3 trigger and the tools set them by name).
+# Their home is here rather than pipeline_steps/names.py (which re-exports them) because the pipeline's Lambda
+# functions receive them under these names and name them in their messages.
+DATASET_BUCKET = "DatasetBucket"
+MANIFEST_KEY = "ManifestKey"
+MANIFEST_VERSION_ID = "ManifestVersionId"
+BASE_MODEL_URI = "BaseModelUri"
+TRAINING_INSTANCE_TYPE = "TrainingInstanceType"
+TRAINING_INSTANCE_COUNT = "TrainingInstanceCount"
+EPOCHS = "Epochs"
+LEARNING_RATE = "LearningRate"
+F1_THRESHOLD = "F1Threshold"
+MODEL_APPROVAL_STATUS = "ModelApprovalStatus"
+SKIP_INVALID_RECORDS = "SkipInvalidRecords"
+MAX_TRAINING_COST = "MaxTrainingCostUSD"
+
+# Inputs of the pipeline's Lambda functions (the Lambda steps' `inputs`: flat values, structures as JSON text),
+# besides the parameters above, which pass through under their own names.
+INPUT_EXECUTION_ARN = "ExecutionArn"  # ClaimManifest: the execution that claims
+INPUT_ARTIFACTS_BUCKET = "ArtifactsBucket"  # ClaimManifest: where claims and pinned inputs go
+INPUT_CLAIMS_PREFIX = "ClaimsPrefix"
+INPUT_INPUTS_PREFIX = "InputsPrefix"
+INPUT_BOUNDS = "Bounds"  # ClaimManifest: {BOUND_MAX_INSTANCE_COUNT: int, BOUND_MIN_F1_THRESHOLD: float}
+BOUND_MAX_INSTANCE_COUNT = "MaxInstanceCount"
+BOUND_MIN_F1_THRESHOLD = "MinF1Threshold"
+INPUT_STATS_URI = "StatsUri"  # EstimateTrainingCost: s3://.../STATS_FILE
+INPUT_COST_MODEL = "CostModel"  # EstimateTrainingCost: qa/cost.py's cost model
+INPUT_MODEL_ARCHIVE_URI = "ModelArchiveUri"  # RecordModel: FineTune's model.tar.gz
+INPUT_F1 = "F1"  # RecordModel: FineTune's METRIC_EVAL_F1
+INPUT_EXACT_MATCH = "ExactMatch"  # RecordModel: FineTune's METRIC_EVAL_EXACT_MATCH
+
 # Outputs of the pipeline's Lambda functions (pipeline_functions.py handlers), read by the Lambda steps'
 # OutputParameters and the steps after them.
 CLAIM_PARAMETER_ERROR = "ParameterError"  # "" or one line naming the bad parameter
