@@ -34,6 +34,11 @@ from qa.outputs import (
     CLAIM_INPUT_URI,
     CLAIM_PARAMETER_ERROR,
     DATASET_BUCKET,
+    DATASET_MANIFEST_FILE,
+    DATASET_NAME_CHARACTER,
+    DATASET_NAME_FIRST,
+    DATASET_NAME_MAX_LENGTH,
+    DATASETS_ROOT,
     EPOCHS,
     ESTIMATED_COST_OUTPUT,
     EVALUATION_EXACT_MATCH_PATH,
@@ -63,16 +68,21 @@ from qa.outputs import (
     RECORD_MODEL_SHA256,
     RECORD_MODEL_VERSION_ID,
     RECORD_REPORT_URI,
+    SPLITS,
+    TRAIN_SPLIT,
     TRAINING_INSTANCE_COUNT,
     TRAINING_INSTANCE_TYPE,
+    VALIDATION_SPLIT,
 )
 
 log = logging.getLogger("pipeline_functions")
 log.setLevel(logging.INFO)
 
-# Exactly datasets/<name>/<version>/manifest.json; segments as the upload tool allows them.
+# Exactly datasets/<name>/<version>/manifest.json, with names and versions as the upload tool allows them.
+DATASET_NAME = f"{DATASET_NAME_FIRST}{DATASET_NAME_CHARACTER}{{0,{DATASET_NAME_MAX_LENGTH - 1}}}"
+MANIFEST_KEY_FORM = f"{DATASETS_ROOT}/<name>/<version>/{DATASET_MANIFEST_FILE}"
 MANIFEST_KEY_PATTERN = re.compile(
-    r"datasets/([A-Za-z0-9][A-Za-z0-9._-]{0,127})/([A-Za-z0-9][A-Za-z0-9._-]{0,127})/manifest\.json"
+    f"{re.escape(DATASETS_ROOT)}/({DATASET_NAME})/({DATASET_NAME})/{re.escape(DATASET_MANIFEST_FILE)}"
 )
 CONFLICT_RETRIES = 5
 # An owner in one of these states will never finish: its claim may be taken over (DescribePipelineExecution,
@@ -471,9 +481,7 @@ def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
     }
     key = event.get(MANIFEST_KEY, "")
     if not MANIFEST_KEY_PATTERN.fullmatch(str(key)):
-        result[CLAIM_IGNORED] = (
-            f"{key!r} is not a manifest key (datasets/<name>/<version>/manifest.json): nothing to do"
-        )
+        result[CLAIM_IGNORED] = f"{key!r} is not a manifest key ({MANIFEST_KEY_FORM}): nothing to do"
         log.warning(result[CLAIM_IGNORED])
         return result
     problem = parameter_error(event)
@@ -503,12 +511,12 @@ def estimate_cost_handler(event: dict[str, Any], context: Any = None) -> dict[st
     store = object_store()
     stats = json.loads(store.get(*split_uri(event[INPUT_STATS_URI]))[0])
     model_config = json.loads(store.get(*split_uri(event[BASE_MODEL_URI].rstrip("/") + "/config.json"))[0])
-    lengths = {split: _lengths(stats["splits"][split]["length_histogram"]) for split in ("train", "validation")}
+    lengths = {split: _lengths(stats["splits"][split]["length_histogram"]) for split in SPLITS}
     estimate = run_estimate(
         _json(event[INPUT_COST_MODEL]),
         model_config,
-        lengths["train"],
-        lengths["validation"],
+        lengths[TRAIN_SPLIT],
+        lengths[VALIDATION_SPLIT],
         str(event[TRAINING_INSTANCE_TYPE]),
         int(float(event[TRAINING_INSTANCE_COUNT])),
         float(event[EPOCHS]),

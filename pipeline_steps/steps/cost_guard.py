@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from qa.outputs import ESTIMATED_COST_OUTPUT, INPUT_COST_MODEL, INPUT_STATS_URI, STATS_FILE
+from qa.outputs import ESTIMATED_COST_OUTPUT, INPUT_COST_MODEL, INPUT_STATS_URI, STATS_FILE, STATS_OUTPUT
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionLessThanOrEqualTo
 from sagemaker.workflow.fail_step import FailStep
@@ -33,7 +33,7 @@ def cost_model_json(settings: Settings) -> str:
 
 def estimate(ctx: BuildContext, preprocess: ProcessingStep) -> LambdaStep:
     params = ctx.params
-    stats = preprocess.properties.ProcessingOutputConfig.Outputs["stats"].S3Output.S3Uri
+    stats = preprocess.properties.ProcessingOutputConfig.Outputs[STATS_OUTPUT].S3Output.S3Uri
     return LambdaStep(
         name=names.ESTIMATE_STEP,
         lambda_func=ctx.function(ctx.values.estimate_function_arn),
