@@ -6,6 +6,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from qa.outputs import LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1
+
 from local_runner.runner import ExecutionResult
 from local_runner.store import LocalObjectStore
 from tools.report import write_report
@@ -37,9 +39,9 @@ def record_from_local_result(result: ExecutionResult, pipeline_name: str, store:
     # FineTune's FinalMetricDataList (eval:f1, ...) or an evaluation property file (f1, ...).
     named = {METRIC_NAMES.get(k, k): v for k, v in result.metrics.items()}
     metrics = {k: float(named[k]) for k in METRIC_NAMES.values() if k in named}
-    evaluation = next((e for e in reversed(log_history) if "eval_f1" in e), None)
+    evaluation = next((e for e in reversed(log_history) if LOG_EVAL_F1 in e), None)
     if not metrics and evaluation:
-        metrics = {"exact_match": float(evaluation["eval_exact_match"]), "f1": float(evaluation["eval_f1"])}
+        metrics = {"exact_match": float(evaluation[LOG_EVAL_EXACT_MATCH]), "f1": float(evaluation[LOG_EVAL_F1])}
     package = result.model_package
     return RunRecord(
         execution_id=result.execution_id,

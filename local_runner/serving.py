@@ -18,6 +18,8 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from qa.outputs import MODEL_CODE_DIR, SAGEMAKER_PROGRAM_ENV
+
 from local_runner.errors import InvocationFailed
 
 SERVE = """
@@ -31,7 +33,7 @@ print(json.dumps(handler.predict_fn(json.loads(request), handler.model_fn(model_
 def invoke(container: dict[str, Any], model_archive: Path, work_dir: Path, request: dict[str, Any]) -> Any:
     """The response of the model package's container to one JSON request."""
     environment = {k: str(v) for k, v in container.get("Environment", {}).items()}
-    program = environment.get("SAGEMAKER_PROGRAM", "")
+    program = environment.get(SAGEMAKER_PROGRAM_ENV, "")
     if not program:
         raise InvocationFailed(
             "the registered container sets no SAGEMAKER_PROGRAM: the inference toolkit would build a "
@@ -42,9 +44,16 @@ def invoke(container: dict[str, Any], model_archive: Path, work_dir: Path, reque
     model_dir.mkdir(parents=True)
     with tarfile.open(model_archive) as tar:
         tar.extractall(model_dir, filter="data")
-    if not (model_dir / "code" / program).is_file():
-        raise InvocationFailed(f"{container['ModelDataUrl']} has no code/{program} for SAGEMAKER_PROGRAM={program}")
-    env = {**os.environ, **environment, "PYTHONPATH": str(model_dir / "code"), "TOKENIZERS_PARALLELISM": "false"}
+    if not (model_dir / MODEL_CODE_DIR / program).is_file():
+        raise InvocationFailed(
+            f"{container['ModelDataUrl']} has no {MODEL_CODE_DIR}/{program} for {SAGEMAKER_PROGRAM_ENV}={program}"
+        )
+    env = {
+        **os.environ,
+        **environment,
+        "PYTHONPATH": str(model_dir / MODEL_CODE_DIR),
+        "TOKENIZERS_PARALLELISM": "false",
+    }
     result = subprocess.run(
         [sys.executable, "-c", SERVE, str(model_dir), program.removesuffix(".py"), json.dumps(request)],
         cwd=work_dir,

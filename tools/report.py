@@ -18,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from qa.outputs import LOG_LEARNING_RATE, LOG_LOSS, LOG_SAMPLES_PER_SECOND, LOG_STEP
+
 from config.costs import PRICE_REGION, PRICES_AS_OF
 from pipeline_steps import names
 from tools.run_record import (
@@ -35,7 +37,7 @@ NO_HISTORY = "no log history in the model archive\n(qa/outputs.py LOG_HISTORY_FI
 
 
 def _training_entries(record: RunRecord, key: str) -> tuple[list[float], list[float]]:
-    points = [(e["step"], e[key]) for e in record.log_history if e.get(key) is not None and "step" in e]
+    points = [(e[LOG_STEP], e[key]) for e in record.log_history if e.get(key) is not None and LOG_STEP in e]
     return [float(s) for s, _ in points], [float(v) for _, v in points]
 
 
@@ -47,7 +49,7 @@ def _empty(axis: Any, title: str, text: str) -> None:
 
 
 def _plot_curves(axis: Any, record: RunRecord) -> None:
-    steps, loss = _training_entries(record, "loss")
+    steps, loss = _training_entries(record, LOG_LOSS)
     if not steps:
         _empty(axis, "Training loss and learning rate", NO_HISTORY)
         return
@@ -55,7 +57,7 @@ def _plot_curves(axis: Any, record: RunRecord) -> None:
     axis.plot(steps, loss, color="#1565c0", marker="o", markersize=2, linewidth=1.2, label="loss")
     axis.set_xlabel("optimizer step", fontsize=8)
     axis.set_ylabel("loss", color="#1565c0", fontsize=8)
-    lr_steps, rates = _training_entries(record, "learning_rate")
+    lr_steps, rates = _training_entries(record, LOG_LEARNING_RATE)
     if lr_steps:
         twin = axis.twinx()
         twin.plot(lr_steps, rates, color="#ef6c00", linewidth=1.0, linestyle="--", label="learning rate")
@@ -67,7 +69,7 @@ def _plot_curves(axis: Any, record: RunRecord) -> None:
 
 
 def _plot_throughput(axis: Any, record: RunRecord) -> None:
-    steps, rates = _training_entries(record, "samples_per_second")
+    steps, rates = _training_entries(record, LOG_SAMPLES_PER_SECOND)
     if not steps:
         _empty(axis, "Throughput", NO_HISTORY)
         return

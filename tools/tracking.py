@@ -16,6 +16,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from qa.outputs import EVAL_LOG_KEYS, LOG_STEP, TRAIN_LOG_KEYS
+
 from config.settings import Settings
 from pipeline_steps import names
 from tools.run_record import RunRecord
@@ -23,7 +25,7 @@ from tools.run_record import RunRecord
 LOCAL_STORE = "mlflow.db"  # in the local runs' folder (.local-runs)
 LOCAL_ARTIFACTS = "mlflow-artifacts"
 TERMINAL_STATUSES = {"Succeeded", "Failed", "Stopped"}
-CURVE_KEYS = ("loss", "learning_rate", "grad_norm", "samples_per_second", "eval_f1", "eval_exact_match")
+CURVE_KEYS = (*TRAIN_LOG_KEYS, *EVAL_LOG_KEYS)
 EXECUTION_TAG = "execution_arn"
 SAGEMAKER_PLUGIN = "sagemaker_mlflow"  # the module of the sagemaker-mlflow package (ARN tracking URIs)
 
@@ -75,10 +77,10 @@ def _metrics(record: RunRecord) -> list[Any]:
 
         base = int(datetime.fromisoformat(record.started_at).timestamp() * 1000)
     metrics = [
-        Metric(f"curve/{key}", float(entry[key]), base + i, int(entry["step"]))
+        Metric(f"curve/{key}", float(entry[key]), base + i, int(entry[LOG_STEP]))
         for i, entry in enumerate(record.log_history)
         for key in CURVE_KEYS
-        if entry.get(key) is not None and "step" in entry
+        if entry.get(key) is not None and LOG_STEP in entry
     ]
     metrics += [Metric(name, value, base, 0) for name, value in sorted(record.metrics.items())]
     if record.list_price_usd is not None:

@@ -15,6 +15,8 @@ from qa.outputs import (
     RECORD_MODEL_VERSION_ID,
     RECORD_OUTPUTS,
     RECORD_REPORT_URI,
+    SAGEMAKER_PROGRAM_ENV,
+    SERVING_PROGRAM,
 )
 from sagemaker.huggingface import HuggingFaceModel
 from sagemaker.model_metrics import MetricsSource, ModelMetrics
@@ -28,8 +30,6 @@ from sagemaker.workflow.steps import TrainingStep
 
 from pipeline_steps import names
 from pipeline_steps.steps.context import BuildContext, service_retry_policies
-
-INFERENCE_PROGRAM = "inference.py"  # sagemaker-inference's SAGEMAKER_PROGRAM: a module in <model dir>/code
 
 
 def metric(train: TrainingStep, name: str):
@@ -61,7 +61,7 @@ def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> Condi
         role=ctx.values.job_role_arn,
         # The toolkit's HF_TASK=question-answering needs transformers' question-answering pipeline, which
         # 5.3 removed; it serves training_code/inference.py (shipped in model.tar.gz under code/) instead.
-        env={"SAGEMAKER_PROGRAM": INFERENCE_PROGRAM},
+        env={SAGEMAKER_PROGRAM_ENV: SERVING_PROGRAM},
         # Explicit, or the SDK probes S3 for its default bucket.
         code_location=f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.pipeline_code}",
         sagemaker_session=ctx.session,

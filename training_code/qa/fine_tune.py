@@ -36,7 +36,20 @@ from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches, scor
 from qa.features import length_limit_error
 from qa.loop_control import CheckpointTimer, StopRequest, any_rank, steps_per_epoch
 from qa.optimizer import build_optimizer
-from qa.outputs import EVALUATION_FILE, LOG_HISTORY_FILE, TENSORBOARD_RUN, TRAIN_LOG_KEYS
+from qa.outputs import (
+    EVALUATION_FILE,
+    LOG_EPOCH,
+    LOG_EVAL_EXACT_MATCH,
+    LOG_EVAL_F1,
+    LOG_GRAD_NORM,
+    LOG_HISTORY_FILE,
+    LOG_LEARNING_RATE,
+    LOG_LOSS,
+    LOG_SAMPLES_PER_SECOND,
+    LOG_STEP,
+    TENSORBOARD_RUN,
+    TRAIN_LOG_KEYS,
+)
 from qa.precision import resolve_precision
 from qa.rng_state import capture_rng, restore_rng
 
@@ -124,12 +137,12 @@ class LossInterval:
         elapsed = time.perf_counter() - self.started
         samples = self.batches * run.args.per_device_train_batch_size * accelerator.num_processes
         entry = {
-            "step": progress.global_step,
-            "epoch": run.schedule.epoch_at(progress.global_step),
-            "loss": loss_sum / max(1, self.batches),
-            "learning_rate": run.scheduler.get_last_lr()[0],
-            "grad_norm": grad_norm,
-            "samples_per_second": samples / elapsed,
+            LOG_STEP: progress.global_step,
+            LOG_EPOCH: run.schedule.epoch_at(progress.global_step),
+            LOG_LOSS: loss_sum / max(1, self.batches),
+            LOG_LEARNING_RATE: run.scheduler.get_last_lr()[0],
+            LOG_GRAD_NORM: grad_norm,
+            LOG_SAMPLES_PER_SECOND: samples / elapsed,
         }
         self.total.zero_()
         self.grad_norm, self.batches, self.started = None, 0, time.perf_counter()
@@ -140,7 +153,7 @@ def log_training(run: TrainingRun, progress: Progress, entry: dict[str, float]) 
     """Record a logging step: the `step=… loss=…` line the pipeline's metric definitions parse and the
     TensorBoard scalars (main process), and the log history (every process keeps it; the main one saves it)."""
     progress.history.append(entry)
-    run.accelerator.log({f"train/{key}": entry[key] for key in ("epoch", *TRAIN_LOG_KEYS)}, step=entry["step"])
+    run.accelerator.log({f"train/{key}": entry[key] for key in (LOG_EPOCH, *TRAIN_LOG_KEYS)}, step=entry[LOG_STEP])
     if run.accelerator.is_main_process:
         print(
             f"step={entry['step']} epoch={entry['epoch']:.3f} loss={entry['loss']:.4f} "
@@ -480,9 +493,9 @@ def evaluate(run: TrainingRun, progress: Progress) -> Evaluation | None:
         evaluation.write(args.output_dir, args.output_data_dir)
         print(evaluation.line(), flush=True)
         step = progress.global_step
-        metrics = {"eval_exact_match": evaluation.exact_match, "eval_f1": evaluation.f1}
+        metrics = {LOG_EVAL_EXACT_MATCH: evaluation.exact_match, LOG_EVAL_F1: evaluation.f1}
         accelerator.log({f"eval/{key.removeprefix('eval_')}": value for key, value in metrics.items()}, step=step)
-        progress.history.append({"step": step, "epoch": run.schedule.epoch_at(step), **metrics})
+        progress.history.append({LOG_STEP: step, LOG_EPOCH: run.schedule.epoch_at(step), **metrics})
         log.info(
             "evaluated %d features of %d examples on %d process(es) in %.1f s",
             len(features),

@@ -53,14 +53,25 @@ LOCAL_TENSORBOARD_DIR_ENV = "QA_TENSORBOARD_DIR"
 # manifest's S3 version id fails before any instance instead of reading whatever version is current.
 MANIFEST_VERSION_UNSET = "unset"
 
+# Serving: the model archive carries the entry point and the `qa` package in <model dir>/MODEL_CODE_DIR, where the
+# Hugging Face inference toolkit imports the module the container's SAGEMAKER_PROGRAM_ENV names (sagemaker-inference
+# environment.py; the registered model sets it, the local runner's endpoint reads it).
+MODEL_CODE_DIR = "code"
+SERVING_PROGRAM = "inference.py"
+SAGEMAKER_PROGRAM_ENV = "SAGEMAKER_PROGRAM"
+
 # Files the training job writes into the model directory (so into model.tar.gz), beside the weights.
 EVALUATION_FILE = "evaluation.json"  # SQuAD EM/F1 on the validation set (SageMaker model-quality shape)
 LOG_HISTORY_FILE = "log_history.json"  # one entry per logging step and per evaluation, Trainer-like
-# LOG_HISTORY_FILE is a JSON list of {"step", "epoch", *TRAIN_LOG_KEYS} per logging step and
-# {"step", "epoch", *EVAL_LOG_KEYS} for the evaluation. The same values go to TensorBoard as scalars tagged
+# LOG_HISTORY_FILE is a JSON list of {LOG_STEP, LOG_EPOCH, *TRAIN_LOG_KEYS} per logging step and
+# {LOG_STEP, LOG_EPOCH, *EVAL_LOG_KEYS} for the evaluation. The same values go to TensorBoard as scalars tagged
 # "train/<key>" and "eval/<key without eval_>" (TENSORBOARD_RUN's event files under TENSORBOARD_DIR).
-TRAIN_LOG_KEYS = ("loss", "learning_rate", "grad_norm", "samples_per_second")
-EVAL_LOG_KEYS = ("eval_exact_match", "eval_f1")
+LOG_STEP, LOG_EPOCH = "step", "epoch"
+LOG_LOSS, LOG_LEARNING_RATE, LOG_GRAD_NORM = "loss", "learning_rate", "grad_norm"
+LOG_SAMPLES_PER_SECOND = "samples_per_second"
+TRAIN_LOG_KEYS = (LOG_LOSS, LOG_LEARNING_RATE, LOG_GRAD_NORM, LOG_SAMPLES_PER_SECOND)
+LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1 = "eval_exact_match", "eval_f1"
+EVAL_LOG_KEYS = (LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1)
 TENSORBOARD_RUN = "fine-tune"
 PREDICTIONS_FILE = "predictions.json"  # example id -> predicted answer text, in OUTPUT_DATA_DIR
 EVALUATION_F1_PATH = "metrics.f1.value"  # JSON path of F1 in evaluation.json
