@@ -13,6 +13,7 @@ from constructs import Construct
 
 from config import Settings
 from stacks.data import removal_policy
+from stacks.nag import acknowledge_wildcards
 
 HTTPS = ec2.Port.tcp(443)
 PROJECT_BUCKETS = ("datasets", "artifacts")  # purposes in Settings.bucket_name
@@ -119,6 +120,7 @@ class EfaSecurityGroup(Construct):
             return stack.format_arn(service="ec2", resource=kind, resource_name=name)
 
         principal = grantee.grant_principal
+        anything = ["*"]
         principal.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="DescribeNetwork",
@@ -129,9 +131,20 @@ class EfaSecurityGroup(Construct):
                     "ec2:DescribeSubnets",
                     "ec2:DescribeSecurityGroups",
                 ],
-                resources=["*"],  # Describe* actions have no resource-level permissions
+                resources=anything,
             )
         )
+        acknowledge_wildcards(
+            grantee,
+            anything,
+            "ec2:Describe* (SageMaker looks up the subnets and group it attaches jobs to) supports no resource-level "
+            "permissions.",
+        )
+        interfaces = [
+            ec2_arn("network-interface", "*"),
+            ec2_arn("security-group", self.security_group.security_group_id),
+            *(ec2_arn("subnet", subnet.subnet_id) for subnet in self.subnets),
+        ]
         principal.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ManageJobNetworkInterfaces",
@@ -141,12 +154,14 @@ class EfaSecurityGroup(Construct):
                     "ec2:DeleteNetworkInterface",
                     "ec2:DeleteNetworkInterfacePermission",
                 ],
-                resources=[
-                    ec2_arn("network-interface", "*"),  # ENI ids are created by SageMaker at job start
-                    ec2_arn("security-group", self.security_group.security_group_id),
-                    *(ec2_arn("subnet", subnet.subnet_id) for subnet in self.subnets),
-                ],
+                resources=interfaces,
             )
+        )
+        acknowledge_wildcards(
+            grantee,
+            interfaces,
+            "SageMaker creates the job ENIs at run time (their ids are unknown before); subnets and security group "
+            "are named exactly.",
         )
 
 
@@ -190,7 +205,7 @@ class JobNetwork(Construct):
             "FlowLogs",
             encryption_key=key,
             retention=log_retention(settings.log_retention_days),
-            removal_policy=removal_policy(settings),
+            removal_policy=removal_policy(settings.removal_policy),
         )
         self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group))
         self._endpoint_security_group: ec2.SecurityGroup | None = None
