@@ -3,6 +3,8 @@ lifecycle rules) and the pipeline definition (S3 URIs)."""
 
 from dataclasses import dataclass
 
+from qa.outputs import DATASET_MANIFEST_FILE, DATASETS_ROOT
+
 
 @dataclass(frozen=True)
 class ArtifactLayout:
@@ -30,8 +32,8 @@ class DatasetLayout:
     """Where uploaded datasets live in the datasets bucket: `datasets/<name>/<version>/`, data files first,
     `manifest.json` last (its arrival is what starts the pipeline)."""
 
-    root: str = "datasets"
-    manifest_name: str = "manifest.json"
+    root: str = DATASETS_ROOT
+    manifest_name: str = DATASET_MANIFEST_FILE
 
     def prefix(self, name: str, version: str) -> str:
         return f"{self.root}/{name}/{version}/"

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from qa.outputs import CHECKPOINT_DIR, LOCAL_CHECKPOINT_DIR_ENV, LOCAL_TENSORBOARD_DIR_ENV, TENSORBOARD_DIR
+from qa.outputs import (
+    CHECKPOINT_DIR,
+    LOCAL_CHECKPOINT_DIR_ENV,
+    LOCAL_TENSORBOARD_DIR_ENV,
+    TENSORBOARD_DIR,
+    TRAINING_CHANNELS_DIR,
+)
 
 from config.instance_types import INSTANCE_TYPES
 from local_runner.errors import StepFailed, UnsupportedDefinition
@@ -57,7 +63,7 @@ TRAINING_FIELDS = {
     "EnableNetworkIsolation",
     "TensorBoardOutputConfig",
 }
-CHANNELS_DIR = "/opt/ml/input/data/"
+CHANNELS_DIR = TRAINING_CHANNELS_DIR + "/"
 JOB_LOG = "job.log"  # the job's whole output, as its CloudWatch log stream would hold it
 
 

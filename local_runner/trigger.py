@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from qa.outputs import MANIFEST_V2_FORMAT
+from qa.outputs import MANIFEST_V2_FORMAT, SPLITS
 
 from config.layout import DatasetLayout
 from local_runner.assembly import SynthesizedPipeline, extract_event_value
@@ -17,7 +17,6 @@ from local_runner.event_pattern import matches
 from local_runner.store import LocalObjectStore
 from tools.upload_dataset import convert_columnar
 
-SPLITS = ("train", "validation")
 DATASETS = DatasetLayout()
 
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import quote
 
+from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_MAX_LENGTH
+
 from config import ConfigError, Settings, load_settings, read_cdk_json_context
 from config.settings import STACK_PURPOSES
 
@@ -45,12 +47,11 @@ BAD_CREDENTIAL_CODES = frozenset(
 )
 
 
-# NAME/VERSION of a dataset (and other names that become S3 key segments): a leading letter or digit, then
-# letters, digits, '.', '_' or '-'. These are among S3's "safe characters", which need no URL encoding, so an
-# S3 event carries the key exactly as written (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
-NAME_MAX_LENGTH = 100
-NAME_FIRST = re.compile(r"[A-Za-z0-9]")
-NAME_REST = re.compile(r"[A-Za-z0-9._-]*")
+# NAME/VERSION of a dataset (and other names that become S3 key segments): the rule of qa/outputs.py (S3's "safe
+# characters", https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html), checked one part at a time.
+NAME_MAX_LENGTH = DATASET_NAME_MAX_LENGTH
+NAME_FIRST = re.compile(DATASET_NAME_FIRST)
+NAME_REST = re.compile(f"{DATASET_NAME_CHARACTER}*")
 ECHO_PREFIX = 20  # characters of a bad value echoed back in an error
 
 

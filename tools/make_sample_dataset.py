@@ -13,9 +13,11 @@ import random
 import sys
 from pathlib import Path
 
+from qa.outputs import SPLITS, TRAIN_SPLIT, VALIDATION_SPLIT
+
 from config.layout import DatasetLayout
 
-TRAIN_FILE, VALIDATION_FILE = "train/train.jsonl", "validation/validation.json"
+TRAIN_FILE, VALIDATION_FILE = f"{TRAIN_SPLIT}/train.jsonl", f"{VALIDATION_SPLIT}/validation.json"
 SYLLABLES = ["ka", "lo", "mir", "ven", "tas", "ori", "bel", "dun", "sa", "rek", "ul", "pho", "zen", "iva", "tor"]
 TRADES = ["glassblowing", "shipbuilding", "cheese making", "weaving", "pottery", "clockmaking", "tea growing"]
 COLOURS = ["red", "green", "silver", "blue", "amber", "violet", "white"]
@@ -69,8 +71,8 @@ def make_article(rng: random.Random, index: int) -> tuple[str, str, list[tuple[s
 
 def generate(out_dir: Path, train_articles: int = 60, validation_articles: int = 12, seed: int = 7) -> None:
     rng = random.Random(seed)
-    (out_dir / "train").mkdir(parents=True, exist_ok=True)
-    (out_dir / "validation").mkdir(parents=True, exist_ok=True)
+    for split in SPLITS:
+        (out_dir / split).mkdir(parents=True, exist_ok=True)
     with (out_dir / TRAIN_FILE).open("w", encoding="utf-8") as handle:
         for a in range(train_articles):
             title, context, qas = make_article(rng, a)

@@ -25,23 +25,64 @@ from typing import Any, Protocol
 
 from qa.cost import run_estimate
 from qa.outputs import (
+    BASE_MODEL_URI,
+    BOUND_MAX_INSTANCE_COUNT,
+    BOUND_MIN_F1_THRESHOLD,
+    CLAIM_CLAIMED_BY,
+    CLAIM_DUPLICATE,
+    CLAIM_IGNORED,
+    CLAIM_INPUT_URI,
+    CLAIM_PARAMETER_ERROR,
+    DATASET_BUCKET,
+    DATASET_MANIFEST_FILE,
+    DATASET_NAME_CHARACTER,
+    DATASET_NAME_FIRST,
+    DATASET_NAME_MAX_LENGTH,
+    DATASETS_ROOT,
+    EPOCHS,
+    ESTIMATED_COST_OUTPUT,
     EVALUATION_EXACT_MATCH_PATH,
     EVALUATION_F1_PATH,
     EVALUATION_FILE,
+    F1_THRESHOLD,
+    INPUT_ARTIFACTS_BUCKET,
+    INPUT_BOUNDS,
+    INPUT_CLAIMS_PREFIX,
+    INPUT_COST_MODEL,
+    INPUT_EXACT_MATCH,
+    INPUT_EXECUTION_ARN,
+    INPUT_F1,
+    INPUT_INPUTS_PREFIX,
+    INPUT_MODEL_ARCHIVE_URI,
+    INPUT_STATS_URI,
+    LEARNING_RATE,
     LOCAL_EXECUTIONS_ENV,
     LOCAL_S3_ROOT_ENV,
     LOCAL_VERSIONS_DIR,
+    MANIFEST_KEY,
     MANIFEST_V2_FORMAT,
+    MANIFEST_VERSION_ID,
     MANIFEST_VERSION_UNSET,
+    MAX_TRAINING_COST,
     PINNED_MANIFEST_FILE,
+    RECORD_MODEL_SHA256,
+    RECORD_MODEL_VERSION_ID,
+    RECORD_REPORT_URI,
+    SPLITS,
+    TRAIN_SPLIT,
+    TRAINING_INSTANCE_COUNT,
+    TRAINING_INSTANCE_TYPE,
+    VALIDATION_SPLIT,
 )
 
 log = logging.getLogger("pipeline_functions")
 log.setLevel(logging.INFO)
 
-# Exactly datasets/<name>/<version>/manifest.json; segments as the upload tool allows them.
-MANIFEST_KEY = re.compile(
-    r"datasets/([A-Za-z0-9][A-Za-z0-9._-]{0,127})/([A-Za-z0-9][A-Za-z0-9._-]{0,127})/manifest\.json"
+# Exactly datasets/<name>/<version>/manifest.json, with names and versions as the upload tool allows them.
+DATASET_NAME = f"{DATASET_NAME_FIRST}{DATASET_NAME_CHARACTER}{{0,{DATASET_NAME_MAX_LENGTH - 1}}}"
+MANIFEST_KEY_FORM = f"{DATASETS_ROOT}/<name>/<version>/{DATASET_MANIFEST_FILE}"
+MANIFEST_KEY_PATTERN = re.compile(
+    f"{re.escape(DATASETS_ROOT)}/({DATASET_NAME})/({DATASET_NAME})/{re.escape(DATASET_MANIFEST_FILE)}"
 )
 CONFLICT_RETRIES = 5
 # An owner in one of these states will never finish: its claim may be taken over (DescribePipelineExecution,
@@ -277,23 +318,23 @@ def _number(event: dict[str, Any], name: str, kind: type) -> tuple[float | None,
 
 def parameter_error(event: dict[str, Any]) -> str:
     """ "" when the execution's parameters are usable, else one line naming the parameter, value and rule."""
-    bounds = _json(event["Bounds"])
+    bounds = _json(event[INPUT_BOUNDS])
     rules: list[tuple[str, type, Any, str]] = [
-        ("Epochs", float, lambda v: v > 0, "must be > 0"),
-        ("LearningRate", float, lambda v: v > 0, "must be > 0"),
+        (EPOCHS, float, lambda v: v > 0, "must be > 0"),
+        (LEARNING_RATE, float, lambda v: v > 0, "must be > 0"),
         (
-            "TrainingInstanceCount",
+            TRAINING_INSTANCE_COUNT,
             int,
-            lambda v: 1 <= v <= bounds["MaxInstanceCount"],
-            f"must be between 1 and {bounds['MaxInstanceCount']} (training.max_instance_count)",
+            lambda v: 1 <= v <= bounds[BOUND_MAX_INSTANCE_COUNT],
+            f"must be between 1 and {bounds[BOUND_MAX_INSTANCE_COUNT]} (training.max_instance_count)",
         ),
         (
-            "F1Threshold",
+            F1_THRESHOLD,
             float,
-            lambda v: bounds["MinF1Threshold"] <= v <= 100,
-            f"must be between {bounds['MinF1Threshold']:g} and 100",
+            lambda v: bounds[BOUND_MIN_F1_THRESHOLD] <= v <= 100,
+            f"must be between {bounds[BOUND_MIN_F1_THRESHOLD]:g} and 100",
         ),
-        ("MaxTrainingCostUSD", float, lambda v: v >= 0, "must be >= 0"),
+        (MAX_TRAINING_COST, float, lambda v: v >= 0, "must be >= 0"),
     ]
     for name, kind, valid, rule in rules:
         value, problem = _number(event, name, kind)
@@ -301,9 +342,9 @@ def parameter_error(event: dict[str, Any]) -> str:
             return f"Parameter {problem}."
         if not valid(value):
             return f"Parameter {name}={event[name]!r} {rule}."
-    if event.get("ManifestVersionId") in (None, "", MANIFEST_VERSION_UNSET):
+    if event.get(MANIFEST_VERSION_ID) in (None, "", MANIFEST_VERSION_UNSET):
         return (
-            "Parameter ManifestVersionId is not set: pass the manifest's S3 version id "
+            f"Parameter {MANIFEST_VERSION_ID} is not set: pass the manifest's S3 version id "
             "(aws s3api head-object --query VersionId), or start runs by uploading the manifest."
         )
     return ""
@@ -331,22 +372,23 @@ def _read_claim(store: ObjectStore, bucket: str, key: str) -> tuple[dict[str, An
     return claim, etag
 
 
-def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> dict[str, str]:
-    """Claim the manifest version for this execution: (owner, duplicate). Takes over the claim of an owner that
-    failed or was stopped; a claim naming an execution that does not exist is an error, not a duplicate."""
-    me = event["ExecutionArn"]
-    bucket, key, version = event["DatasetBucket"], event["ManifestKey"], event["ManifestVersionId"]
-    claims_bucket = event["ArtifactsBucket"]
-    claim_key = f"{event['ClaimsPrefix'].strip('/')}/{claim_digest(bucket, key, version)}.json"
+def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> str:
+    """Claim the manifest version for this execution; returns the owner's execution ARN (this execution's when the
+    claim is its own). Takes over the claim of an owner that failed or was stopped; a claim naming an execution
+    that does not exist is an error, not a duplicate."""
+    me = event[INPUT_EXECUTION_ARN]
+    bucket, key, version = event[DATASET_BUCKET], event[MANIFEST_KEY], event[MANIFEST_VERSION_ID]
+    claims_bucket = event[INPUT_ARTIFACTS_BUCKET]
+    claim_key = f"{event[INPUT_CLAIMS_PREFIX].strip('/')}/{claim_digest(bucket, key, version)}.json"
     manifest = f"s3://{bucket}/{key} (version {version})"
     body = json.dumps({"execution_arn": me, "manifest": manifest, "claimed_at": int(time.time())}).encode()
     if store.create_if_absent(claims_bucket, claim_key, body):
         log.info("claimed %s for %s", manifest, me)
-        return {"owner": me, "duplicate": "false"}
+        return me
     claim, etag = _read_claim(store, claims_bucket, claim_key)
     owner = claim["execution_arn"]
     if owner == me:  # a retry of this step within the same execution
-        return {"owner": me, "duplicate": "false"}
+        return me
     status = execution_status(owner)
     if status == "Unknown":
         raise ClaimError(
@@ -356,13 +398,13 @@ def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> dict[str, str]:
     if status in ENDED_WITHOUT_RESULT:
         if store.replace_if_match(claims_bucket, claim_key, body, etag):
             log.info("took over %s from %s (%s)", manifest, owner, status)
-            return {"owner": me, "duplicate": "false", "took_over_from": owner}
+            return me
         claim, _ = _read_claim(store, claims_bucket, claim_key)  # another execution took it over first
         owner = claim["execution_arn"]
         if owner == me:
-            return {"owner": me, "duplicate": "false"}
+            return me
     log.warning("%s is owned by %s (%s): this delivery stops here", manifest, owner, status)
-    return {"owner": owner, "duplicate": "true"}
+    return owner
 
 
 # ----------------------------------------------------------------------------------------------- pinning
@@ -397,7 +439,7 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
     """Copy every file the manifest names, at the version it records (an old manifest: the version current now),
     under `input_uri`; then write the pinned manifest (SageMaker's ManifestFile format) there, last. Once that
     exists, the dataset version is pinned: a take-over finds it and copies nothing."""
-    bucket, key, version = event["DatasetBucket"], event["ManifestKey"], event["ManifestVersionId"]
+    bucket, key, version = event[DATASET_BUCKET], event[MANIFEST_KEY], event[MANIFEST_VERSION_ID]
     target_bucket, prefix = split_uri(input_uri)
     if store.exists(target_bucket, prefix + PINNED_MANIFEST_FILE):
         return
@@ -429,24 +471,34 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
 
 
 def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
-    """ClaimManifest. Outputs: ParameterError, Ignored, Duplicate, ClaimedBy, InputUri (all strings)."""
-    result = {"ParameterError": "", "Ignored": "", "Duplicate": "false", "ClaimedBy": "", "InputUri": ""}
-    key = event.get("ManifestKey", "")
-    if not MANIFEST_KEY.fullmatch(str(key)):
-        result["Ignored"] = f"{key!r} is not a manifest key (datasets/<name>/<version>/manifest.json): nothing to do"
-        log.warning(result["Ignored"])
+    """ClaimManifest. Outputs: qa.outputs.CLAIM_OUTPUTS (all strings)."""
+    result = {
+        CLAIM_PARAMETER_ERROR: "",
+        CLAIM_IGNORED: "",
+        CLAIM_DUPLICATE: "false",
+        CLAIM_CLAIMED_BY: "",
+        CLAIM_INPUT_URI: "",
+    }
+    key = event.get(MANIFEST_KEY, "")
+    if not MANIFEST_KEY_PATTERN.fullmatch(str(key)):
+        result[CLAIM_IGNORED] = f"{key!r} is not a manifest key ({MANIFEST_KEY_FORM}): nothing to do"
+        log.warning(result[CLAIM_IGNORED])
         return result
     problem = parameter_error(event)
     if problem:
-        result["ParameterError"] = problem
+        result[CLAIM_PARAMETER_ERROR] = problem
         return result
     store = object_store()
-    claim = claim_manifest(store, event)
-    result["ClaimedBy"], result["Duplicate"] = claim["owner"], claim["duplicate"]
-    if claim["duplicate"] == "false":
-        digest = claim_digest(event["DatasetBucket"], key, event["ManifestVersionId"])
-        result["InputUri"] = f"s3://{event['ArtifactsBucket']}/{event['InputsPrefix'].strip('/')}/{digest}/"
-        pin_inputs(store, event, result["InputUri"])
+    owner = claim_manifest(store, event)
+    result[CLAIM_CLAIMED_BY] = owner
+    if owner != event[INPUT_EXECUTION_ARN]:
+        result[CLAIM_DUPLICATE] = "true"
+    else:
+        digest = claim_digest(event[DATASET_BUCKET], key, event[MANIFEST_VERSION_ID])
+        result[CLAIM_INPUT_URI] = (
+            f"s3://{event[INPUT_ARTIFACTS_BUCKET]}/{event[INPUT_INPUTS_PREFIX].strip('/')}/{digest}/"
+        )
+        pin_inputs(store, event, result[CLAIM_INPUT_URI])
     return result
 
 
@@ -454,23 +506,23 @@ def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
 
 
 def estimate_cost_handler(event: dict[str, Any], context: Any = None) -> dict[str, float]:
-    """EstimateTrainingCost: {"EstimatedCostUSD": on-demand USD} for this execution's instance type, count and
+    """EstimateTrainingCost: {ESTIMATED_COST_OUTPUT: on-demand USD} for this execution's instance type, count and
     epochs, from the dataset's stats.json and the base model's config.json."""
     store = object_store()
-    stats = json.loads(store.get(*split_uri(event["StatsUri"]))[0])
-    model_config = json.loads(store.get(*split_uri(event["BaseModelUri"].rstrip("/") + "/config.json"))[0])
-    lengths = {split: _lengths(stats["splits"][split]["length_histogram"]) for split in ("train", "validation")}
+    stats = json.loads(store.get(*split_uri(event[INPUT_STATS_URI]))[0])
+    model_config = json.loads(store.get(*split_uri(event[BASE_MODEL_URI].rstrip("/") + "/config.json"))[0])
+    lengths = {split: _lengths(stats["splits"][split]["length_histogram"]) for split in SPLITS}
     estimate = run_estimate(
-        _json(event["CostModel"]),
+        _json(event[INPUT_COST_MODEL]),
         model_config,
-        lengths["train"],
-        lengths["validation"],
-        str(event["TrainingInstanceType"]),
-        int(float(event["TrainingInstanceCount"])),
-        float(event["Epochs"]),
+        lengths[TRAIN_SPLIT],
+        lengths[VALIDATION_SPLIT],
+        str(event[TRAINING_INSTANCE_TYPE]),
+        int(float(event[TRAINING_INSTANCE_COUNT])),
+        float(event[EPOCHS]),
     )
     log.info("estimate: %s", estimate)
-    return {"EstimatedCostUSD": float(estimate["training_on_demand_usd"])}
+    return {ESTIMATED_COST_OUTPUT: float(estimate["training_on_demand_usd"])}
 
 
 def _lengths(histogram: dict[str, int]) -> dict[int, int]:
@@ -486,7 +538,7 @@ def record_model_handler(event: dict[str, Any], context: Any = None) -> dict[str
     """RecordModel: the archive's SHA-256 and version id, and the model-quality report (SageMaker's
     {"metrics": {name: {"value": ...}}} shape) at ReportUri for the registry's ModelMetrics."""
     store = object_store()
-    chunks, version_id = store.stream(*split_uri(event["ModelArchiveUri"]))
+    chunks, version_id = store.stream(*split_uri(event[INPUT_MODEL_ARCHIVE_URI]))
     digest = hashlib.sha256()
     for chunk in chunks:
         digest.update(chunk)
@@ -494,13 +546,17 @@ def record_model_handler(event: dict[str, Any], context: Any = None) -> dict[str
     exact_key = EVALUATION_EXACT_MATCH_PATH.split(".")[1]
     report = {
         "metrics": {
-            f1_key: {"value": float(event["F1"])},
-            exact_key: {"value": float(event["ExactMatch"])},
+            f1_key: {"value": float(event[INPUT_F1])},
+            exact_key: {"value": float(event[INPUT_EXACT_MATCH])},
         },
-        "model": {"uri": event["ModelArchiveUri"], "sha256": digest.hexdigest(), "version_id": version_id or ""},
+        "model": {"uri": event[INPUT_MODEL_ARCHIVE_URI], "sha256": digest.hexdigest(), "version_id": version_id or ""},
     }
-    report_uri = event["ReportUri"]
+    report_uri = event[RECORD_REPORT_URI]
     if not report_uri.endswith("/" + EVALUATION_FILE):
-        raise ValueError(f"ReportUri {report_uri!r} must end with /{EVALUATION_FILE}")
+        raise ValueError(f"{RECORD_REPORT_URI} {report_uri!r} must end with /{EVALUATION_FILE}")
     store.put(*split_uri(report_uri), json.dumps(report, indent=2).encode())
-    return {"ModelSha256": digest.hexdigest(), "ModelVersionId": version_id or "unversioned", "ReportUri": report_uri}
+    return {
+        RECORD_MODEL_SHA256: digest.hexdigest(),
+        RECORD_MODEL_VERSION_ID: version_id or "unversioned",
+        RECORD_REPORT_URI: report_uri,
+    }

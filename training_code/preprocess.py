@@ -26,12 +26,23 @@ from pathlib import Path
 from typing import Any
 
 from qa.cli import setup_logging, str2bool
-from qa.data import COLUMNS, SPLITS, columnar_reader_missing, load_dataset_files, read_manifest, summarize_problems
+from qa.data import COLUMNS, columnar_reader_missing, load_dataset_files, read_manifest, summarize_problems
 from qa.feature_files import EXAMPLES_FILE, write_features
 from qa.features import length_limit_error, prepare_train_features, prepare_validation_features
-from qa.outputs import STATS_FILE
+from qa.outputs import (
+    PINNED_MANIFEST_FILE,
+    PROCESSING_DATA_INPUT,
+    PROCESSING_INPUT_DIR,
+    PROCESSING_OUTPUT_DIR,
+    PROCESSING_TOKENIZER_INPUT,
+    SPLITS,
+    STATS_FILE,
+    STATS_OUTPUT,
+    TRAIN_SPLIT,
+    VALIDATION_SPLIT,
+)
 
-PROCESSING = "/opt/ml/processing"
+DATA_DIR = Path(PROCESSING_INPUT_DIR) / PROCESSING_DATA_INPUT
 HISTOGRAM_BUCKET = 32
 TOKENIZE_BATCH = 1000  # records per tokenizer call (the fast tokenizer encodes a batch on several threads)
 RECORDS_PER_WORKER = 2000  # a process per this many records, at most one per core
@@ -41,10 +52,10 @@ _worker: tuple[Prepare, Any, int, int] | None = None  # what a tokenizer process
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", type=Path, default=Path(f"{PROCESSING}/input/data/manifest.json"))
-    parser.add_argument("--data-dir", type=Path, default=Path(f"{PROCESSING}/input/data"))
-    parser.add_argument("--tokenizer-dir", type=Path, default=Path(f"{PROCESSING}/input/model"))
-    parser.add_argument("--output-dir", type=Path, default=Path(f"{PROCESSING}/output"))
+    parser.add_argument("--manifest", type=Path, default=DATA_DIR / PINNED_MANIFEST_FILE)
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--tokenizer-dir", type=Path, default=Path(PROCESSING_INPUT_DIR) / PROCESSING_TOKENIZER_INPUT)
+    parser.add_argument("--output-dir", type=Path, default=Path(PROCESSING_OUTPUT_DIR))
     parser.add_argument("--max-seq-length", type=int, default=384)
     parser.add_argument("--doc-stride", type=int, default=128)
     parser.add_argument("--skip-invalid", type=str2bool, default=False, help="true: drop bad records, count them")
@@ -83,7 +94,7 @@ def _prepare_batch(records: list[dict[str, Any]]) -> dict[str, list[Any]]:
 def tokenize_split(split: str, records: list[dict], tokenizer: Any, args: argparse.Namespace) -> dict[str, list]:
     """The features of one split, as columns: `prepare_*_features` over batches of TOKENIZE_BATCH records, in
     record order, in this process or (large splits) in a pool of forked processes that inherit the tokenizer."""
-    prepare = prepare_train_features if split == "train" else prepare_validation_features
+    prepare = prepare_train_features if split == TRAIN_SPLIT else prepare_validation_features
     batches = [records[start : start + TOKENIZE_BATCH] for start in range(0, len(records), TOKENIZE_BATCH)]
     worker_args = (prepare, tokenizer, args.max_seq_length, args.doc_stride)
     workers = _workers(args.num_workers, len(records))
@@ -152,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         features = tokenize_split(split, records, tokenizer, args)
         out = args.output_dir / split
         write_features(out, features)
-        if split == "validation":
+        if split == VALIDATION_SPLIT:
             with (out / EXAMPLES_FILE).open("w", encoding="utf-8") as handle:
                 for record in records:
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
@@ -165,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             "length_histogram": _length_histogram(lengths),
         }
         log.info("%s: %d examples -> %d features", split, len(records), len(lengths))
-    (args.output_dir / "stats").mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "stats" / STATS_FILE).write_text(json.dumps(stats, indent=2))
+    (args.output_dir / STATS_OUTPUT).mkdir(parents=True, exist_ok=True)
+    (args.output_dir / STATS_OUTPUT / STATS_FILE).write_text(json.dumps(stats, indent=2))
     print(json.dumps({s: {k: v for k, v in d.items() if k != "length_histogram"} for s, d in stats["splits"].items()}))
     return 0
 

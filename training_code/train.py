@@ -27,17 +27,19 @@ import os
 import sys
 from pathlib import Path
 
-from qa.cli import env_path, number, str2bool
+from qa.cli import channel_path, env_path, number, str2bool
 from qa.distributed import prepare_environment, request_nccl_debug, unusable_gpus_error
 from qa.outputs import (
     CHECKPOINT_DIR,
     LOCAL_CHECKPOINT_DIR_ENV,
     LOCAL_TENSORBOARD_DIR_ENV,
+    MODEL_CHANNEL,
     MODEL_DIR,
     OUTPUT_DATA_DIR,
     PREDICTIONS_FILE,
     TENSORBOARD_DIR,
     TENSORBOARD_RUN,
+    TRAIN_CHANNEL,
     VALIDATION_CHANNEL,
 )
 
@@ -47,12 +49,12 @@ EXIT_INTERRUPTED = 143  # 128 + SIGTERM: stopped after saving a checkpoint; a re
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     paths = parser.add_argument_group("paths (SageMaker defaults)")
-    paths.add_argument("--model_name_or_path", default=env_path("SM_CHANNEL_MODEL", "/opt/ml/input/data/model"))
-    paths.add_argument("--train_dir", type=Path, default=Path(env_path("SM_CHANNEL_TRAIN", "/opt/ml/input/data/train")))
+    paths.add_argument("--model_name_or_path", default=str(channel_path(MODEL_CHANNEL)))
+    paths.add_argument("--train_dir", type=Path, default=channel_path(TRAIN_CHANNEL))
     paths.add_argument(
         "--validation_dir",
         type=Path,
-        default=Path(env_path(f"SM_CHANNEL_{VALIDATION_CHANNEL.upper()}", f"/opt/ml/input/data/{VALIDATION_CHANNEL}")),
+        default=channel_path(VALIDATION_CHANNEL),
         help="validation features + examples (preprocess.py); a missing folder: no evaluation",
     )
     paths.add_argument("--output_dir", type=Path, default=Path(env_path("SM_MODEL_DIR", MODEL_DIR)))

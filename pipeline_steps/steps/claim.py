@@ -7,7 +7,19 @@ from __future__ import annotations
 
 import json
 
-from qa.outputs import CLAIM_DUPLICATE, CLAIM_IGNORED, CLAIM_OUTPUTS, CLAIM_PARAMETER_ERROR
+from qa.outputs import (
+    BOUND_MAX_INSTANCE_COUNT,
+    BOUND_MIN_F1_THRESHOLD,
+    CLAIM_DUPLICATE,
+    CLAIM_IGNORED,
+    CLAIM_OUTPUTS,
+    CLAIM_PARAMETER_ERROR,
+    INPUT_ARTIFACTS_BUCKET,
+    INPUT_BOUNDS,
+    INPUT_CLAIMS_PREFIX,
+    INPUT_EXECUTION_ARN,
+    INPUT_INPUTS_PREFIX,
+)
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionEquals
 from sagemaker.workflow.execution_variables import ExecutionVariables
@@ -23,27 +35,27 @@ from pipeline_steps.steps.context import BuildContext
 def build(ctx: BuildContext) -> LambdaStep:
     params, settings = ctx.params, ctx.settings
     bounds = {
-        "MaxInstanceCount": settings.training.max_instance_count,
-        "MinF1Threshold": settings.evaluation.min_f1_threshold,
+        BOUND_MAX_INSTANCE_COUNT: settings.training.max_instance_count,
+        BOUND_MIN_F1_THRESHOLD: settings.evaluation.min_f1_threshold,
     }
     return LambdaStep(
         name=names.CLAIM_STEP,
         lambda_func=ctx.function(ctx.values.claim_function_arn),
         description="Check the parameters, claim this manifest version (S3 conditional write), pin its data",
         inputs={
-            "ExecutionArn": ExecutionVariables.PIPELINE_EXECUTION_ARN,
-            "DatasetBucket": params.dataset_bucket,
-            "ManifestKey": params.manifest_key,
-            "ManifestVersionId": params.manifest_version_id,
-            "ArtifactsBucket": ctx.artifacts_bucket,
-            "ClaimsPrefix": settings.layout.claims,
-            "InputsPrefix": settings.layout.inputs,
-            "Epochs": params.epochs,
-            "LearningRate": params.learning_rate,
-            "TrainingInstanceCount": params.training_instance_count,
-            "F1Threshold": params.f1_threshold,
-            "MaxTrainingCostUSD": params.max_training_cost,
-            "Bounds": json.dumps(bounds, sort_keys=True),
+            INPUT_EXECUTION_ARN: ExecutionVariables.PIPELINE_EXECUTION_ARN,
+            names.DATASET_BUCKET: params.dataset_bucket,
+            names.MANIFEST_KEY: params.manifest_key,
+            names.MANIFEST_VERSION_ID: params.manifest_version_id,
+            INPUT_ARTIFACTS_BUCKET: ctx.artifacts_bucket,
+            INPUT_CLAIMS_PREFIX: settings.layout.claims,
+            INPUT_INPUTS_PREFIX: settings.layout.inputs,
+            names.EPOCHS: params.epochs,
+            names.LEARNING_RATE: params.learning_rate,
+            names.TRAINING_INSTANCE_COUNT: params.training_instance_count,
+            names.F1_THRESHOLD: params.f1_threshold,
+            names.MAX_TRAINING_COST: params.max_training_cost,
+            INPUT_BOUNDS: json.dumps(bounds, sort_keys=True),
         },
         outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in CLAIM_OUTPUTS],
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from qa.outputs import ESTIMATED_COST_OUTPUT, STATS_FILE
+from qa.outputs import ESTIMATED_COST_OUTPUT, INPUT_COST_MODEL, INPUT_STATS_URI, STATS_FILE, STATS_OUTPUT
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionLessThanOrEqualTo
 from sagemaker.workflow.fail_step import FailStep
@@ -33,18 +33,18 @@ def cost_model_json(settings: Settings) -> str:
 
 def estimate(ctx: BuildContext, preprocess: ProcessingStep) -> LambdaStep:
     params = ctx.params
-    stats = preprocess.properties.ProcessingOutputConfig.Outputs["stats"].S3Output.S3Uri
+    stats = preprocess.properties.ProcessingOutputConfig.Outputs[STATS_OUTPUT].S3Output.S3Uri
     return LambdaStep(
         name=names.ESTIMATE_STEP,
         lambda_func=ctx.function(ctx.values.estimate_function_arn),
         description="Estimate the training cost of this execution's instance choice and epochs",
         inputs={
-            "StatsUri": Join(on="/", values=[stats, STATS_FILE]),
-            "BaseModelUri": params.base_model_uri,
-            "TrainingInstanceType": params.training_instance_type,
-            "TrainingInstanceCount": params.training_instance_count,
-            "Epochs": params.epochs,
-            "CostModel": cost_model_json(ctx.settings),
+            INPUT_STATS_URI: Join(on="/", values=[stats, STATS_FILE]),
+            names.BASE_MODEL_URI: params.base_model_uri,
+            names.TRAINING_INSTANCE_TYPE: params.training_instance_type,
+            names.TRAINING_INSTANCE_COUNT: params.training_instance_count,
+            names.EPOCHS: params.epochs,
+            INPUT_COST_MODEL: cost_model_json(ctx.settings),
         },
         outputs=[LambdaOutput(output_name=ESTIMATED_COST_OUTPUT, output_type=LambdaOutputTypeEnum.Float)],
     )

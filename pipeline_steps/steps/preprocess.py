@@ -9,7 +9,15 @@ is ClaimManifest's InputUri, one folder per manifest version (not per execution)
 
 from __future__ import annotations
 
-from qa.outputs import CLAIM_INPUT_URI, PINNED_MANIFEST_FILE
+from qa.outputs import (
+    CLAIM_INPUT_URI,
+    PINNED_MANIFEST_FILE,
+    PREPROCESS_OUTPUTS,
+    PROCESSING_DATA_INPUT,
+    PROCESSING_INPUT_DIR,
+    PROCESSING_OUTPUT_DIR,
+    PROCESSING_TOKENIZER_INPUT,
+)
 from sagemaker.processing import ProcessingInput, ProcessingOutput
 from sagemaker.workflow.lambda_step import LambdaStep
 from sagemaker.workflow.steps import CacheConfig, ProcessingStep
@@ -18,9 +26,8 @@ from pipeline_steps import names
 from pipeline_steps.steps import claim
 from pipeline_steps.steps.context import BuildContext, job_retry_policies
 
-INPUT = "/opt/ml/processing/input"
-OUTPUT = "/opt/ml/processing/output"
-OUTPUTS = ("train", "validation", "stats")
+DATA_DIR = f"{PROCESSING_INPUT_DIR}/{PROCESSING_DATA_INPUT}"
+TOKENIZER_DIR = f"{PROCESSING_INPUT_DIR}/{PROCESSING_TOKENIZER_INPUT}"
 
 
 def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
@@ -31,29 +38,33 @@ def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
             ctx.code_input(),
             # The manifest version's files at the versions it pins, and the pinned manifest (ClaimManifest).
             ProcessingInput(
-                source=claim.output(claim_step, CLAIM_INPUT_URI), destination=f"{INPUT}/data", input_name="data"
+                source=claim.output(claim_step, CLAIM_INPUT_URI), destination=DATA_DIR, input_name=PROCESSING_DATA_INPUT
             ),
-            ProcessingInput(source=params.base_model_uri, destination=f"{INPUT}/model", input_name="tokenizer"),
+            ProcessingInput(
+                source=params.base_model_uri,
+                destination=TOKENIZER_DIR,
+                input_name="tokenizer",
+            ),
         ],
         # Outputs under the producing execution: a cache hit hands later executions these exact files.
         outputs=[
             ProcessingOutput(
                 output_name=name,
-                source=f"{OUTPUT}/{name}",
+                source=f"{PROCESSING_OUTPUT_DIR}/{name}",
                 destination=ctx.execution_uri(ctx.settings.layout.processed, name),
             )
-            for name in OUTPUTS
+            for name in PREPROCESS_OUTPUTS
         ],
         arguments=[
             "preprocess.py",
             "--manifest",
-            f"{INPUT}/data/{PINNED_MANIFEST_FILE}",
+            f"{DATA_DIR}/{PINNED_MANIFEST_FILE}",
             "--data-dir",
-            f"{INPUT}/data",
+            DATA_DIR,
             "--tokenizer-dir",
-            f"{INPUT}/model",
+            TOKENIZER_DIR,
             "--output-dir",
-            OUTPUT,
+            PROCESSING_OUTPUT_DIR,
             "--max-seq-length",
             str(hps.max_seq_length),
             "--doc-stride",

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from qa.outputs import (
     EVALUATION_FILE,
+    INPUT_EXACT_MATCH,
+    INPUT_F1,
+    INPUT_MODEL_ARCHIVE_URI,
     METRIC_EVAL_EXACT_MATCH,
     METRIC_EVAL_F1,
     RECORD_MODEL_SHA256,
@@ -40,9 +43,9 @@ def record(ctx: BuildContext, train: TrainingStep) -> LambdaStep:
         lambda_func=ctx.function(ctx.values.record_function_arn),
         description="Record the model archive's SHA-256 and version id; write its model-quality report",
         inputs={
-            "ModelArchiveUri": train.properties.ModelArtifacts.S3ModelArtifacts,
-            "F1": metric(train, METRIC_EVAL_F1),
-            "ExactMatch": metric(train, METRIC_EVAL_EXACT_MATCH),
+            INPUT_MODEL_ARCHIVE_URI: train.properties.ModelArtifacts.S3ModelArtifacts,
+            INPUT_F1: metric(train, METRIC_EVAL_F1),
+            INPUT_EXACT_MATCH: metric(train, METRIC_EVAL_EXACT_MATCH),
             RECORD_REPORT_URI: ctx.execution_uri(ctx.settings.layout.evaluation, EVALUATION_FILE),
         },
         outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in RECORD_OUTPUTS],

@@ -18,7 +18,18 @@ import json
 import posixpath
 from typing import Any, cast
 
-from qa.outputs import CHECKPOINT_DIR, EVALUATION_METRIC_REGEXES, TENSORBOARD_DIR, VALIDATION_CHANNEL
+from qa.outputs import (
+    CHECKPOINT_DIR,
+    CODE_CHANNEL,
+    EVALUATION_METRIC_REGEXES,
+    MODEL_CHANNEL,
+    TENSORBOARD_DIR,
+    TRAIN_CHANNEL,
+    TRAIN_SPLIT,
+    TRAINING_CHANNELS_DIR,
+    VALIDATION_CHANNEL,
+    VALIDATION_SPLIT,
+)
 from sagemaker.debugger import TensorBoardOutputConfig
 from sagemaker.huggingface import HuggingFace
 from sagemaker.inputs import TrainingInput
@@ -43,7 +54,9 @@ DISTRIBUTIONS: dict[str, dict[str, Any]] = {
 }
 
 
-CODE_CHANNEL_DIR = "/opt/ml/input/data/code"  # where the SDK's `code` channel lands under network isolation
+CODE_CHANNEL_DIR = (
+    f"{TRAINING_CHANNELS_DIR}/{CODE_CHANNEL}"  # where the SDK's `code` channel lands under network isolation
+)
 
 
 class IsolatedTrainingStep(TrainingStep):
@@ -131,11 +144,11 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
     )
     step_args = estimator.fit(
         inputs={
-            "train": TrainingInput(s3_data=outputs["train"].S3Output.S3Uri),
+            TRAIN_CHANNEL: TrainingInput(s3_data=outputs[TRAIN_SPLIT].S3Output.S3Uri),
             # Evaluated after training (SM_CHANNEL_VALIDATION): features and examples of preprocess.py.
-            VALIDATION_CHANNEL: TrainingInput(s3_data=outputs["validation"].S3Output.S3Uri),
+            VALIDATION_CHANNEL: TrainingInput(s3_data=outputs[VALIDATION_SPLIT].S3Output.S3Uri),
             # Weights come from S3: a private VPC has no route to a model hub.
-            "model": TrainingInput(s3_data=ctx.params.base_model_uri),
+            MODEL_CHANNEL: TrainingInput(s3_data=ctx.params.base_model_uri),
         }
     )
     return IsolatedTrainingStep(

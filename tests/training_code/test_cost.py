@@ -101,6 +101,23 @@ def test_multi_node_efficiency_comes_from_the_measured_bus_bandwidth():
     assert step_time(workload, single_gpu, TERMS, 1).efficiency == 1
 
 
+def test_multi_node_p3_is_network_bound_where_p4d_is_not():
+    # 25 Gbit/s between p3.16xlarge nodes (vs 400 Gbit/s EFA on p4d) scales the cross-node bus bandwidth down 16x:
+    # the all-reduce no longer hides behind the step.
+    p3 = Hardware.from_dict("ml.p3.16xlarge", hardware_facts("ml.p3.16xlarge")[0])
+    workload = squad_like()
+    assert step_time(workload, p3, TERMS, 2).efficiency < 0.5 < step_time(workload, p4d(), TERMS, 2).efficiency
+
+
+def test_a_measured_mfu_replaces_the_published_figure_only_for_its_own_gpu():
+    measured = ("NVIDIA A100-SXM4-40GB", 0.5)
+    a100, a100_source = hardware_facts("ml.p4d.24xlarge", measured)
+    assert a100["mfu"] == 0.5 and "measured on NVIDIA A100" in a100_source
+    v100, v100_source = hardware_facts("ml.p3.2xlarge", measured)
+    assert "mfu" not in v100 and v100 == hardware_facts("ml.p3.2xlarge")[0]
+    assert "measured" not in v100_source
+
+
 def test_run_estimate_grows_with_epochs_and_nodes_and_names_a_missing_job_model():
     def usd(name: str, count: int, epochs: float) -> float:
         return run_estimate(cost_model(), BERT_LARGE, *LENGTHS, name, count, epochs)["training_on_demand_usd"]

@@ -84,6 +84,21 @@ def test_one_execution_owns_a_manifest_version_and_a_duplicate_names_it(tmp_path
     assert len(list((tmp_path / "s3" / "artifacts" / "claims").iterdir())) == 1
 
 
+def test_a_new_upload_of_the_same_key_is_a_new_claim_with_its_own_pinned_data(tmp_path, local):
+    """A re-upload under the same manifest key (a new S3 version) is new data: a new owner, not a duplicate."""
+    first_version = upload(local, DATA)
+    statuses(tmp_path, a="Executing", b="Executing")
+    first = functions.claim_handler(event("a", first_version))
+    second_version = upload(local, {**DATA, "train/train.jsonl": b'{"id": "2"}\n'})
+    second = functions.claim_handler(event("b", second_version))
+    assert second_version != first_version
+    assert second["Duplicate"] == "false" and second["ClaimedBy"] == execution("b")
+    assert second["InputUri"] != first["InputUri"]
+    assert pinned(local, second["InputUri"], "train/train.jsonl") == b'{"id": "2"}\n'
+    assert pinned(local, first["InputUri"], "train/train.jsonl") == b'{"id": "1"}\n'
+    assert len(list((tmp_path / "s3" / "artifacts" / "claims").iterdir())) == 2
+
+
 def test_the_execution_trains_on_the_versions_its_manifest_pins(tmp_path, local):
     version = upload(local, DATA)
     local.put("datasets", "datasets/squad/v1/train/train.jsonl", b'{"id": "uploaded later"}\n')

@@ -8,7 +8,10 @@ import math
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from qa.outputs import TRAINING_CHANNELS_DIR
 
 
 def str2bool(value: str | bool) -> bool:
@@ -55,6 +58,11 @@ def number(
 def env_path(name: str, default: str) -> str:
     """A path from a SageMaker variable (SM_MODEL_DIR, SM_CHANNEL_TRAIN, ...) or the container default."""
     return os.environ.get(name, default)
+
+
+def channel_path(channel: str) -> Path:
+    """A training job's input channel folder: SM_CHANNEL_<NAME>, else /opt/ml/input/data/<name>."""
+    return Path(env_path(f"SM_CHANNEL_{channel.upper()}", f"{TRAINING_CHANNELS_DIR}/{channel}"))
 
 
 def setup_logging(is_main_process: bool = True) -> logging.Logger:

@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qa.outputs import MANIFEST_V2_FORMAT
+from qa.outputs import MANIFEST_V2_FORMAT, SPLITS
 
-SPLITS = ("train", "validation")
 ACCEPTED_FORMATS = (
     "SQuAD v1.1 JSON (.json), JSON Lines (.jsonl), Parquet (.parquet), CSV (.csv) or a datasets save_to_disk "
     "folder (.arrow)"

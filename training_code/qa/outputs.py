@@ -13,8 +13,36 @@ TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # TensorBoardOutputConfig.LocalP
 MODEL_DIR = "/opt/ml/model"  # uploaded as model.tar.gz at the end of the job
 OUTPUT_DATA_DIR = "/opt/ml/output/data"  # SM_OUTPUT_DATA_DIR: uploaded as output.tar.gz beside model.tar.gz
 
-# Input channels of the training job (InputDataConfig ChannelName -> SM_CHANNEL_<NAME>, /opt/ml/input/data/<name>).
-VALIDATION_CHANNEL = "validation"  # preprocess.py's validation output (qa/feature_files.py)
+# Uploaded datasets: s3://<datasets bucket>/DATASETS_ROOT/<name>/<version>/<split>/..., DATASET_MANIFEST_FILE last
+# (config/layout.py builds the keys, the S3 trigger matches them, ClaimManifest checks them). Names and versions:
+# 1 to DATASET_NAME_MAX_LENGTH characters of DATASET_NAME_CHARACTER, the first a letter or a digit - S3 "safe
+# characters", so an S3 event carries the key as written
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
+DATASETS_ROOT = "datasets"
+DATASET_MANIFEST_FILE = "manifest.json"
+DATASET_NAME_MAX_LENGTH = 100
+DATASET_NAME_FIRST = "[A-Za-z0-9]"
+DATASET_NAME_CHARACTER = "[A-Za-z0-9._-]"
+# The dataset's splits: its folders, ValidateAndTokenize's feature outputs and FineTune's data channels.
+TRAIN_SPLIT = "train"
+VALIDATION_SPLIT = "validation"
+SPLITS = (TRAIN_SPLIT, VALIDATION_SPLIT)
+
+# ValidateAndTokenize (processing job): where its inputs land and its outputs are read from (ProcessingInput /
+# ProcessingOutput LocalPath); one output folder, and ProcessingOutput, per name in PREPROCESS_OUTPUTS.
+PROCESSING_INPUT_DIR = "/opt/ml/processing/input"
+PROCESSING_OUTPUT_DIR = "/opt/ml/processing/output"
+PROCESSING_DATA_INPUT = "data"  # <input>/data: ClaimManifest's pinned folder (PINNED_MANIFEST_FILE and the files)
+PROCESSING_TOKENIZER_INPUT = "model"  # <input>/model: the base model's tokenizer files
+STATS_OUTPUT = "stats"  # <output>/stats/STATS_FILE
+PREPROCESS_OUTPUTS = (*SPLITS, STATS_OUTPUT)
+
+# Input channels of the training job (InputDataConfig ChannelName -> SM_CHANNEL_<NAME>, TRAINING_CHANNELS_DIR/<name>).
+TRAINING_CHANNELS_DIR = "/opt/ml/input/data"
+TRAIN_CHANNEL = TRAIN_SPLIT  # preprocess.py's train features
+VALIDATION_CHANNEL = VALIDATION_SPLIT  # preprocess.py's validation features and examples (qa/feature_files.py)
+MODEL_CHANNEL = "model"  # the base model (weights, config, tokenizer)
+CODE_CHANNEL = "code"  # the source bundle, under network isolation (pipeline_steps/steps/train.py)
 
 # Seams of the local runner: environment variables that move a container path on this machine.
 LOCAL_S3_ROOT_ENV = "LOCAL_S3_ROOT"  # s3://bucket/key -> <root>/bucket/key
@@ -60,6 +88,38 @@ LOCAL_VERSIONS_DIR = ".versions"  # <LOCAL_S3_ROOT>/.versions/<bucket>/<key>/<ve
 # writes this file there last (SageMaker's ManifestFile format, prefix = that folder): what preprocess.py reads.
 PINNED_MANIFEST_FILE = "manifest.json"
 STATS_FILE = "stats.json"  # ValidateAndTokenize's dataset statistics (its `stats` output), read by the estimate
+
+# Pipeline parameters (pipeline_steps/parameters.py builds them; the S3 trigger and the tools set them by name).
+# Their home is here rather than pipeline_steps/names.py (which re-exports them) because the pipeline's Lambda
+# functions receive them under these names and name them in their messages.
+DATASET_BUCKET = "DatasetBucket"
+MANIFEST_KEY = "ManifestKey"
+MANIFEST_VERSION_ID = "ManifestVersionId"
+BASE_MODEL_URI = "BaseModelUri"
+TRAINING_INSTANCE_TYPE = "TrainingInstanceType"
+TRAINING_INSTANCE_COUNT = "TrainingInstanceCount"
+EPOCHS = "Epochs"
+LEARNING_RATE = "LearningRate"
+F1_THRESHOLD = "F1Threshold"
+MODEL_APPROVAL_STATUS = "ModelApprovalStatus"
+SKIP_INVALID_RECORDS = "SkipInvalidRecords"
+MAX_TRAINING_COST = "MaxTrainingCostUSD"
+
+# Inputs of the pipeline's Lambda functions (the Lambda steps' `inputs`: flat values, structures as JSON text),
+# besides the parameters above, which pass through under their own names.
+INPUT_EXECUTION_ARN = "ExecutionArn"  # ClaimManifest: the execution that claims
+INPUT_ARTIFACTS_BUCKET = "ArtifactsBucket"  # ClaimManifest: where claims and pinned inputs go
+INPUT_CLAIMS_PREFIX = "ClaimsPrefix"
+INPUT_INPUTS_PREFIX = "InputsPrefix"
+INPUT_BOUNDS = "Bounds"  # ClaimManifest: {BOUND_MAX_INSTANCE_COUNT: int, BOUND_MIN_F1_THRESHOLD: float}
+BOUND_MAX_INSTANCE_COUNT = "MaxInstanceCount"
+BOUND_MIN_F1_THRESHOLD = "MinF1Threshold"
+INPUT_STATS_URI = "StatsUri"  # EstimateTrainingCost: s3://.../STATS_FILE
+INPUT_COST_MODEL = "CostModel"  # EstimateTrainingCost: qa/cost.py's cost model
+INPUT_MODEL_ARCHIVE_URI = "ModelArchiveUri"  # RecordModel: FineTune's model.tar.gz
+INPUT_F1 = "F1"  # RecordModel: FineTune's METRIC_EVAL_F1
+INPUT_EXACT_MATCH = "ExactMatch"  # RecordModel: FineTune's METRIC_EVAL_EXACT_MATCH
+
 # Outputs of the pipeline's Lambda functions (pipeline_functions.py handlers), read by the Lambda steps'
 # OutputParameters and the steps after them.
 CLAIM_PARAMETER_ERROR = "ParameterError"  # "" or one line naming the bad parameter
