@@ -17,6 +17,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+from qa.outputs import STATS_OUTPUT
 
 from config import ArtifactLayout
 from config.layout import DatasetLayout
@@ -226,7 +227,7 @@ class PipelineFunctions(Construct):
 
         # The estimate: the dataset statistics and the base model's config.json.
         estimate_inputs = [
-            artifacts.object_arn(f"{layout.processed}/*/stats/*"),
+            artifacts.object_arn(f"{layout.processed}/*/{STATS_OUTPUT}/*"),  # ValidateAndTokenize's, per execution
             artifacts.object_arn(f"{layout.base_models}/*/config.json"),
         ]
         self.estimate.role.add_to_policy(
