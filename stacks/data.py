@@ -13,7 +13,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from config import Settings
-from stacks.nag import acknowledge_wildcards
+from stacks.nag import add_reviewed_statement
 from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
 
 # IAM: "The Sid element supports ASCII uppercase letters (A-Z), lowercase letters (a-z), and numbers (0-9)."
@@ -223,11 +223,15 @@ class SecureBucket(Construct):
     def _grant_objects(
         self, grantee: iam.IGrantable, verb: str, actions: list[str], key_patterns: Iterable[str], reason: str
     ) -> None:
-        resources = [self.object_arn(pattern) for pattern in key_patterns]
-        grantee.grant_principal.add_to_principal_policy(
-            iam.PolicyStatement(sid=statement_id(verb, self.node.id), actions=actions, resources=resources)
+        add_reviewed_statement(
+            grantee,
+            iam.PolicyStatement(
+                sid=statement_id(verb, self.node.id),
+                actions=actions,
+                resources=[self.object_arn(pattern) for pattern in key_patterns],
+            ),
+            reason,
         )
-        acknowledge_wildcards(grantee, resources, reason)
 
 
 def _abort_uploads() -> s3.LifecycleRule:

@@ -24,7 +24,7 @@ from config.layout import DatasetLayout
 from pipeline_steps import names
 from pipeline_steps.placeholders import FUNCTION_HANDLERS
 from stacks.data import ProjectKey, SecureBucket
-from stacks.nag import acknowledge, acknowledge_wildcards
+from stacks.nag import acknowledge, add_reviewed_statement
 from stacks.network import log_retention
 
 TRAINING_CODE = Path(__file__).resolve().parents[1] / "training_code"
@@ -154,22 +154,19 @@ class PipelineFunctions(Construct):
         # The claim: read the manifest and its files at any version (datasets/*), claim with a conditional write
         # only, copy the pinned files into inputs/*, and look up the owner execution's status.
         claim = self.claim.role
-        dataset_files = [datasets.object_arn(f"{DatasetLayout().root}/*")]
-        claim.add_to_policy(
-            iam.PolicyStatement(
-                sid="ReadDatasetVersions", actions=["s3:GetObject", "s3:GetObjectVersion"], resources=dataset_files
-            )
-        )
-        acknowledge_wildcards(
+        add_reviewed_statement(
             claim,
-            dataset_files,
+            iam.PolicyStatement(
+                sid="ReadDatasetVersions",
+                actions=["s3:GetObject", "s3:GetObjectVersion"],
+                resources=[datasets.object_arn(f"{DatasetLayout().root}/*")],
+            ),
             "Only the ClaimManifest function reads dataset objects (GetObject, GetObjectVersion): the manifest and "
             "the files it lists, whose names users choose at upload time; it copies them at their versions into the "
             f"artifacts bucket's {layout.inputs}/ prefix.",
         )
         datasets.grant_list(claim)  # a missing key then reads as 404 (a clear error), not 403
-        claims = [artifacts.object_arn(f"{layout.claims}/*")]
-        inputs = [artifacts.object_arn(f"{layout.inputs}/*")]
+        claims, inputs = artifacts.object_arn(f"{layout.claims}/*"), artifacts.object_arn(f"{layout.inputs}/*")
         # s3:if-none-match / s3:if-match: the claim object may only be created if absent, or replaced if unchanged
         # (a take-over); an unconditional overwrite is denied
         # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html).
@@ -177,90 +174,83 @@ class PipelineFunctions(Construct):
             ("CreateClaimIfAbsent", "s3:if-none-match"),
             ("TakeOverClaimIfUnchanged", "s3:if-match"),
         ):
-            claim.add_to_policy(
+            add_reviewed_statement(
+                claim,
                 iam.PolicyStatement(
                     sid=sid,
                     actions=["s3:PutObject"],
-                    resources=claims,
+                    resources=[claims],
                     conditions={"Null": {condition_key: "false"}},
-                )
+                ),
+                "ClaimManifest creates a claim object per manifest version (named by a SHA-256 of bucket, key and "
+                "version); its PutObject is allowed only with an If-None-Match or If-Match header (s3:if-none-match "
+                "/ s3:if-match Null conditions).",
             )
-        acknowledge_wildcards(
+        add_reviewed_statement(
             claim,
-            claims,
-            "ClaimManifest creates a claim object per manifest version (named by a SHA-256 of bucket, key and "
-            "version) and reads it back; its PutObject is allowed only with an If-None-Match or If-Match header "
-            "(s3:if-none-match / s3:if-match Null conditions).",
+            iam.PolicyStatement(sid="ReadClaimsAndInputs", actions=["s3:GetObject"], resources=[claims, inputs]),
+            "ClaimManifest reads back the claim objects and the pinned inputs it wrote, whose keys are named by the "
+            "claim digest of each manifest version.",
         )
-        claim.add_to_policy(
-            iam.PolicyStatement(sid="ReadClaimsAndInputs", actions=["s3:GetObject"], resources=[*claims, *inputs])
-        )
-        claim.add_to_policy(iam.PolicyStatement(sid="PinInputs", actions=["s3:PutObject"], resources=inputs))
-        acknowledge_wildcards(
+        add_reviewed_statement(
             claim,
-            inputs,
-            "ClaimManifest writes and reads one folder per manifest version (named by the claim digest) holding the "
-            "pinned data files.",
+            iam.PolicyStatement(sid="PinInputs", actions=["s3:PutObject"], resources=[inputs]),
+            "ClaimManifest writes one folder per manifest version (named by the claim digest) holding the pinned "
+            "data files.",
         )
         artifacts.grant_list(claim)
-        owner_executions = [
-            Stack.of(self).format_arn(
-                service="sagemaker",
-                resource="pipeline",
-                resource_name=f"{pipeline_name}/execution/*",
-                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-            )
-        ]
-        claim.add_to_policy(
+        add_reviewed_statement(
+            claim,
             iam.PolicyStatement(
                 sid="DescribeOwnerExecutions",
                 actions=["sagemaker:DescribePipelineExecution"],
-                resources=owner_executions,
-            )
-        )
-        acknowledge_wildcards(
-            claim,
-            owner_executions,
+                resources=[
+                    Stack.of(self).format_arn(
+                        service="sagemaker",
+                        resource="pipeline",
+                        resource_name=f"{pipeline_name}/execution/*",
+                        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+                    )
+                ],
+            ),
             "ClaimManifest may only describe executions of this one pipeline (DescribePipelineExecution), to learn "
             "whether a claim's owner failed.",
         )
 
         # The estimate: the dataset statistics and the base model's config.json.
-        estimate_inputs = [
-            artifacts.object_arn(f"{layout.processed}/*/{STATS_OUTPUT}/*"),  # ValidateAndTokenize's, per execution
-            artifacts.object_arn(f"{layout.base_models}/*/config.json"),
-        ]
-        self.estimate.role.add_to_policy(
-            iam.PolicyStatement(sid="ReadStatsAndModelConfig", actions=["s3:GetObject"], resources=estimate_inputs)
-        )
-        acknowledge_wildcards(
+        add_reviewed_statement(
             self.estimate.role,
-            estimate_inputs,
+            iam.PolicyStatement(
+                sid="ReadStatsAndModelConfig",
+                actions=["s3:GetObject"],
+                resources=[
+                    artifacts.object_arn(f"{layout.processed}/*/{STATS_OUTPUT}/*"),  # ValidateAndTokenize's
+                    artifacts.object_arn(f"{layout.base_models}/*/config.json"),
+                ],
+            ),
             "EstimateTrainingCost reads the dataset statistics that each execution's preprocessing writes under its "
             "own execution id, and only the config.json of a staged base model (its size decides the estimate), "
             "whichever model it is.",
         )
 
         # The record: read model archives, write the model-quality reports.
-        model_archives = [artifacts.object_arn(f"{layout.models}/*")]
-        self.record.role.add_to_policy(
-            iam.PolicyStatement(
-                sid="ReadModelArchives", actions=["s3:GetObject", "s3:GetObjectVersion"], resources=model_archives
-            )
-        )
-        acknowledge_wildcards(
+        add_reviewed_statement(
             self.record.role,
-            model_archives,
+            iam.PolicyStatement(
+                sid="ReadModelArchives",
+                actions=["s3:GetObject", "s3:GetObjectVersion"],
+                resources=[artifacts.object_arn(f"{layout.models}/*")],
+            ),
             "RecordModel reads (and hashes) the model archive of the execution's training job, whose key SageMaker "
             "names after the job at run time.",
         )
-        reports = [artifacts.object_arn(f"{layout.evaluation}/*")]
-        self.record.role.add_to_policy(
-            iam.PolicyStatement(sid="WriteEvaluationReports", actions=["s3:PutObject"], resources=reports)
-        )
-        acknowledge_wildcards(
+        add_reviewed_statement(
             self.record.role,
-            reports,
+            iam.PolicyStatement(
+                sid="WriteEvaluationReports",
+                actions=["s3:PutObject"],
+                resources=[artifacts.object_arn(f"{layout.evaluation}/*")],
+            ),
             f"RecordModel writes one model-quality report per execution, under {layout.evaluation}/<execution id>/.",
         )
 

@@ -8,7 +8,6 @@ statement's wildcards are acknowledged on the role whose policy holds it, a rule
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import aws_cdk as cdk
@@ -52,13 +51,14 @@ def acknowledge(scope: IConstruct, rule: str, reason: str, finding: str | None =
     cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=finding_id(rule, finding), reason=reason))
 
 
-def acknowledge_wildcards(grantee: iam.IGrantable, resources: Iterable[str], reason: str) -> None:
-    """Acknowledge IAM5 for each of `resources` (those of one statement granted to `grantee`) that cdk-nag names
-    with a wildcard; on the grantee's principal, which holds the policy the finding is reported on."""
+def add_reviewed_statement(grantee: iam.IGrantable, statement: iam.PolicyStatement, reason: str) -> None:
+    """Add `statement` to the grantee's policy and acknowledge, with `reason`, each of its resources that cdk-nag
+    names with a wildcard (AwsSolutions-IAM5): on the grantee's principal, above the policy the finding is on."""
     principal = grantee.grant_principal
     if not isinstance(principal, Construct):
         raise TypeError(f"{principal}: a wildcard acknowledgment needs the construct that holds the policy")
-    for resource in resources:
+    principal.add_to_principal_policy(statement)
+    for resource in statement.resources:
         name = nag_name(principal, resource)
         if "*" in name:
             acknowledge(principal, "IAM5", reason, finding=f"Resource::{name}")

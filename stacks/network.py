@@ -13,7 +13,7 @@ from constructs import Construct
 
 from config import Settings
 from stacks.data import removal_policy
-from stacks.nag import acknowledge_wildcards
+from stacks.nag import add_reviewed_statement
 
 HTTPS = ec2.Port.tcp(443)
 PROJECT_BUCKETS = ("datasets", "artifacts")  # purposes in Settings.bucket_name
@@ -119,9 +119,8 @@ class EfaSecurityGroup(Construct):
         def ec2_arn(kind: str, name: str) -> str:
             return stack.format_arn(service="ec2", resource=kind, resource_name=name)
 
-        principal = grantee.grant_principal
-        anything = ["*"]
-        principal.add_to_principal_policy(
+        add_reviewed_statement(
+            grantee,
             iam.PolicyStatement(
                 sid="DescribeNetwork",
                 actions=[
@@ -131,21 +130,13 @@ class EfaSecurityGroup(Construct):
                     "ec2:DescribeSubnets",
                     "ec2:DescribeSecurityGroups",
                 ],
-                resources=anything,
-            )
-        )
-        acknowledge_wildcards(
-            grantee,
-            anything,
+                resources=["*"],
+            ),
             "ec2:Describe* (SageMaker looks up the subnets and group it attaches jobs to) supports no resource-level "
             "permissions.",
         )
-        interfaces = [
-            ec2_arn("network-interface", "*"),
-            ec2_arn("security-group", self.security_group.security_group_id),
-            *(ec2_arn("subnet", subnet.subnet_id) for subnet in self.subnets),
-        ]
-        principal.add_to_principal_policy(
+        add_reviewed_statement(
+            grantee,
             iam.PolicyStatement(
                 sid="ManageJobNetworkInterfaces",
                 actions=[
@@ -154,12 +145,12 @@ class EfaSecurityGroup(Construct):
                     "ec2:DeleteNetworkInterface",
                     "ec2:DeleteNetworkInterfacePermission",
                 ],
-                resources=interfaces,
-            )
-        )
-        acknowledge_wildcards(
-            grantee,
-            interfaces,
+                resources=[
+                    ec2_arn("network-interface", "*"),
+                    ec2_arn("security-group", self.security_group.security_group_id),
+                    *(ec2_arn("subnet", subnet.subnet_id) for subnet in self.subnets),
+                ],
+            ),
             "SageMaker creates the job ENIs at run time (their ids are unknown before); subnets and security group "
             "are named exactly.",
         )

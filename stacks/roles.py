@@ -15,7 +15,7 @@ from constructs import Construct
 from config import ArtifactLayout
 from config.images import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
 from stacks.data import ProjectKey, SecureBucket
-from stacks.nag import acknowledge_wildcards
+from stacks.nag import add_reviewed_statement
 from stacks.network import EfaSecurityGroup
 
 SAGEMAKER = iam.ServicePrincipal("sagemaker.amazonaws.com")
@@ -78,65 +78,55 @@ class JobRole(Construct):
         key.grant_job_volume_encryption(role)
         if job_security_group is not None:
             job_security_group.grant_job_network_interfaces(role)
-        images = [
-            stack.format_arn(
-                service="ecr", account=DLC_REGISTRY_ACCOUNT, resource="repository", resource_name=DLC_REPOSITORIES
-            )
-        ]
-        role.add_to_policy(
+        add_reviewed_statement(
+            role,
             iam.PolicyStatement(
                 sid="PullDeepLearningContainers",
                 actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-                resources=images,
-            )
-        )
-        acknowledge_wildcards(
-            role,
-            images,
+                resources=[
+                    stack.format_arn(
+                        service="ecr",
+                        account=DLC_REGISTRY_ACCOUNT,
+                        resource="repository",
+                        resource_name=DLC_REPOSITORIES,
+                    )
+                ],
+            ),
             "Jobs pull the AWS Hugging Face deep-learning containers (training, inference and CPU processing "
             "repositories) from AWS's registry.",
         )
-        anything = ["*"]
-        role.add_to_policy(
-            iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=anything)
-        )
-        acknowledge_wildcards(
+        add_reviewed_statement(
             role,
-            anything,
+            iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
             "ecr:GetAuthorizationToken (the registry login before any image pull) supports no resource-level "
             "permissions.",
         )
-        log_groups = [
-            stack.format_arn(
-                service="logs",
-                resource="log-group",
-                resource_name=f"{group}:*",
-                arn_format=ArnFormat.COLON_RESOURCE_NAME,
-            )
-            for group in JOB_LOG_GROUPS
-        ]
-        role.add_to_policy(
+        add_reviewed_statement(
+            role,
             iam.PolicyStatement(
                 sid="WriteJobLogs",
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                resources=log_groups,
-            )
-        )
-        acknowledge_wildcards(
-            role,
-            log_groups,
+                resources=[
+                    stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name=f"{group}:*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                    for group in JOB_LOG_GROUPS
+                ],
+            ),
             "SageMaker names one log stream per job and host inside its fixed training and processing log groups.",
         )
-        role.add_to_policy(
+        add_reviewed_statement(
+            role,
             iam.PolicyStatement(
                 sid="PutJobMetrics",
                 actions=["cloudwatch:PutMetricData"],
-                resources=anything,
+                resources=["*"],
                 conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*"]}},
-            )
-        )
-        acknowledge_wildcards(
-            role, anything, "cloudwatch:PutMetricData has no resource type: the statement is scoped by namespace."
+            ),
+            "cloudwatch:PutMetricData has no resource type: the statement is scoped by namespace instead.",
         )
 
 
@@ -163,8 +153,8 @@ class PipelineRole(Construct):
         )
         role = self.role
         sagemaker_arn = lambda kind, name: stack.format_arn(service="sagemaker", resource=kind, resource_name=name)  # noqa: E731
-        jobs = [sagemaker_arn("processing-job", "*"), sagemaker_arn("training-job", "*")]
-        role.add_to_policy(
+        add_reviewed_statement(
+            role,
             iam.PolicyStatement(
                 sid="RunPipelineJobs",
                 actions=[
@@ -177,31 +167,31 @@ class PipelineRole(Construct):
                     "sagemaker:AddTags",
                     "sagemaker:ListTags",
                 ],
-                resources=jobs,
-            )
+                resources=[sagemaker_arn("processing-job", "*"), sagemaker_arn("training-job", "*")],
+            ),
+            "Pipeline executions generate processing and training job names at run time.",
         )
-        acknowledge_wildcards(role, jobs, "Pipeline executions generate processing and training job names at run time.")
         packages = [
             sagemaker_arn("model-package-group", model_package_group_name),
             sagemaker_arn("model-package", f"{model_package_group_name}/*"),
         ]
-        # Both statements below name the packages.
-        acknowledge_wildcards(
-            role, packages, "Model package versions are numbered by SageMaker inside the project's own group."
-        )
+        numbered = "Model package versions are numbered by SageMaker inside the project's own group."
         # Registration only with a status the settings allow (in production never Approved): CreateModelPackage
         # supports the condition key sagemaker:ModelApprovalStatus ("Filters access by the model approval status
         # with the model-package in the request", https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonsagemaker.html).
         # No UpdateModelPackage: no step changes a package, approving is a person's action.
-        role.add_to_policy(
+        add_reviewed_statement(
+            role,
             iam.PolicyStatement(
                 sid="RegisterModels",
                 actions=["sagemaker:CreateModelPackage"],
                 resources=packages,
                 conditions={"StringEquals": {"sagemaker:ModelApprovalStatus": list(approval_statuses)}},
-            )
+            ),
+            numbered,
         )
-        role.add_to_policy(
+        add_reviewed_statement(
+            role,
             iam.PolicyStatement(
                 sid="ReadModelPackages",
                 actions=[
@@ -211,7 +201,8 @@ class PipelineRole(Construct):
                     "sagemaker:ListTags",
                 ],
                 resources=packages,
-            )
+            ),
+            numbered,
         )
         job_role.grant_pass_role(role)
         # No property files are read: the conditions test Lambda outputs and FinalMetricDataList.

@@ -14,7 +14,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from config import load_settings
 from stacks.app_builder import build_stacks
-from stacks.nag import RULE_PACK, acknowledge_wildcards
+from stacks.nag import RULE_PACK, add_reviewed_statement
 
 
 def nag_synth(app: cdk.App, outdir: Path) -> tuple[bool, dict[str, Any]]:
@@ -90,7 +90,10 @@ def test_a_new_finding_fails_the_check(cdk_context, tmp_path):
 def test_an_acknowledgment_covers_only_the_construct_it_is_recorded_on(cdk_context, tmp_path, monkeypatch):
     """Without the functions' own acknowledgments their wildcards fail the check, although the job role
     acknowledges the same finding id (inputs/*) for itself."""
-    monkeypatch.setattr("stacks.functions.acknowledge_wildcards", lambda *args, **kwargs: None)
+    monkeypatch.setattr(
+        "stacks.functions.add_reviewed_statement",
+        lambda grantee, statement, reason: grantee.grant_principal.add_to_principal_policy(statement),
+    )
     app = cdk.App(context=cdk_context, outdir=str(tmp_path))
     settings = load_settings(cdk_context)
     build_stacks(app, settings)
@@ -121,7 +124,7 @@ def test_wildcards_next_to_references_and_attributes_are_acknowledged_by_the_sta
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
     bucket = cdk.CfnParameter(stack, "Bucket").value_as_string
     resources = [f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}/*", f"{role.role_arn}-*"]
-    role.add_to_policy(iam.PolicyStatement(actions=["s3:GetObject"], resources=resources))
-    acknowledge_wildcards(role, resources, "A test statement: its wildcards are what this test is about.")
+    statement = iam.PolicyStatement(actions=["s3:GetObject"], resources=resources)
+    add_reviewed_statement(role, statement, "A test statement: its wildcards are what this test is about.")
     passed, violations = nag_report(app, tmp_path)
     assert violations == [] and passed
