@@ -2,22 +2,23 @@
 tools, the local runner), step names (notifications, tools, the runner) and model-package metadata keys. No
 SageMaker SDK here: the stacks and the tools import this on every run."""
 
-from qa import outputs
-
-# Pipeline parameters (parameters.py builds them; an execution or the S3 trigger sets them by these names). Their
-# one home is qa/outputs.py: the pipeline's Lambda functions, which cannot import this package, read them too.
-DATASET_BUCKET = outputs.DATASET_BUCKET
-MANIFEST_KEY = outputs.MANIFEST_KEY
-MANIFEST_VERSION_ID = outputs.MANIFEST_VERSION_ID
-BASE_MODEL_URI = outputs.BASE_MODEL_URI
-TRAINING_INSTANCE_TYPE = outputs.TRAINING_INSTANCE_TYPE
-TRAINING_INSTANCE_COUNT = outputs.TRAINING_INSTANCE_COUNT
-EPOCHS = outputs.EPOCHS
-LEARNING_RATE = outputs.LEARNING_RATE
-F1_THRESHOLD = outputs.F1_THRESHOLD
-MODEL_APPROVAL_STATUS = outputs.MODEL_APPROVAL_STATUS
-SKIP_INVALID_RECORDS = outputs.SKIP_INVALID_RECORDS
-MAX_TRAINING_COST = outputs.MAX_TRAINING_COST
+# Pipeline parameters (parameters.py builds them; an execution or the S3 trigger sets them by these names), re-
+# exported: their one home is qa/outputs.py, as the pipeline's Lambda functions, which cannot import this package,
+# read them too.
+from qa.outputs import (
+    BASE_MODEL_URI,
+    DATASET_BUCKET,
+    EPOCHS,
+    F1_THRESHOLD,
+    LEARNING_RATE,
+    MANIFEST_KEY,
+    MANIFEST_VERSION_ID,
+    MAX_TRAINING_COST,
+    MODEL_APPROVAL_STATUS,
+    SKIP_INVALID_RECORDS,
+    TRAINING_INSTANCE_COUNT,
+    TRAINING_INSTANCE_TYPE,
+)
 
 # Steps, in the order of the graph (README "Step graph"; steps/*.py build them).
 CLAIM_STEP = "ClaimManifest"
