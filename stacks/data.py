@@ -13,6 +13,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from config import Settings
+from stacks.nag import add_reviewed_statement
 from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
 
 # IAM: "The Sid element supports ASCII uppercase letters (A-Z), lowercase letters (a-z), and numbers (0-9)."
@@ -24,9 +25,9 @@ TOPIC_PUBLISHERS = ("events.amazonaws.com", "cloudwatch.amazonaws.com")
 ENCRYPTED_DELIVERY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey*"]
 
 
-def removal_policy(settings: Settings) -> RemovalPolicy:
-    """RETAIN unless the environment explicitly allows destroying data (dev)."""
-    return RemovalPolicy.DESTROY if settings.removal_policy == "destroy" else RemovalPolicy.RETAIN
+def removal_policy(setting: str) -> RemovalPolicy:
+    """Settings.removal_policy as CDK's: RETAIN unless the environment explicitly allows destroying data (dev)."""
+    return RemovalPolicy.DESTROY if setting == "destroy" else RemovalPolicy.RETAIN
 
 
 def statement_id(*words: str) -> str:
@@ -38,18 +39,30 @@ def statement_id(*words: str) -> str:
 
 
 class ProjectKey(Construct):
-    """Customer-managed KMS key with yearly rotation, used by every bucket, queue, topic and job."""
+    """Customer-managed KMS key with yearly rotation, used by every bucket, queue, topic and job.
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings) -> None:
+    `topic_name` and `dead_letter_queue_name` name the encrypted topic and queue (of the pipeline stack) whose
+    deliveries may use the key."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name_prefix: str,
+        removal: RemovalPolicy,
+        topic_name: str,
+        dead_letter_queue_name: str,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.key = kms.Key(
             self,
             "Key",
-            alias=f"alias/{settings.name_prefix}",
-            description=f"{settings.name_prefix}: datasets, artifacts, checkpoints, logs and job volumes",
+            alias=f"alias/{name_prefix}",
+            description=f"{name_prefix}: datasets, artifacts, checkpoints, logs and job volumes",
             enable_key_rotation=True,
-            removal_policy=removal_policy(settings),
-            pending_window=Duration.days(7 if settings.removal_policy == "destroy" else 30),
+            removal_policy=removal,
+            pending_window=Duration.days(7 if removal == RemovalPolicy.DESTROY else 30),
         )
         # CloudWatch Logs (VPC flow logs) encrypts with this key, scoped to this account's log groups.
         stack = Stack.of(self)
@@ -72,8 +85,8 @@ class ProjectKey(Construct):
             )
         )
 
-        topic_arn = stack.format_arn(service="sns", resource=settings.notification_topic_name)
-        queue_arn = stack.format_arn(service="sqs", resource=settings.trigger_dead_letter_queue_name)
+        topic_arn = stack.format_arn(service="sns", resource=topic_name)
+        queue_arn = stack.format_arn(service="sqs", resource=dead_letter_queue_name)
         # Services that write to the encrypted topic and queue use this key through SNS and SQS, which name the
         # topic and queue in the encryption context of every KMS call: that, not aws:SourceAccount/aws:SourceArn
         # (which EventBridge does not send for these deliveries, so they would deny silently), scopes the grant.
@@ -175,22 +188,29 @@ class SecureBucket(Construct):
         """The bucket's ARN built from its name, usable in any stack of the account."""
         return f"arn:{Aws.PARTITION}:s3:::{self.bucket_name}"
 
-    def grant_read_objects(self, grantee: iam.IGrantable, key_patterns: Iterable[str]) -> None:
-        """s3:GetObject on the given key patterns only."""
-        self._grant_objects(grantee, "Read", ["s3:GetObject"], key_patterns)
+    def object_arn(self, key_pattern: str) -> str:
+        """The ARN of the objects matching `key_pattern`, built from the bucket's name."""
+        return f"{self.arn_by_name}/{key_pattern}"
 
-    def grant_write_objects(self, grantee: iam.IGrantable, prefixes: Iterable[str]) -> None:
+    # Each object grant says why its key patterns need wildcards: `reason` acknowledges the cdk-nag findings
+    # (AwsSolutions-IAM5) they cause on the grantee's policy.
+    def grant_read_objects(self, grantee: iam.IGrantable, key_patterns: Iterable[str], *, reason: str) -> None:
+        """s3:GetObject on the given key patterns only."""
+        self._grant_objects(grantee, "Read", ["s3:GetObject"], key_patterns, reason)
+
+    def grant_write_objects(self, grantee: iam.IGrantable, prefixes: Iterable[str], *, reason: str) -> None:
         """Read, write and abort uploads of objects under the given prefixes (no deletes)."""
         self._grant_objects(
             grantee,
             "Write",
             ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
             [f"{prefix}/*" for prefix in prefixes],
+            reason,
         )
 
-    def grant_delete_objects(self, grantee: iam.IGrantable, prefixes: Iterable[str]) -> None:
+    def grant_delete_objects(self, grantee: iam.IGrantable, prefixes: Iterable[str], *, reason: str) -> None:
         """s3:DeleteObject under the given prefixes (on a versioned bucket a delete adds a delete marker)."""
-        self._grant_objects(grantee, "Delete", ["s3:DeleteObject"], [f"{prefix}/*" for prefix in prefixes])
+        self._grant_objects(grantee, "Delete", ["s3:DeleteObject"], [f"{prefix}/*" for prefix in prefixes], reason)
 
     def grant_list(self, grantee: iam.IGrantable) -> None:
         """s3:ListBucket on this bucket: SageMaker lists S3Prefix inputs, and a missing key reads as 404, not 403."""
@@ -201,14 +221,16 @@ class SecureBucket(Construct):
         )
 
     def _grant_objects(
-        self, grantee: iam.IGrantable, verb: str, actions: list[str], key_patterns: Iterable[str]
+        self, grantee: iam.IGrantable, verb: str, actions: list[str], key_patterns: Iterable[str], reason: str
     ) -> None:
-        grantee.grant_principal.add_to_principal_policy(
+        add_reviewed_statement(
+            grantee,
             iam.PolicyStatement(
                 sid=statement_id(verb, self.node.id),
                 actions=actions,
-                resources=[f"{self.arn_by_name}/{pattern}" for pattern in key_patterns],
-            )
+                resources=[self.object_arn(pattern) for pattern in key_patterns],
+            ),
+            reason,
         )
 
 
@@ -224,8 +246,15 @@ class DataStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         layout = settings.layout
-        removal = removal_policy(settings)
-        self.project_key = ProjectKey(self, "ProjectKey", settings=settings)
+        removal = removal_policy(settings.removal_policy)
+        self.project_key = ProjectKey(
+            self,
+            "ProjectKey",
+            name_prefix=settings.name_prefix,
+            removal=removal,
+            topic_name=settings.notification_topic_name,
+            dead_letter_queue_name=settings.trigger_dead_letter_queue_name,
+        )
         self.bucket_names = {
             purpose: settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION)
             for purpose in ("access-logs", "datasets", "artifacts")

@@ -9,18 +9,22 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
+from qa.outputs import STATS_OUTPUT
 
-from config import Settings
+from config import ArtifactLayout
+from config.layout import DatasetLayout
 from pipeline_steps import names
 from pipeline_steps.placeholders import FUNCTION_HANDLERS
-from stacks.data import ProjectKey, SecureBucket, removal_policy
+from stacks.data import ProjectKey, SecureBucket
+from stacks.nag import acknowledge, add_reviewed_statement
 from stacks.network import log_retention
 
 TRAINING_CODE = Path(__file__).resolve().parents[1] / "training_code"
@@ -32,6 +36,8 @@ FUNCTION_FILES = ("pipeline_functions.py", "qa/__init__.py", "qa/cost.py", "qa/o
 # LambdaStep", aws/sagemaker-python-sdk#3236); each function's own timeout stays below it (Lambda allows 900 s).
 TIMEOUTS = {"claim_function_arn": 300, "estimate_function_arn": 60, "record_function_arn": 300}
 LAMBDA = iam.ServicePrincipal("lambda.amazonaws.com")
+# Not the newest Lambda Python (cdk-nag AwsSolutions-L1, acknowledged on each function): the training images' Python.
+RUNTIME = lambda_.Runtime.PYTHON_3_12
 
 
 def stage_function_code(build_dir: Path) -> Path:
@@ -59,43 +65,58 @@ def stage_function_code(build_dir: Path) -> Path:
     return target
 
 
+@dataclass(frozen=True)
+class LogGroupSettings:
+    """A function's log group: logs kept at least `retention_days` days; `removal`: what deleting the stack does."""
+
+    retention_days: int
+    removal: RemovalPolicy
+
+
 class PipelineFunction(Construct):
-    """One function: its own role, its own log group (retained as the settings say)."""
+    """One function: its own role, its own log group."""
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
+        name_prefix: str,
+        log_groups: LogGroupSettings,
         key: ProjectKey,
         code: lambda_.Code,
         field: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.role = iam.Role(
-            self, "Role", assumed_by=LAMBDA, description=f"{settings.name_prefix}: pipeline step {construct_id}"
+            self, "Role", assumed_by=LAMBDA, description=f"{name_prefix}: pipeline step {construct_id}"
         )
         # Encrypted with the project key, whose policy lets CloudWatch Logs use it for this account's log groups.
         self.log_group = logs.LogGroup(
             self,
             "Logs",
-            retention=log_retention(settings.log_retention_days),
+            retention=log_retention(log_groups.retention_days),
             encryption_key=key.key,
-            removal_policy=removal_policy(settings),
+            removal_policy=log_groups.removal,
         )
         self.log_group.grant_write(self.role)
         self.function = lambda_.Function(
             self,
             "Function",
-            runtime=lambda_.Runtime.PYTHON_3_12,
+            runtime=RUNTIME,
             handler=FUNCTION_HANDLERS[field],
             code=code,
             role=self.role,
             timeout=Duration.seconds(TIMEOUTS[field]),
             memory_size=1024,  # CPU scales with memory: the record function hashes a model archive
             log_group=self.log_group,
-            description=f"{settings.name_prefix}: SageMaker pipeline step {construct_id}",
+            description=f"{name_prefix}: SageMaker pipeline step {construct_id}",
+        )
+        acknowledge(
+            self.function,
+            "L1",
+            f"The pipeline functions run on {RUNTIME.name}, the Python of the training images whose qa modules (cost "
+            "model, contract) they import, so both run the code on the same version.",
         )
 
 
@@ -107,17 +128,21 @@ class PipelineFunctions(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
+        name_prefix: str,
+        pipeline_name: str,
+        layout: ArtifactLayout,
+        log_groups: LogGroupSettings,
         key: ProjectKey,
         datasets: SecureBucket,
         artifacts: SecureBucket,
         build_dir: Path,
     ) -> None:
         super().__init__(scope, construct_id)
-        layout = settings.layout
         code = lambda_.Code.from_asset(str(stage_function_code(build_dir)))
         self.claim, self.estimate, self.record = (
-            PipelineFunction(self, name, settings=settings, key=key, code=code, field=field)
+            PipelineFunction(
+                self, name, name_prefix=name_prefix, log_groups=log_groups, key=key, code=code, field=field
+            )
             for name, field in (
                 (names.CLAIM_STEP, "claim_function_arn"),
                 (names.ESTIMATE_STEP, "estimate_function_arn"),
@@ -126,19 +151,22 @@ class PipelineFunctions(Construct):
         )
         for function in (self.claim, self.estimate, self.record):
             key.grant_sse_kms(function.role)
-        artifacts_objects = f"{artifacts.arn_by_name}/"
-
         # The claim: read the manifest and its files at any version (datasets/*), claim with a conditional write
         # only, copy the pinned files into inputs/*, and look up the owner execution's status.
         claim = self.claim.role
-        claim.add_to_policy(
+        add_reviewed_statement(
+            claim,
             iam.PolicyStatement(
                 sid="ReadDatasetVersions",
                 actions=["s3:GetObject", "s3:GetObjectVersion"],
-                resources=[f"{datasets.arn_by_name}/datasets/*"],
-            )
+                resources=[datasets.object_arn(f"{DatasetLayout().root}/*")],
+            ),
+            "Only the ClaimManifest function reads dataset objects (GetObject, GetObjectVersion): the manifest and "
+            "the files it lists, whose names users choose at upload time; it copies them at their versions into the "
+            f"artifacts bucket's {layout.inputs}/ prefix.",
         )
         datasets.grant_list(claim)  # a missing key then reads as 404 (a clear error), not 403
+        claims, inputs = artifacts.object_arn(f"{layout.claims}/*"), artifacts.object_arn(f"{layout.inputs}/*")
         # s3:if-none-match / s3:if-match: the claim object may only be created if absent, or replaced if unchanged
         # (a take-over); an unconditional overwrite is denied
         # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html).
@@ -146,69 +174,84 @@ class PipelineFunctions(Construct):
             ("CreateClaimIfAbsent", "s3:if-none-match"),
             ("TakeOverClaimIfUnchanged", "s3:if-match"),
         ):
-            claim.add_to_policy(
+            add_reviewed_statement(
+                claim,
                 iam.PolicyStatement(
                     sid=sid,
                     actions=["s3:PutObject"],
-                    resources=[f"{artifacts_objects}{layout.claims}/*"],
+                    resources=[claims],
                     conditions={"Null": {condition_key: "false"}},
-                )
+                ),
+                "ClaimManifest creates a claim object per manifest version (named by a SHA-256 of bucket, key and "
+                "version); its PutObject is allowed only with an If-None-Match or If-Match header (s3:if-none-match "
+                "/ s3:if-match Null conditions).",
             )
-        claim.add_to_policy(
-            iam.PolicyStatement(
-                sid="ReadClaimsAndInputs",
-                actions=["s3:GetObject"],
-                resources=[f"{artifacts_objects}{layout.claims}/*", f"{artifacts_objects}{layout.inputs}/*"],
-            )
+        add_reviewed_statement(
+            claim,
+            iam.PolicyStatement(sid="ReadClaimsAndInputs", actions=["s3:GetObject"], resources=[claims, inputs]),
+            "ClaimManifest reads back the claim objects and the pinned inputs it wrote, whose keys are named by the "
+            "claim digest of each manifest version.",
         )
-        claim.add_to_policy(
-            iam.PolicyStatement(
-                sid="PinInputs", actions=["s3:PutObject"], resources=[f"{artifacts_objects}{layout.inputs}/*"]
-            )
+        add_reviewed_statement(
+            claim,
+            iam.PolicyStatement(sid="PinInputs", actions=["s3:PutObject"], resources=[inputs]),
+            "ClaimManifest writes one folder per manifest version (named by the claim digest) holding the pinned "
+            "data files.",
         )
         artifacts.grant_list(claim)
-        stack = Stack.of(self)
-        claim.add_to_policy(
+        add_reviewed_statement(
+            claim,
             iam.PolicyStatement(
                 sid="DescribeOwnerExecutions",
                 actions=["sagemaker:DescribePipelineExecution"],
                 resources=[
-                    stack.format_arn(
+                    Stack.of(self).format_arn(
                         service="sagemaker",
                         resource="pipeline",
-                        resource_name=f"{settings.pipeline_name}/execution/*",
+                        resource_name=f"{pipeline_name}/execution/*",
                         arn_format=ArnFormat.SLASH_RESOURCE_NAME,
                     )
                 ],
-            )
+            ),
+            "ClaimManifest may only describe executions of this one pipeline (DescribePipelineExecution), to learn "
+            "whether a claim's owner failed.",
         )
 
         # The estimate: the dataset statistics and the base model's config.json.
-        self.estimate.role.add_to_policy(
+        add_reviewed_statement(
+            self.estimate.role,
             iam.PolicyStatement(
                 sid="ReadStatsAndModelConfig",
                 actions=["s3:GetObject"],
                 resources=[
-                    f"{artifacts_objects}{layout.processed}/*/stats/*",
-                    f"{artifacts_objects}{layout.base_models}/*/config.json",
+                    artifacts.object_arn(f"{layout.processed}/*/{STATS_OUTPUT}/*"),  # ValidateAndTokenize's
+                    artifacts.object_arn(f"{layout.base_models}/*/config.json"),
                 ],
-            )
+            ),
+            "EstimateTrainingCost reads the dataset statistics that each execution's preprocessing writes under its "
+            "own execution id, and only the config.json of a staged base model (its size decides the estimate), "
+            "whichever model it is.",
         )
 
         # The record: read model archives, write the model-quality reports.
-        self.record.role.add_to_policy(
+        add_reviewed_statement(
+            self.record.role,
             iam.PolicyStatement(
                 sid="ReadModelArchives",
                 actions=["s3:GetObject", "s3:GetObjectVersion"],
-                resources=[f"{artifacts_objects}{layout.models}/*"],
-            )
+                resources=[artifacts.object_arn(f"{layout.models}/*")],
+            ),
+            "RecordModel reads (and hashes) the model archive of the execution's training job, whose key SageMaker "
+            "names after the job at run time.",
         )
-        self.record.role.add_to_policy(
+        add_reviewed_statement(
+            self.record.role,
             iam.PolicyStatement(
                 sid="WriteEvaluationReports",
                 actions=["s3:PutObject"],
-                resources=[f"{artifacts_objects}{layout.evaluation}/*"],
-            )
+                resources=[artifacts.object_arn(f"{layout.evaluation}/*")],
+            ),
+            f"RecordModel writes one model-quality report per execution, under {layout.evaluation}/<execution id>/.",
         )
 
     @property

@@ -12,18 +12,27 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from config import Settings
 from stacks.data import ProjectKey, SecureBucket
 
 
 class MlflowTrackingServer(Construct):
-    """The tracking server, its artifact store (the artifacts bucket's mlflow/ prefix) and its own role."""
+    """The tracking server `server_name`, its artifact store (the artifacts bucket's `prefix`) and its own role;
+    `server_size` and `mlflow_version` (None: SageMaker's default) as CreateMlflowTrackingServer takes them."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, settings: Settings, artifacts: SecureBucket, key: ProjectKey
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name_prefix: str,
+        server_name: str,
+        server_size: str,
+        mlflow_version: str | None,
+        prefix: str,
+        artifacts: SecureBucket,
+        key: ProjectKey,
     ) -> None:
         super().__init__(scope, construct_id)
-        prefix = settings.layout.mlflow
         # The server's execution role reads and writes the artifact store: "The role should have
         # AmazonS3FullAccess permissions" (CreateMlflowTrackingServer RoleArn,
         # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateMlflowTrackingServer.html);
@@ -32,20 +41,24 @@ class MlflowTrackingServer(Construct):
             self,
             "Role",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            description=f"{settings.name_prefix}: the MLflow tracking server's access to s3://.../{prefix}/",
+            description=f"{name_prefix}: the MLflow tracking server's access to s3://.../{prefix}/",
         )
-        artifacts.grant_write_objects(self.role, [prefix])
+        artifacts.grant_write_objects(
+            self.role,
+            [prefix],
+            reason="The managed MLflow tracking server names its artifact keys by experiment and run ids, under the "
+            f"'{prefix}/' prefix only.",
+        )
         artifacts.grant_list(self.role)
         key.grant_sse_kms(self.role)
-        tracking = settings.tracking
         self.server = sagemaker.CfnMlflowTrackingServer(
             self,
             "Server",
-            tracking_server_name=settings.mlflow_server_name,
+            tracking_server_name=server_name,
             artifact_store_uri=f"s3://{artifacts.bucket_name}/{prefix}",
             role_arn=self.role.role_arn,
-            tracking_server_size=tracking.server_size,
-            mlflow_version=tracking.mlflow_version,
+            tracking_server_size=server_size,
+            mlflow_version=mlflow_version,
             # The pipeline registers its models itself (RegisterModel, with approval): no second registration.
             automatic_model_registration=False,
         )

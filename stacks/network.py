@@ -13,6 +13,7 @@ from constructs import Construct
 
 from config import Settings
 from stacks.data import removal_policy
+from stacks.nag import add_reviewed_statement
 
 HTTPS = ec2.Port.tcp(443)
 PROJECT_BUCKETS = ("datasets", "artifacts")  # purposes in Settings.bucket_name
@@ -118,8 +119,8 @@ class EfaSecurityGroup(Construct):
         def ec2_arn(kind: str, name: str) -> str:
             return stack.format_arn(service="ec2", resource=kind, resource_name=name)
 
-        principal = grantee.grant_principal
-        principal.add_to_principal_policy(
+        add_reviewed_statement(
+            grantee,
             iam.PolicyStatement(
                 sid="DescribeNetwork",
                 actions=[
@@ -129,10 +130,13 @@ class EfaSecurityGroup(Construct):
                     "ec2:DescribeSubnets",
                     "ec2:DescribeSecurityGroups",
                 ],
-                resources=["*"],  # Describe* actions have no resource-level permissions
-            )
+                resources=["*"],
+            ),
+            "ec2:Describe* (SageMaker looks up the subnets and group it attaches jobs to) supports no resource-level "
+            "permissions.",
         )
-        principal.add_to_principal_policy(
+        add_reviewed_statement(
+            grantee,
             iam.PolicyStatement(
                 sid="ManageJobNetworkInterfaces",
                 actions=[
@@ -142,11 +146,13 @@ class EfaSecurityGroup(Construct):
                     "ec2:DeleteNetworkInterfacePermission",
                 ],
                 resources=[
-                    ec2_arn("network-interface", "*"),  # ENI ids are created by SageMaker at job start
+                    ec2_arn("network-interface", "*"),
                     ec2_arn("security-group", self.security_group.security_group_id),
                     *(ec2_arn("subnet", subnet.subnet_id) for subnet in self.subnets),
                 ],
-            )
+            ),
+            "SageMaker creates the job ENIs at run time (their ids are unknown before); subnets and security group "
+            "are named exactly.",
         )
 
 
@@ -190,7 +196,7 @@ class JobNetwork(Construct):
             "FlowLogs",
             encryption_key=key,
             retention=log_retention(settings.log_retention_days),
-            removal_policy=removal_policy(settings),
+            removal_policy=removal_policy(settings.removal_policy),
         )
         self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group))
         self._endpoint_security_group: ec2.SecurityGroup | None = None

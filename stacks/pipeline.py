@@ -15,9 +15,8 @@ from config import Settings
 from pipeline_steps.definition_cache import definition_json_cached
 from pipeline_steps.placeholders import DeployTimeValues, variables_in
 from stacks.data import DataStack, removal_policy
-from stacks.functions import PipelineFunctions
+from stacks.functions import LogGroupSettings, PipelineFunctions
 from stacks.mlflow import MlflowTrackingServer
-from stacks.nag import acknowledge_reviewed_findings
 from stacks.network import NetworkStack
 from stacks.notifications import PipelineNotifications
 from stacks.roles import JobRole, PipelineRole
@@ -84,7 +83,7 @@ class PipelineStack(Stack):
         )
         # What holds state outlives the stack in production (RETAIN): the registered models, the pipeline with
         # its execution history, the trigger's dead letters.
-        retention = removal_policy(settings)
+        retention = removal_policy(settings.removal_policy)
         model_package_group.apply_removal_policy(retention)
         self.job_role = JobRole(
             self,
@@ -98,7 +97,9 @@ class PipelineStack(Stack):
         self.pipeline_role = PipelineRole(
             self,
             "PipelineRole",
-            settings=settings,
+            name_prefix=settings.name_prefix,
+            layout=settings.layout,
+            approval_statuses=settings.registry.approval_statuses,
             key=data.project_key,
             job_role=self.job_role,
             artifacts=data.artifacts,
@@ -109,7 +110,10 @@ class PipelineStack(Stack):
         self.functions = PipelineFunctions(
             self,
             "Functions",
-            settings=settings,
+            name_prefix=settings.name_prefix,
+            pipeline_name=settings.pipeline_name,
+            layout=settings.layout,
+            log_groups=LogGroupSettings(retention_days=settings.log_retention_days, removal=retention),
             key=data.project_key,
             datasets=data.datasets,
             artifacts=data.artifacts,
@@ -172,12 +176,20 @@ class PipelineStack(Stack):
         self.notifications.alarm_on_dead_letters(
             self.trigger.dead_letter_queue, "Dataset trigger: a pipeline start failed after every retry"
         )
-        if settings.tracking.managed_server:
+        tracking = settings.tracking
+        if tracking.managed_server:
             mlflow = MlflowTrackingServer(
-                self, "MlflowTrackingServer", settings=settings, artifacts=data.artifacts, key=data.project_key
+                self,
+                "MlflowTrackingServer",
+                name_prefix=settings.name_prefix,
+                server_name=settings.mlflow_server_name,
+                server_size=tracking.server_size,
+                mlflow_version=tracking.mlflow_version,
+                prefix=settings.layout.mlflow,
+                artifacts=data.artifacts,
+                key=data.project_key,
             )
             CfnOutput(self, "MlflowTrackingServerArn", value=mlflow.server.attr_tracking_server_arn)
-        acknowledge_reviewed_findings(self, settings, self.model_package_group_name)
         CfnOutput(self, "ModelPackageGroupName", value=model_package_group.ref)
         CfnOutput(self, "PipelineName", value=settings.pipeline_name)
         CfnOutput(self, "NotificationTopicArn", value=self.notifications.topic.topic_arn)

@@ -6,13 +6,16 @@ only the grants on AWS-owned resources (images, log groups, metrics, SageMaker j
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from config import ArtifactLayout, Settings
+from config import ArtifactLayout
 from config.images import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
 from stacks.data import ProjectKey, SecureBucket
+from stacks.nag import add_reviewed_statement
 from stacks.network import EfaSecurityGroup
 
 SAGEMAKER = iam.ServicePrincipal("sagemaker.amazonaws.com")
@@ -44,21 +47,39 @@ class JobRole(Construct):
             description=f"{name_prefix}: SageMaker processing and training jobs",
         )
         role = self.role
-        artifacts.grant_read_objects(role, [f"{layout.base_models}/*", f"{layout.inputs}/*"])
-        artifacts.grant_write_objects(role, layout.writable_by_jobs())
+        artifacts.grant_read_objects(
+            role,
+            [f"{layout.base_models}/*", f"{layout.inputs}/*"],
+            reason=f"Jobs read the base model weights `make stage-model` stages under {layout.base_models}/ (file "
+            f"names depend on the model) and the pinned inputs under {layout.inputs}/, one folder per manifest "
+            "version (named by the claim digest) that ClaimManifest writes.",
+        )
+        written = layout.writable_by_jobs()
+        artifacts.grant_write_objects(
+            role,
+            written,
+            reason=f"Jobs write under the {', '.join(f'{prefix}/' for prefix in written)} prefixes, into keys "
+            "SageMaker or the job names after the execution or job; IAM cannot tie a key to the execution, so "
+            "isolation (no network of their own) keeps user code from writing other keys.",
+        )
         # "If a checkpoint is deleted in the SageMaker AI container, it will also be deleted in the S3 folder"
-        # (https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html), done with this role: train.py
-        # prunes old checkpoints, so the job may delete under checkpoints/ and nowhere else. IAM cannot narrow
-        # it to the job's own execution; the jobs are network-isolated, so only SageMaker's sync of the job's
-        # own checkpoint_s3_uri uses it, and the bucket's versioning keeps what a delete hides.
-        artifacts.grant_delete_objects(role, [layout.checkpoints])
+        # (https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html), done with this role.
+        artifacts.grant_delete_objects(
+            role,
+            [layout.checkpoints],
+            reason="train.py prunes old checkpoints and SageMaker mirrors the deletes to S3 with the job's role, so "
+            f"the job may delete under {layout.checkpoints}/ and nowhere else. IAM cannot narrow it to the job's own "
+            "execution; the jobs are network-isolated, so only SageMaker's sync of the job's own checkpoint_s3_uri "
+            "uses it, and the bucket's versioning keeps what a delete hides.",
+        )
         artifacts.grant_list(role)
         key.grant_sse_kms(role)
         key.grant_job_output_encryption(role)
         key.grant_job_volume_encryption(role)
         if job_security_group is not None:
             job_security_group.grant_job_network_interfaces(role)
-        role.add_to_policy(
+        add_reviewed_statement(
+            role,
             iam.PolicyStatement(
                 sid="PullDeepLearningContainers",
                 actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
@@ -70,16 +91,18 @@ class JobRole(Construct):
                         resource_name=DLC_REPOSITORIES,
                     )
                 ],
-            )
+            ),
+            "Jobs pull the AWS Hugging Face deep-learning containers (training, inference and CPU processing "
+            "repositories) from AWS's registry.",
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                sid="EcrLogin",
-                actions=["ecr:GetAuthorizationToken"],
-                resources=["*"],  # not resource-scopable
-            )
+        add_reviewed_statement(
+            role,
+            iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+            "ecr:GetAuthorizationToken (the registry login before any image pull) supports no resource-level "
+            "permissions.",
         )
-        role.add_to_policy(
+        add_reviewed_statement(
+            role,
             iam.PolicyStatement(
                 sid="WriteJobLogs",
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
@@ -92,15 +115,18 @@ class JobRole(Construct):
                     )
                     for group in JOB_LOG_GROUPS
                 ],
-            )
+            ),
+            "SageMaker names one log stream per job and host inside its fixed training and processing log groups.",
         )
-        role.add_to_policy(
+        add_reviewed_statement(
+            role,
             iam.PolicyStatement(
                 sid="PutJobMetrics",
                 actions=["cloudwatch:PutMetricData"],
-                resources=["*"],  # PutMetricData has no resource type; scoped by namespace instead
+                resources=["*"],
                 conditions={"StringLike": {"cloudwatch:namespace": ["/aws/sagemaker/*"]}},
-            )
+            ),
+            "cloudwatch:PutMetricData has no resource type: the statement is scoped by namespace instead.",
         )
 
 
@@ -112,7 +138,9 @@ class PipelineRole(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        settings: Settings,
+        name_prefix: str,
+        layout: ArtifactLayout,
+        approval_statuses: Sequence[str],
         key: ProjectKey,
         job_role: iam.IRole,
         artifacts: SecureBucket,
@@ -121,11 +149,12 @@ class PipelineRole(Construct):
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.role = iam.Role(
-            self, "Role", assumed_by=SAGEMAKER, description=f"{settings.name_prefix}: SageMaker Pipeline executions"
+            self, "Role", assumed_by=SAGEMAKER, description=f"{name_prefix}: SageMaker Pipeline executions"
         )
         role = self.role
         sagemaker_arn = lambda kind, name: stack.format_arn(service="sagemaker", resource=kind, resource_name=name)  # noqa: E731
-        role.add_to_policy(
+        add_reviewed_statement(
+            role,
             iam.PolicyStatement(
                 sid="RunPipelineJobs",
                 actions=[
@@ -139,27 +168,30 @@ class PipelineRole(Construct):
                     "sagemaker:ListTags",
                 ],
                 resources=[sagemaker_arn("processing-job", "*"), sagemaker_arn("training-job", "*")],
-            )
+            ),
+            "Pipeline executions generate processing and training job names at run time.",
         )
         packages = [
             sagemaker_arn("model-package-group", model_package_group_name),
             sagemaker_arn("model-package", f"{model_package_group_name}/*"),
         ]
+        numbered = "Model package versions are numbered by SageMaker inside the project's own group."
         # Registration only with a status the settings allow (in production never Approved): CreateModelPackage
         # supports the condition key sagemaker:ModelApprovalStatus ("Filters access by the model approval status
         # with the model-package in the request", https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonsagemaker.html).
         # No UpdateModelPackage: no step changes a package, approving is a person's action.
-        role.add_to_policy(
+        add_reviewed_statement(
+            role,
             iam.PolicyStatement(
                 sid="RegisterModels",
                 actions=["sagemaker:CreateModelPackage"],
                 resources=packages,
-                conditions={
-                    "StringEquals": {"sagemaker:ModelApprovalStatus": list(settings.registry.approval_statuses)}
-                },
-            )
+                conditions={"StringEquals": {"sagemaker:ModelApprovalStatus": list(approval_statuses)}},
+            ),
+            numbered,
         )
-        role.add_to_policy(
+        add_reviewed_statement(
+            role,
             iam.PolicyStatement(
                 sid="ReadModelPackages",
                 actions=[
@@ -169,12 +201,17 @@ class PipelineRole(Construct):
                     "sagemaker:ListTags",
                 ],
                 resources=packages,
-            )
+            ),
+            numbered,
         )
         job_role.grant_pass_role(role)
-        layout = settings.layout
-        # RegisterModel names the model archive and its model-quality report (no property files are read: the
-        # conditions test Lambda outputs and FinalMetricDataList).
-        artifacts.grant_read_objects(role, [f"{layout.models}/*", f"{layout.evaluation}/*"])
+        # No property files are read: the conditions test Lambda outputs and FinalMetricDataList.
+        artifacts.grant_read_objects(
+            role,
+            [f"{layout.models}/*", f"{layout.evaluation}/*"],
+            reason="RegisterModel names the model archive SageMaker wrote under the execution's training job name "
+            f"and the model-quality report RecordModel wrote under {layout.evaluation}/<execution id>/ (for its "
+            "ModelMetrics); the pipeline role only reads them.",
+        )
         key.grant_sse_kms(role)
         key.grant_job_volume_encryption(role)

@@ -13,6 +13,7 @@ from constructs import Construct
 
 from config.layout import DatasetLayout
 from pipeline_steps import names
+from stacks.nag import acknowledge
 
 # The manifest is uploaded last (tools/upload_dataset.py). EventBridge's `*` wildcard matches any characters,
 # `/` included, and no pattern operator can forbid extra segments
@@ -66,6 +67,12 @@ class DatasetTrigger(Construct):
             encryption_master_key=key,
             enforce_ssl=True,
             retention_period=Duration.days(14),
+        )
+        acknowledge(
+            self.dead_letter_queue,
+            "SQS3",
+            "This queue is itself the dead-letter queue of the dataset trigger's EventBridge target; a dead-letter "
+            "queue of a dead-letter queue would add nothing.",
         )
         role = iam.Role(
             self,

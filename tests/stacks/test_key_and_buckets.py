@@ -25,7 +25,14 @@ from tests.stacks.conftest import (
 
 def key_template(bare_stack: BareStack, settings: Settings) -> Template:
     stack = bare_stack(settings)
-    key = ProjectKey(stack, "ProjectKey", settings=settings)
+    key = ProjectKey(
+        stack,
+        "ProjectKey",
+        name_prefix=settings.name_prefix,
+        removal=removal_policy(settings.removal_policy),
+        topic_name=settings.notification_topic_name,
+        dead_letter_queue_name=settings.trigger_dead_letter_queue_name,
+    )
     role = grantee(stack)
     key.grant_sse_kms(role)
     key.grant_job_volume_encryption(role)
@@ -109,13 +116,13 @@ def secure_bucket(stack: cdk.Stack, settings: Settings, *, encrypted: bool, logg
     return SecureBucket(
         stack,
         "Datasets",
-        removal=removal_policy(settings),
+        removal=removal_policy(settings.removal_policy),
         bucket_name=settings.bucket_name("datasets", Aws.ACCOUNT_ID, Aws.REGION),
         key=kms.Key(stack, "Key") if encrypted else None,
         access_logs=SecureBucket(
             stack,
             "AccessLogs",
-            removal=removal_policy(settings),
+            removal=removal_policy(settings.removal_policy),
             bucket_name=settings.bucket_name("access-logs", Aws.ACCOUNT_ID, Aws.REGION),
             key=None,
             access_logs=None,
@@ -202,8 +209,8 @@ def test_bucket_grants_name_the_bucket_so_another_stack_needs_no_export(bare_sta
     role = grantee(role_stack)
     layout = dev_settings.layout
     # In CDK's order of resources (sorted), so that the statements compare as a whole.
-    bucket.grant_read_objects(role, ["*", f"{layout.base_models}/*"])
-    bucket.grant_write_objects(role, [layout.evaluation, layout.models])
+    bucket.grant_read_objects(role, ["*", f"{layout.base_models}/*"], reason="test reads")
+    bucket.grant_write_objects(role, [layout.evaluation, layout.models], reason="test writes")
     bucket.grant_list(role)
     template = Template.from_stack(role_stack)
     assert "Fn::ImportValue" not in dumps(template.to_json())

@@ -40,7 +40,9 @@ def roles(cdk_context, dev_settings, tmp_path_factory) -> dict[str, Template]:
         PipelineRole(
             stack,
             "PipelineRole",
-            settings=dev_settings,
+            name_prefix=dev_settings.name_prefix,
+            layout=dev_settings.layout,
+            approval_statuses=dev_settings.registry.approval_statuses,
             key=data.project_key,
             job_role=job_role.role,
             artifacts=data.artifacts,
