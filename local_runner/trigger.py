@@ -9,7 +9,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from qa.outputs import MANIFEST_V2_FORMAT, SPLITS
+from qa.data import ManifestFile, manifest_v2
+from qa.outputs import SPLITS
 
 from config.layout import DatasetLayout
 from local_runner.assembly import SynthesizedPipeline, extract_event_value
@@ -36,16 +37,15 @@ def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name
         for path, key in uploads:
             data = path.read_bytes()
             files.append(
-                {
-                    "key": key,
-                    "version_id": store.put_bytes(data, f"s3://{bucket}/{prefix}{key}"),
-                    "sha256": hashlib.sha256(data).hexdigest(),
-                    "size": len(data),
-                    **({"converted_from": converted_from[key]} if key in converted_from else {}),
-                }
+                ManifestFile(
+                    key=key,
+                    version_id=store.put_bytes(data, f"s3://{bucket}/{prefix}{key}"),
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    size=len(data),
+                )
             )
     manifest_key = DATASETS.manifest_key(name, version)
-    manifest = {"format": MANIFEST_V2_FORMAT, "dataset": name, "version": version, "files": files}
+    manifest = manifest_v2(name, version, files, converted_from)
     manifest_version = store.put_bytes(json.dumps(manifest, indent=1).encode(), f"s3://{bucket}/{manifest_key}")
     return manifest_key, manifest_version
 

@@ -35,14 +35,15 @@ from typing import Any
 from qa.data import (
     ACCEPTED_FORMATS,
     SPLITS,
+    ManifestFile,
     entry_records,
     is_columnar,
     load_dataset_files,
+    manifest_v2,
     saved_dataset_folder,
     split_entries,
     summarize_problems,
 )
-from qa.outputs import MANIFEST_V2_FORMAT
 
 from config.layout import DatasetLayout
 from pipeline_steps import names
@@ -87,14 +88,6 @@ CONDITION_FAILED = ("PreconditionFailed", "ConditionalRequestConflict", "412", "
 
 
 @dataclass(frozen=True)
-class UploadedFile:
-    key: str  # relative to the manifest's folder
-    version_id: str
-    sha256: str
-    size: int
-
-
-@dataclass(frozen=True)
 class UploadPlan:
     bucket: str
     name: str
@@ -110,23 +103,9 @@ class UploadPlan:
     def manifest_key(self) -> str:
         return DATASETS.manifest_key(self.name, self.version)
 
-    def manifest(self, uploaded: list[UploadedFile]) -> dict[str, Any]:
+    def manifest(self, uploaded: list[ManifestFile]) -> dict[str, Any]:
         """Manifest v2: each data file with the S3 version id its upload created and its SHA-256."""
-        return {
-            "format": MANIFEST_V2_FORMAT,
-            "dataset": self.name,
-            "version": self.version,
-            "files": [
-                {
-                    "key": f.key,
-                    "version_id": f.version_id,
-                    "sha256": f.sha256,
-                    "size": f.size,
-                    **({"converted_from": self.converted_from[f.key]} if f.key in self.converted_from else {}),
-                }
-                for f in uploaded
-            ],
-        }
+        return manifest_v2(self.name, self.version, uploaded, self.converted_from)
 
 
 def dataset_entries_by_split(dataset_dir: Path) -> dict[str, list[Path]]:
@@ -395,7 +374,7 @@ def upload(plan: UploadPlan, s3: Any, replace: bool = False, multipart_bytes: in
     uploaded = []
     for path, key in plan.files:
         version_id, sha256, size = put_file(s3, path, plan.bucket, f"{plan.prefix}{key}", multipart_bytes, progress)
-        uploaded.append(UploadedFile(key, version_id, sha256, size))
+        uploaded.append(ManifestFile(key, version_id, sha256, size))
         progress.file_done()
     manifest = plan.manifest(uploaded)
     condition = {"IfMatch": previous} if previous is not None else {"IfNoneMatch": "*"}

@@ -98,6 +98,39 @@ def summarize_problems(problems: list[Problem], limit: int = 200) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class ManifestFile:
+    """One data file of a manifest v2, as its upload stored it."""
+
+    key: str  # relative to the manifest's folder
+    version_id: str  # the S3 version id the upload created
+    sha256: str
+    size: int
+
+
+def manifest_v2(
+    dataset: str, version: str, files: list[ManifestFile], converted_from: dict[str, dict[str, str]] | None = None
+) -> dict[str, Any]:
+    """The manifest v2 document (qa.outputs.MANIFEST_V2_FORMAT) naming each data file at its version;
+    `converted_from`: key -> the columnar file it was converted from ({"key", "format"})."""
+    converted_from = converted_from or {}
+    return {
+        "format": MANIFEST_V2_FORMAT,
+        "dataset": dataset,
+        "version": version,
+        "files": [
+            {
+                "key": f.key,
+                "version_id": f.version_id,
+                "sha256": f.sha256,
+                "size": f.size,
+                **({"converted_from": converted_from[f.key]} if f.key in converted_from else {}),
+            }
+            for f in files
+        ],
+    }
+
+
 def read_manifest(manifest_path: Path, data_dir: Path) -> tuple[dict[str, list[Path]], list[Problem]]:
     """Split -> files named by the manifest (resolved under `data_dir`), and manifest problems. Reads manifest v2
     (qa.outputs.MANIFEST_V2_FORMAT: {"format", "dataset", "version", "files": [{"key", ...}]}, keys relative to
