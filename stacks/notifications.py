@@ -36,6 +36,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk.interfaces.aws_events import IRuleRef
 from constructs import Construct
 
+from config.aws_locations import pipeline_console_url
 from pipeline_steps.names import FIRST_DELIVERY_STEP, MODEL_METADATA_DATASET_MANIFEST, MODEL_METADATA_F1
 
 SAGEMAKER_SOURCE = ["aws.sagemaker"]
@@ -95,10 +96,7 @@ class PipelineNotifications(Construct):
             )
         )
         # The SageMaker AI console's page of the pipeline; `make runs` lists its executions with every step.
-        where = (
-            f"Details: make runs ENV={env_name} | https://{Aws.REGION}.console.aws.amazon.com/sagemaker/home"
-            f"?region={Aws.REGION}#/pipelines/{pipeline_name}"
-        )
+        where = f"Details: make runs ENV={env_name} | {pipeline_console_url(Aws.REGION, pipeline_name)}"
         execution = _field("$.detail.pipelineExecutionArn")
         self.execution_rule = self._rule(
             "ExecutionFinished",

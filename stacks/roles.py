@@ -13,13 +13,13 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from config import ArtifactLayout
+from config.aws_locations import JOB_LOG_GROUPS
 from config.images import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
 from stacks.data import ProjectKey, SecureBucket
 from stacks.nag import add_reviewed_statement
 from stacks.network import EfaSecurityGroup
 
 SAGEMAKER = iam.ServicePrincipal("sagemaker.amazonaws.com")
-JOB_LOG_GROUPS = ("/aws/sagemaker/TrainingJobs", "/aws/sagemaker/ProcessingJobs")
 
 
 class JobRole(Construct):
@@ -113,7 +113,7 @@ class JobRole(Construct):
                         resource_name=f"{group}:*",
                         arn_format=ArnFormat.COLON_RESOURCE_NAME,
                     )
-                    for group in JOB_LOG_GROUPS
+                    for group in JOB_LOG_GROUPS.values()
                 ],
             ),
             "SageMaker names one log stream per job and host inside its fixed training and processing log groups.",

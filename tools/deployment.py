@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
-from urllib.parse import quote
 
 from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_MAX_LENGTH
 
@@ -146,33 +145,6 @@ def load_deployment(env_name: str, session: Any | None = None) -> Deployment:
         fail(f"no AWS region: set AWS_REGION (or `region` in cdk.json's '{env_name}' environment)")
     account = session.client("sts", region_name=region).get_caller_identity()["Account"]
     return Deployment(settings=settings, account=settings.account or account, region=region, session=session)
-
-
-# Console pages (their addresses are the console's, not a documented API: links for a person to open).
-def console_url(region: str, fragment: str) -> str:
-    return f"https://{region}.console.aws.amazon.com/{fragment}"
-
-
-def execution_console_url(region: str, pipeline_name: str, execution_arn: str) -> str:
-    execution_id = execution_arn.rsplit("/", 1)[-1]
-    return console_url(region, f"sagemaker/home?region={region}#/pipelines/{pipeline_name}/executions/{execution_id}")
-
-
-def job_console_url(region: str, kind: str, job_name: str) -> str:
-    """`kind`: TrainingJob or ProcessingJob."""
-    page = {"TrainingJob": "jobs", "ProcessingJob": "processing-jobs"}[kind]
-    return console_url(region, f"sagemaker/home?region={region}#/{page}/{job_name}")
-
-
-# SageMaker writes a job's logs to /aws/sagemaker/TrainingJobs or /aws/sagemaker/ProcessingJobs, one stream
-# per instance named <job name>/algo-<n>-<epoch> (training) or <job name>/<instance> (processing):
-# https://docs.aws.amazon.com/sagemaker/latest/dg/logging-cloudwatch.html
-JOB_LOG_GROUPS = {"TrainingJob": "/aws/sagemaker/TrainingJobs", "ProcessingJob": "/aws/sagemaker/ProcessingJobs"}
-
-
-def log_group_console_url(region: str, log_group: str) -> str:
-    encoded = quote(quote(log_group, safe=""), safe="").replace("%", "$")
-    return console_url(region, f"cloudwatch/home?region={region}#logsV2:log-groups/log-group/{encoded}")
 
 
 def missing_model_parts(relative_names: Iterable[str]) -> list[str]:

@@ -19,14 +19,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from config.aws_locations import JOB_LOG_GROUPS, execution_console_url
 from config.layout import DatasetLayout
 from pipeline_steps import names
 from tools.deployment import (
-    JOB_LOG_GROUPS,
     Deployment,
     ToolParser,
     check_name,
-    execution_console_url,
     fail,
     load_deployment,
     pipeline_parameters,

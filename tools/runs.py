@@ -16,14 +16,12 @@ from typing import Any
 
 from qa.outputs import METRIC_EVAL_F1
 
+from config.aws_locations import JOB_LOG_GROUPS, execution_console_url, job_console_url
 from config.costs import PRICE_REGION, PRICES_AS_OF, TRAINING_USD_PER_HOUR
 from pipeline_steps import names
 from tools.deployment import (
-    JOB_LOG_GROUPS,
     ToolParser,
-    execution_console_url,
     fail,
-    job_console_url,
     load_deployment,
     pipeline_parameter_defaults,
     run_tool,

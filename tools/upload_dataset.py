@@ -45,6 +45,7 @@ from qa.data import (
     summarize_problems,
 )
 
+from config.aws_locations import execution_console_url
 from config.layout import DatasetLayout
 from pipeline_steps import names
 from tools.deployment import (
@@ -52,7 +53,6 @@ from tools.deployment import (
     ToolParser,
     bucket_exists,
     check_name,
-    execution_console_url,
     fail,
     load_deployment,
     pipeline_parameter_defaults,

@@ -11,7 +11,7 @@ from aws_cdk.assertions import Template
 
 from config.images import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
 from stacks.data import DataStack
-from stacks.roles import JOB_LOG_GROUPS, JobRole, PipelineRole
+from stacks.roles import JobRole, PipelineRole
 from tests.conftest import as_list, dumps
 from tests.stacks.conftest import SUBNET_IDS, bucket_arn, efa_group_in_imported_vpc, environment, joined, new_app
 
@@ -154,7 +154,8 @@ def test_job_role_outside_a_vpc_gets_no_ec2_permission(roles):
 
 def test_job_role_writes_logs_only_to_the_sagemaker_job_log_groups(roles):
     [logs] = with_action(role_statements(roles["Roles"], "JobRole"), "logs:PutLogEvents")
-    groups = sorted(JOB_LOG_GROUPS)
+    # The log groups SageMaker writes job logs to (https://docs.aws.amazon.com/sagemaker/latest/dg/logging-cloudwatch.html).
+    groups = ["/aws/sagemaker/ProcessingJobs", "/aws/sagemaker/TrainingJobs"]
     assert logs["Resource"] == [
         joined(ARN.format(service="logs", account="<account>", resource=f"log-group:{group}:*")) for group in groups
     ]
