@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 
 from qa.outputs import LOCAL_CHECKPOINT_DIR_ENV
 
+from config.paths import PROJECT_ROOT, TRAINING_CODE
 from local_runner.launch import launcher
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = PROJECT_ROOT
 RESULTS = ROOT / "bench" / "results"
-TRAINING_CODE = ROOT / "training_code"
 K = TypeVar("K")  # what names a configuration in alternate()
 
 

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from config.layout import ArtifactLayout
+from config.paths import LOCAL_EXECUTIONS, LOCAL_RUNS, SAMPLE_DATASET, SAMPLE_DATASET_NAME, assembly_dir
 from local_runner.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
 from local_runner.errors import InvocationFailed, UnsupportedDefinition
 from local_runner.record import report_local_run
@@ -28,7 +29,6 @@ from pipeline_steps import names
 from pipeline_steps.walk import all_steps
 from tools.demo_models import build_tiny_model, bundled_model_dir
 
-ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT_SCHEDULE = ("checkpoint_minutes", "checkpoint_steps", "checkpoint_epochs")  # train.py's; 0: off
 
 
@@ -49,18 +49,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--assembly",
         type=Path,
-        default=ROOT / "cdk.out" / "dev",
+        default=assembly_dir("dev"),
         help="cdk.out/<env>, as `make synth ENV=<env>` writes it (default: cdk.out/dev)",
     )
     parser.add_argument("--stack", help="the pipeline stack (default: the one stack holding a pipeline)")
-    parser.add_argument(
-        "--dataset", type=Path, default=ROOT / "data" / "sample-squad", help="default: data/sample-squad"
-    )
-    parser.add_argument("--dataset-name", default="sample-squad")
+    parser.add_argument("--dataset", type=Path, default=SAMPLE_DATASET, help="default: data/sample-squad")
+    parser.add_argument("--dataset-name", default=SAMPLE_DATASET_NAME)
     parser.add_argument(
         "--work-dir",
         type=Path,
-        default=ROOT / ".local-runs",
+        default=LOCAL_RUNS,
         help="local S3, model registry, job folders and logs (default: .local-runs)",
     )
     parser.add_argument("--tiny", action="store_true", help="a tiny random model instead of MiniLM: wiring only")
@@ -209,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             pipeline.pipeline_name,
             store,
             registry,
-            args.work_dir / "executions",
+            args.work_dir / LOCAL_EXECUTIONS,
             interruption=interruption,
             hyperparameter_overrides=dict(args.hyperparameter),
         )
@@ -233,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if result.model_package is None:
         return 0
-    return ask_registered_model(result, store, args.work_dir / "executions" / result.execution_id / "endpoint")
+    return ask_registered_model(result, store, args.work_dir / LOCAL_EXECUTIONS / result.execution_id / "endpoint")
 
 
 if __name__ == "__main__":

@@ -19,9 +19,8 @@ from typing import Any
 
 from qa.outputs import LOCAL_EXECUTIONS_ENV, LOCAL_S3_ROOT_ENV
 
+from config.paths import TRAINING_CODE
 from local_runner.errors import StepFailed, UnsupportedDefinition
-
-TRAINING_CODE = Path(__file__).resolve().parents[1] / "training_code"
 
 
 def handler_of(function_arn: str) -> tuple[str, str]:

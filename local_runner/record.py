@@ -8,6 +8,7 @@ from pathlib import Path
 
 from qa.outputs import LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1
 
+from config.paths import LOCAL_EXECUTIONS
 from local_runner.runner import ExecutionResult
 from local_runner.store import LocalObjectStore
 from tools.report import write_report
@@ -68,7 +69,7 @@ def report_local_run(
     """The end of every local run: its record (execution.json), its report (HTML + PNG) in its folder, and
     its MLflow run in the local store (experiment: the pipeline's name). The report's path."""
     record = record_from_local_result(result, pipeline_name, store)
-    folder = work_dir / "executions" / result.execution_id
+    folder = work_dir / LOCAL_EXECUTIONS / result.execution_id
     save(record, folder)
     path = write_report(record, folder)
     out(f"run report: {path} (figure: {path.with_name(REPORT_IMAGE)})")

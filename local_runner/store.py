@@ -9,8 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from pipeline_functions import content_version
-from qa.outputs import LOCAL_VERSIONS_DIR
+from qa.outputs import LOCAL_VERSIONS_DIR, content_version
 
 
 class LocalObjectStore:

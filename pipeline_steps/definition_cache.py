@@ -19,12 +19,12 @@ import tempfile
 from pathlib import Path
 
 from config import Settings
+from config.paths import CACHE, PROJECT_ROOT, TRAINING_CODE
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SOURCE_DIRS = (PROJECT_ROOT / "pipeline_steps", PROJECT_ROOT / "config")
 # The container <-> definition contract the steps import (file names, container paths, metric regexes).
-SOURCE_FILES = (PROJECT_ROOT / "training_code" / "qa" / "outputs.py",)
-DEFAULT_CACHE_DIR = PROJECT_ROOT / ".cache" / "pipeline-definitions"  # app.py's; `make clean` removes it
+SOURCE_FILES = (TRAINING_CODE / "qa" / "outputs.py",)
+DEFAULT_CACHE_DIR = CACHE / "pipeline-definitions"  # app.py's; `make clean` removes it
 SDK_DISTRIBUTIONS = ("sagemaker", "sagemaker-core", "boto3", "botocore")
 MAX_ENTRIES = 32
 

@@ -9,6 +9,7 @@ from sagemaker.workflow.parameters import ParameterFloat, ParameterInteger, Para
 
 from config import Settings
 from config.layout import DatasetLayout
+from config.paths import SAMPLE_DATASET_NAME, SAMPLE_DATASET_VERSION
 from pipeline_steps import names
 
 
@@ -36,7 +37,7 @@ def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket:
     return PipelineParameters(
         dataset_bucket=ParameterString(names.DATASET_BUCKET, default_value=datasets_bucket),
         manifest_key=ParameterString(
-            names.MANIFEST_KEY, default_value=DatasetLayout().manifest_key("sample-squad", "v1")
+            names.MANIFEST_KEY, default_value=DatasetLayout().manifest_key(SAMPLE_DATASET_NAME, SAMPLE_DATASET_VERSION)
         ),
         base_model_uri=ParameterString(names.BASE_MODEL_URI, default_value=settings.base_model_uri(artifacts_bucket)),
         manifest_version_id=ParameterString(names.MANIFEST_VERSION_ID, default_value=MANIFEST_VERSION_UNSET),

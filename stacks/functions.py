@@ -21,13 +21,13 @@ from qa.outputs import STATS_OUTPUT
 
 from config import ArtifactLayout
 from config.layout import DatasetLayout
+from config.paths import TRAINING_CODE
 from pipeline_steps import names
 from pipeline_steps.placeholders import FUNCTION_HANDLERS
 from stacks.data import ProjectKey, SecureBucket
 from stacks.nag import acknowledge, add_reviewed_statement
 from stacks.network import log_retention
 
-TRAINING_CODE = Path(__file__).resolve().parents[1] / "training_code"
 # What pipeline_functions.py imports (stdlib, boto3 from the runtime, and these stdlib-only modules).
 FUNCTION_FILES = ("pipeline_functions.py", "qa/__init__.py", "qa/cost.py", "qa/outputs.py")
 # A Lambda step waits for its function at most 10 minutes (SageMaker Pipelines step types, Lambda step:

@@ -12,6 +12,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from config import Settings
+from config.paths import TRAINING_CODE
 from pipeline_steps.definition_cache import definition_json_cached
 from pipeline_steps.placeholders import DeployTimeValues, variables_in
 from stacks.data import DataStack, removal_policy
@@ -22,8 +23,6 @@ from stacks.notifications import PipelineNotifications
 from stacks.roles import JobRole, PipelineRole
 from stacks.source_bundle import write_source_tarball
 from stacks.trigger import DatasetTrigger
-
-TRAINING_CODE = Path(__file__).resolve().parents[1] / "training_code"
 
 
 class TrainingCodeAsset(Construct):

@@ -17,9 +17,11 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from config.paths import CACHE
+
 # Inside the checkout (ignored by git, removed by `make clean`): private to whoever owns the checkout, never a
 # shared, predictable path such as /tmp/hfqa-build.
-DEFAULT_BUILD_DIR = Path(__file__).resolve().parents[1] / ".cache" / "source-bundles"
+DEFAULT_BUILD_DIR = CACHE / "source-bundles"
 
 EXCLUDED_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 EXCLUDED_SUFFIXES = {".pyc", ".pyo"}

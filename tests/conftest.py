@@ -34,12 +34,13 @@ from aws_cdk.assertions import Template
 from xdist.scheduler import LoadScopeScheduling
 
 from config import Settings, load_settings, read_cdk_json_context
+from config.paths import PROJECT_ROOT
 from local_runner.launch import free_port
 from stacks.app_builder import ProjectStacks, build_stacks
 
 # The SDK logs its config-file lookups at INFO when test modules import it (as definition_cache does for synth).
 logging.getLogger("sagemaker.config").setLevel(logging.WARNING)
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = PROJECT_ROOT
 # For entry points started in a subprocess: the import roots that the Makefile exports as PYTHONPATH.
 ENTRY_POINT_PYTHONPATH = os.pathsep.join((str(ROOT), str(ROOT / "training_code")))
 

@@ -41,6 +41,11 @@ def test_editable_install_runs_the_tools_without_pythonpath(tmp_path):
     help_text = run(str(python), "-m", "tools.upload_dataset", "--help")
     assert help_text.returncode == 0, help_text.stderr
     assert "--replace" in help_text.stdout
+    # The local runner imports the Lambda functions' store contract and the tools the paths of config/paths.py:
+    # nothing may depend on a PYTHONPATH or a sys.path change made by another import.
+    for module in ("local_runner", "tools.summarize", "tools.report"):
+        module_help = run(str(python), "-m", module, "--help")
+        assert module_help.returncode == 0 and "usage:" in module_help.stdout, (module, module_help.stderr)
     where = run(str(python), "-c", "import qa.outputs, tools.deployment; print(qa.outputs.__file__)")
     assert where.stdout.strip() == str(ROOT / "training_code" / "qa" / "outputs.py"), where.stderr
     script = run(str(venv / "bin" / "hfqa-executions"), "--help")

@@ -14,16 +14,13 @@ import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NoReturn
 
 from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_MAX_LENGTH
 
 from config import ConfigError, Settings, load_settings, read_cdk_json_context
+from config.paths import CDK_JSON
 from config.settings import STACK_PURPOSES
-
-ROOT = Path(__file__).resolve().parents[1]
-
 
 # What a staged model folder needs (the training job loads it with `from_pretrained`).
 MODEL_CONFIG = "config.json"
@@ -107,7 +104,7 @@ def aws_session() -> Any:
 def settings_for(env_name: str) -> Settings:
     """The settings of `env_name` from cdk.json (no AWS call)."""
     try:
-        return load_settings({**read_cdk_json_context(ROOT / "cdk.json"), "env": env_name})
+        return load_settings({**read_cdk_json_context(CDK_JSON), "env": env_name})
     except ConfigError as err:
         fail(f"{err}".replace("(-c env=...)", "(--env / ENV=...)"))
 

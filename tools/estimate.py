@@ -22,11 +22,10 @@ from qa.cost import BERT_LARGE, WEIGHT_BYTES, Hardware, JobEstimate, JobTerms, M
 from config import Settings, load_settings, read_cdk_json_context
 from config import costs as c
 from config.instance_types import instance_type
+from config.paths import CDK_JSON, PROJECT_ROOT
 from pipeline_steps import names
 
-ROOT = Path(__file__).resolve().parents[1]
-
-GPU_RESULT = ROOT / "bench" / "results" / "gpu_throughput.json"
+GPU_RESULT = PROJECT_ROOT / "bench" / "results" / "gpu_throughput.json"
 # Same shape, different names: the configs of these hub models are known without downloading them.
 KNOWN_SHAPES = {
     name: BERT_LARGE
@@ -292,7 +291,7 @@ def report(args: argparse.Namespace) -> int:
     from config.loader import ConfigError
 
     try:
-        settings = load_settings({**read_cdk_json_context(ROOT / "cdk.json"), "env": args.env})
+        settings = load_settings({**read_cdk_json_context(CDK_JSON), "env": args.env})
     except ConfigError as err:
         raise SystemExit(f"error: {err}") from None
     hps = settings.hyperparameters

@@ -16,6 +16,7 @@ from pathlib import Path
 from qa.outputs import SPLITS, TRAIN_SPLIT, VALIDATION_SPLIT
 
 from config.layout import DatasetLayout
+from config.paths import SAMPLE_DATASET, SAMPLE_DATASET_NAME, SAMPLE_DATASET_VERSION
 
 TRAIN_FILE, VALIDATION_FILE = f"{TRAIN_SPLIT}/train.jsonl", f"{VALIDATION_SPLIT}/validation.json"
 SYLLABLES = ["ka", "lo", "mir", "ven", "tas", "ori", "bel", "dun", "sa", "rek", "ul", "pho", "zen", "iva", "tor"]
@@ -109,10 +110,10 @@ def generate(out_dir: Path, train_articles: int = 60, validation_articles: int =
     (out_dir / VALIDATION_FILE).write_text(json.dumps({"version": "1.1", "data": data}, indent=1))
     datasets = DatasetLayout()
     manifest = datasets.manifest_body(
-        "<datasets-bucket>", datasets.prefix("sample-squad", "v1"), [TRAIN_FILE, VALIDATION_FILE]
+        "<datasets-bucket>", datasets.prefix(SAMPLE_DATASET_NAME, SAMPLE_DATASET_VERSION), [TRAIN_FILE, VALIDATION_FILE]
     )
     (out_dir / datasets.manifest_name).write_text(json.dumps(manifest, indent=1) + "\n")
 
 
 if __name__ == "__main__":
-    generate(Path(sys.argv[1] if len(sys.argv) > 1 else "data/sample-squad"))
+    generate(Path(sys.argv[1]) if len(sys.argv) > 1 else SAMPLE_DATASET)

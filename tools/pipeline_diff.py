@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from config.paths import assembly_dir
 from pipeline_steps.walk import all_steps
 from tools.assembly import pipeline_properties, synth_command, synthesized_definition
 from tools.assembly import synthesized_templates as templates_of
@@ -118,9 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     import boto3
     from botocore.exceptions import ClientError
 
-    from tools.deployment import ROOT, fail, load_deployment
+    from tools.deployment import fail, load_deployment
 
-    assembly = args.assembly or ROOT / "cdk.out" / args.env
+    assembly = args.assembly or assembly_dir(args.env)
     deployment = load_deployment(args.env, boto3.Session())
     stack_name = f"{deployment.settings.name_prefix}-pipeline"
     try:

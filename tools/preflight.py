@@ -17,10 +17,10 @@ from functools import partial
 from typing import Any, Literal
 
 from config import read_cdk_json_context
+from config.paths import CDK_JSON
 from pipeline_steps import names
 from tools.deployment import (
     MODEL_CONFIG,
-    ROOT,
     Deployment,
     ToolError,
     ToolParser,
@@ -65,7 +65,7 @@ class Check:
 
 
 def check_bootstrap(deployment: Deployment) -> Check:
-    context = read_cdk_json_context(ROOT / "cdk.json")
+    context = read_cdk_json_context(CDK_JSON)
     qualifier = context.get("@aws-cdk/core:bootstrapQualifier", DEFAULT_QUALIFIER)
     name = "CDK bootstrap (CDKToolkit)"
     fix = f"cdk bootstrap aws://{deployment.account}/{deployment.region}"

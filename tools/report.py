@@ -21,6 +21,7 @@ from typing import Any
 from qa.outputs import LOG_LEARNING_RATE, LOG_LOSS, LOG_SAMPLES_PER_SECOND, LOG_STEP
 
 from config.costs import PRICE_REGION, PRICES_AS_OF
+from config.paths import LOCAL_EXECUTIONS, LOCAL_RUNS, PROJECT_ROOT
 from pipeline_steps import names
 from tools.run_record import (
     REPORT_FILE,
@@ -30,8 +31,7 @@ from tools.run_record import (
 )
 from tools.tracking import managed_server_arn, track, tracking_uri
 
-ROOT = Path(__file__).resolve().parents[1]
-LOCAL_EXECUTIONS = ROOT / ".local-runs" / "executions"
+LOCAL_EXECUTIONS_DIR = LOCAL_RUNS / LOCAL_EXECUTIONS
 STATUS_COLOURS = {"Succeeded": "#2e7d32", "Failed": "#c62828", "Executing": "#1565c0", "Stopped": "#757575"}
 NO_HISTORY = "no log history in the model archive\n(qa/outputs.py LOG_HISTORY_FILE)"
 
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--env", default="dev")
     parser.add_argument(
-        "--work-dir", type=Path, default=LOCAL_EXECUTIONS, help="local runs (default .local-runs/executions)"
+        "--work-dir", type=Path, default=LOCAL_EXECUTIONS_DIR, help="local runs (default .local-runs/executions)"
     )
     parser.add_argument("--output", type=Path, help="folder for the report (default: the local run's, or reports/<id>)")
     parser.add_argument("--no-tracking", action="store_true", help="do not record the execution in MLflow")
@@ -298,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         sagemaker = deployment.client("sagemaker")
         arn = execution_arn(sagemaker, settings.pipeline_name, execution)
         record = record_from_aws(sagemaker, deployment.client("s3"), arn)
-        folder = ROOT / "reports" / record.execution_id
+        folder = PROJECT_ROOT / "reports" / record.execution_id
         server_arn = managed_server_arn(settings, deployment.account, deployment.region)
     path = write_report(record, args.output or folder)
     print(f"run report: {path} (figure: {path.with_name(REPORT_IMAGE)})")

@@ -5,12 +5,14 @@ python -m tools.summarize cdk.out/dev
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from config.paths import assembly_dir
 from pipeline_steps.walk import execution_order
 from tools.assembly import AssemblyNotFound, synthesized_definition, synthesized_templates
 from tools.idle_cost import idle_cost
@@ -112,7 +114,11 @@ def summarize(assembly: Path) -> str:
 
 
 def main(argv: list[str]) -> int:
-    assembly = Path(argv[0] if argv else "cdk.out/dev")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "assembly", nargs="?", type=Path, default=assembly_dir("dev"), help="cdk.out/<env> (default: cdk.out/dev)"
+    )
+    assembly = parser.parse_args(argv).assembly
     try:
         print(summarize(assembly))
     except AssemblyNotFound as err:

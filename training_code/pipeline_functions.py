@@ -73,6 +73,7 @@ from qa.outputs import (
     TRAINING_INSTANCE_COUNT,
     TRAINING_INSTANCE_TYPE,
     VALIDATION_SPLIT,
+    content_version,
 )
 
 log = logging.getLogger("pipeline_functions")
@@ -109,11 +110,6 @@ class ObjectStore(Protocol):
     def current_version(self, bucket: str, key: str) -> tuple[str | None, int]: ...
     def copy(self, bucket: str, key: str, version_id: str | None, target_bucket: str, target_key: str) -> None: ...
     def stream(self, bucket: str, key: str) -> tuple[Iterator[bytes], str | None]: ...
-
-
-def content_version(body: bytes) -> str:
-    """The local stand-in for an S3 version id: the content's SHA-256 prefix."""
-    return hashlib.sha256(body).hexdigest()[:32]
 
 
 class LocalObjectStore:

@@ -6,11 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from config.paths import SAMPLE_DATASET
 from tools.demo_models import build_tiny_model, bundled_model_dir
-
-TRAINING_CODE = ROOT / "training_code"
-SAMPLE_DATASET = ROOT / "data" / "sample-squad"
 
 
 @pytest.fixture(scope="session")

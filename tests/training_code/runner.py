@@ -10,10 +10,10 @@ from pathlib import Path
 
 from qa.outputs import LOCAL_CHECKPOINT_DIR_ENV, LOCAL_TENSORBOARD_DIR_ENV, VALIDATION_CHANNEL
 
+from config.paths import TRAINING_CODE
 from local_runner.launch import hyperparameter_args, job_environment, launcher
 from local_runner.spot import reclaim
 from tests.conftest import ENTRY_POINT_PYTHONPATH
-from tests.training_code.conftest import TRAINING_CODE
 
 INSTRUMENTED = Path(__file__).with_name("instrumented_train.py")
 

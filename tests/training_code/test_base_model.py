@@ -11,7 +11,7 @@ import sys
 
 from qa.base_model import load_question_answering_model
 
-from tests.training_code.conftest import TRAINING_CODE
+from config.paths import TRAINING_CODE
 
 log = logging.getLogger("qa")
 

@@ -22,7 +22,8 @@ from qa.data import (
 from qa.feature_files import read_features
 from qa.outputs import MANIFEST_V2_FORMAT
 
-from tests.training_code.conftest import SAMPLE_DATASET, preprocess_sample_args
+from config.paths import SAMPLE_DATASET
+from tests.training_code.conftest import preprocess_sample_args
 
 FORMATS = ("parquet", "csv", "save_to_disk")
 

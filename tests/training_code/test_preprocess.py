@@ -18,7 +18,8 @@ from qa.feature_files import EXAMPLE_IDS_FILE, FEATURES_FILE, NO_OFFSET, read_fe
 from qa.features import prepare_train_features, prepare_validation_features
 from qa.outputs import EVALUATION_FILE
 
-from tests.training_code.conftest import SAMPLE_DATASET, TRAINING_CODE, preprocess_sample_args
+from config.paths import SAMPLE_DATASET, TRAINING_CODE
+from tests.training_code.conftest import preprocess_sample_args
 from tests.training_code.runner import run_training
 from tests.training_code.test_dataset_formats import write_copy
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 import train
 
-from tests.training_code.conftest import TRAINING_CODE
+from config.paths import TRAINING_CODE
 from tests.training_code.runner import run_training
 
 

@@ -2,10 +2,12 @@
 and the pipeline definition that reads what it writes: file names, container paths, metric lines, JSON paths.
 
 One home for each of these facts. `pipeline_steps/` and `local_runner/` import them from here (downward);
-this module imports nothing, so the containers and the Lambda runtime can load it as it is.
+this module imports only the standard library, so the containers and the Lambda runtime can load it as it is.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 # Container paths that SageMaker defines (training jobs).
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # synced both ways with CheckpointConfig.S3Uri
@@ -95,6 +97,14 @@ MANIFEST_V2_FORMAT = "hfqa-dataset-manifest/2"
 # Local runner seams of the pipeline's Lambda functions (training_code/pipeline_functions.py).
 LOCAL_EXECUTIONS_ENV = "QA_LOCAL_EXECUTIONS"  # a JSON file {execution ARN: status} standing in for SageMaker
 LOCAL_VERSIONS_DIR = ".versions"  # <LOCAL_S3_ROOT>/.versions/<bucket>/<key>/<version id>: kept object versions
+
+
+def content_version(body: bytes) -> str:
+    """The local stand-in for an S3 version id (the runner's store and the functions' agree on it): the content's
+    SHA-256 prefix."""
+    return hashlib.sha256(body).hexdigest()[:32]
+
+
 # ClaimManifest copies the manifest's files at their versions under s3://<artifacts>/inputs/<claim digest>/ and
 # writes this file there last (SageMaker's ManifestFile format, prefix = that folder): what preprocess.py reads.
 PINNED_MANIFEST_FILE = "manifest.json"

@@ -1,0 +1,21 @@
+"""The checkout's own folders and files, for the rooms that read or write them (the Makefile names the same
+folders in its variables: CDK_OUT)."""
+
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+TRAINING_CODE = PROJECT_ROOT / "training_code"  # the code root of the containers and the pipeline's Lambda functions
+CDK_JSON = PROJECT_ROOT / "cdk.json"
+CDK_OUT = PROJECT_ROOT / "cdk.out"  # one cloud assembly per environment, cdk.out/<env> (make synth ENV=<env>)
+CACHE = PROJECT_ROOT / ".cache"  # rebuildable: definitions, source bundles (make clean removes it)
+LOCAL_RUNS = PROJECT_ROOT / ".local-runs"  # the local runner's S3, registry and job folders; the local MLflow store
+LOCAL_EXECUTIONS = "executions"  # under LOCAL_RUNS (or --work-dir): one folder per local execution
+# The bundled sample dataset (tools/make_sample_dataset.py) and the name and version it is uploaded under by
+# default, which the ManifestKey parameter's default names.
+SAMPLE_DATASET = PROJECT_ROOT / "data" / "sample-squad"
+SAMPLE_DATASET_NAME = "sample-squad"
+SAMPLE_DATASET_VERSION = "v1"
+
+
+def assembly_dir(env_name: str) -> Path:
+    return CDK_OUT / env_name
