@@ -9,13 +9,11 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 from qa.outputs import STATS_OUTPUT
 
@@ -25,8 +23,8 @@ from config.paths import TRAINING_CODE
 from pipeline_steps import names
 from pipeline_steps.placeholders import FUNCTION_HANDLERS
 from stacks.data import ProjectKey, SecureBucket
+from stacks.log_groups import LogGroupSettings, encrypted_log_group
 from stacks.nag import acknowledge, add_reviewed_statement
-from stacks.network import log_retention
 
 # What pipeline_functions.py imports (stdlib, boto3 from the runtime, and these stdlib-only modules).
 FUNCTION_FILES = ("pipeline_functions.py", "qa/__init__.py", "qa/cost.py", "qa/outputs.py")
@@ -65,14 +63,6 @@ def stage_function_code(build_dir: Path) -> Path:
     return target
 
 
-@dataclass(frozen=True)
-class LogGroupSettings:
-    """A function's log group: logs kept at least `retention_days` days; `removal`: what deleting the stack does."""
-
-    retention_days: int
-    removal: RemovalPolicy
-
-
 class PipelineFunction(Construct):
     """One function: its own role, its own log group."""
 
@@ -92,13 +82,7 @@ class PipelineFunction(Construct):
             self, "Role", assumed_by=LAMBDA, description=f"{name_prefix}: pipeline step {construct_id}"
         )
         # Encrypted with the project key, whose policy lets CloudWatch Logs use it for this account's log groups.
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            retention=log_retention(log_groups.retention_days),
-            encryption_key=key.key,
-            removal_policy=log_groups.removal,
-        )
+        self.log_group = encrypted_log_group(self, "Logs", lifetime=log_groups, key=key.key)
         self.log_group.grant_write(self.role)
         self.function = lambda_.Function(
             self,

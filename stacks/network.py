@@ -8,34 +8,15 @@ from aws_cdk import Aws, CfnOutput, DefaultStackSynthesizer, Fn, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from config import Settings
 from stacks.data import removal_policy
+from stacks.log_groups import LogGroupSettings, encrypted_log_group
 from stacks.nag import add_reviewed_statement
 
 HTTPS = ec2.Port.tcp(443)
 PROJECT_BUCKETS = ("datasets", "artifacts")  # purposes in Settings.bucket_name
-
-
-def log_retention(days: int) -> logs.RetentionDays:
-    """The shortest CloudWatch Logs retention that keeps logs at least `days` days."""
-    allowed = sorted(_RETENTION_BY_DAYS)
-    return _RETENTION_BY_DAYS[next((value for value in allowed if value >= days), allowed[-1])]
-
-
-_RETENTION_BY_DAYS = {
-    7: logs.RetentionDays.ONE_WEEK,
-    14: logs.RetentionDays.TWO_WEEKS,
-    30: logs.RetentionDays.ONE_MONTH,
-    90: logs.RetentionDays.THREE_MONTHS,
-    180: logs.RetentionDays.SIX_MONTHS,
-    365: logs.RetentionDays.ONE_YEAR,
-    731: logs.RetentionDays.TWO_YEARS,
-    1827: logs.RetentionDays.FIVE_YEARS,
-    3653: logs.RetentionDays.TEN_YEARS,
-}
 
 
 # What SageMaker and the jobs do in the project's buckets through the S3 gateway endpoint: read channels, code and
@@ -191,13 +172,10 @@ class JobNetwork(Construct):
         self.s3_endpoint = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
         for statement in s3_endpoint_statements(settings, Stack.of(self)):
             self.s3_endpoint.add_to_policy(statement)
-        flow_log_group = logs.LogGroup(
-            self,
-            "FlowLogs",
-            encryption_key=key,
-            retention=log_retention(settings.log_retention_days),
-            removal_policy=removal_policy(settings.removal_policy),
+        lifetime = LogGroupSettings(
+            retention_days=settings.log_retention_days, removal=removal_policy(settings.removal_policy)
         )
+        flow_log_group = encrypted_log_group(self, "FlowLogs", lifetime=lifetime, key=key)
         self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group))
         self._endpoint_security_group: ec2.SecurityGroup | None = None
         endpoints = [self.INTERFACE_ENDPOINTS[name] for name in settings.network.interface_endpoints]

@@ -16,7 +16,8 @@ from config.paths import TRAINING_CODE
 from pipeline_steps.definition_cache import definition_json_cached
 from pipeline_steps.placeholders import DeployTimeValues, variables_in
 from stacks.data import DataStack, removal_policy
-from stacks.functions import LogGroupSettings, PipelineFunctions
+from stacks.functions import PipelineFunctions
+from stacks.log_groups import LogGroupSettings
 from stacks.mlflow import MlflowTrackingServer
 from stacks.network import NetworkStack
 from stacks.notifications import PipelineNotifications

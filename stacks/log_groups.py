@@ -1,0 +1,50 @@
+"""The project's CloudWatch Logs groups: encrypted with the project key, kept as long as configured."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+
+@dataclass(frozen=True)
+class LogGroupSettings:
+    """A log group's lifetime: logs kept at least `retention_days` days; `removal`: what deleting the stack does."""
+
+    retention_days: int
+    removal: RemovalPolicy
+
+
+def log_retention(days: int) -> logs.RetentionDays:
+    """The shortest CloudWatch Logs retention that keeps logs at least `days` days."""
+    allowed = sorted(_RETENTION_BY_DAYS)
+    return _RETENTION_BY_DAYS[next((value for value in allowed if value >= days), allowed[-1])]
+
+
+_RETENTION_BY_DAYS = {
+    7: logs.RetentionDays.ONE_WEEK,
+    14: logs.RetentionDays.TWO_WEEKS,
+    30: logs.RetentionDays.ONE_MONTH,
+    90: logs.RetentionDays.THREE_MONTHS,
+    180: logs.RetentionDays.SIX_MONTHS,
+    365: logs.RetentionDays.ONE_YEAR,
+    731: logs.RetentionDays.TWO_YEARS,
+    1827: logs.RetentionDays.FIVE_YEARS,
+    3653: logs.RetentionDays.TEN_YEARS,
+}
+
+
+def encrypted_log_group(
+    scope: Construct, construct_id: str, *, lifetime: LogGroupSettings, key: kms.IKey
+) -> logs.LogGroup:
+    """A log group encrypted with `key` (whose policy must let CloudWatch Logs use it) and kept for `lifetime`."""
+    return logs.LogGroup(
+        scope,
+        construct_id,
+        encryption_key=key,
+        retention=log_retention(lifetime.retention_days),
+        removal_policy=lifetime.removal,
+    )
