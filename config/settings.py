@@ -30,6 +30,8 @@ STACK_PURPOSES: tuple[StackPurpose, ...] = get_args(StackPurpose)
 APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
 
 INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[0-9]*x?large$"
+# What network.interface_endpoints may name (stacks/network.py maps each to its VPC endpoints).
+InterfaceEndpoint = Literal["ecr", "logs", "monitoring", "sts", "sagemaker"]
 
 
 class StrictModel(BaseModel):
@@ -46,7 +48,7 @@ class NetworkSettings(StrictModel):
     existing_vpc_id: str | None = Field(None, pattern=r"^vpc-[0-9a-f]{8,17}$")
     existing_subnet_ids: tuple[str, ...] = ()
     existing_availability_zones: tuple[str, ...] = ()
-    interface_endpoints: tuple[Literal["ecr", "logs", "monitoring", "sts", "sagemaker"], ...] = Field(
+    interface_endpoints: tuple[InterfaceEndpoint, ...] = Field(
         ("logs",),
         description="Interface endpoints, each billed per zone-hour while idle (about 0.01 USD per zone-hour, "
         "https://aws.amazon.com/privatelink/pricing/: 2 zones ~15 USD a month each). SageMaker pulls ECR images "

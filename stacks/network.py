@@ -11,6 +11,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from config import Settings
+from config.settings import InterfaceEndpoint
 from stacks.data import removal_policy
 from stacks.log_groups import LogGroupSettings, encrypted_log_group
 from stacks.nag import add_reviewed_statement
@@ -32,28 +33,29 @@ S3_ENDPOINT_ACTIONS = [
 ]
 
 
-def s3_endpoint_statements(settings: Settings, stack: Stack) -> list[iam.PolicyStatement]:
-    """The S3 gateway endpoint's policy: the project's buckets and the CDK assets bucket (the training code) only,
+def s3_endpoint_statements(
+    stack: Stack, *, project_buckets: tuple[str, ...], ecr_layers: bool
+) -> list[iam.PolicyStatement]:
+    """The S3 gateway endpoint's policy: `project_buckets` (names) and the CDK assets bucket (the training code) only,
     so nothing in the jobs' subnets can reach another bucket through it (a gateway endpoint without a policy allows
     every bucket: https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-s3.html#edit-vpc-endpoint-policy-s3).
 
     SageMaker pulls the training and processing images itself, not through the job's VPC (the dev VPC has no ECR
     endpoint and jobs start), so no AWS-owned bucket is needed; only with the opt-in `ecr` interface endpoints
-    (images pulled through the VPC) do ECR's layers come from the AWS-owned bucket
+    (images pulled through the VPC: `ecr_layers`) do ECR's layers come from the AWS-owned bucket
     prod-<region>-starport-layer-bucket (https://docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html#ecr-minimum-s3-perms).
     """
     qualifier = getattr(stack.synthesizer, "bootstrap_qualifier", None) or DefaultStackSynthesizer.DEFAULT_QUALIFIER
     assets_bucket = Fn.sub(DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME.replace("${Qualifier}", qualifier))
-    buckets = [settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION) for purpose in PROJECT_BUCKETS]
     statements = [
         iam.PolicyStatement(
             sid="ProjectBuckets",
             principals=[iam.AnyPrincipal()],
             actions=S3_ENDPOINT_ACTIONS,
-            resources=[arn for bucket in (*buckets, assets_bucket) for arn in _bucket_and_objects(bucket)],
+            resources=[arn for bucket in (*project_buckets, assets_bucket) for arn in _bucket_and_objects(bucket)],
         )
     ]
-    if "ecr" in settings.network.interface_endpoints:
+    if ecr_layers:
         statements.append(
             iam.PolicyStatement(
                 sid="EcrImageLayers",
@@ -138,10 +140,15 @@ class EfaSecurityGroup(Construct):
 
 
 class JobNetwork(Construct):
-    """A VPC with isolated subnets only (no NAT, no internet), endpoints and flow logs."""
+    """A VPC with isolated subnets only (no NAT, no internet), endpoints and flow logs.
 
-    # network.interface_endpoints name -> the endpoints it adds (construct id, service).
-    INTERFACE_ENDPOINTS: ClassVar[dict[str, dict[str, ec2.InterfaceVpcEndpointAwsService]]] = {
+    Subnets in `availability_zones`, in order (empty: the region's first `max_azs` zones); the S3 gateway endpoint
+    reaches `project_buckets` (names) and the CDK assets bucket only; flow logs encrypted with `key`, kept for
+    `flow_logs`.
+    """
+
+    # An interface_endpoints name -> the endpoints it adds (construct id, service).
+    INTERFACE_ENDPOINTS: ClassVar[dict[InterfaceEndpoint, dict[str, ec2.InterfaceVpcEndpointAwsService]]] = {
         "ecr": {
             "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
             "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
@@ -152,17 +159,24 @@ class JobNetwork(Construct):
         "sagemaker": {"SageMakerApi": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_API},
     }
 
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, key: kms.IKey) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        availability_zones: tuple[str, ...],
+        max_azs: int,
+        interface_endpoints: tuple[InterfaceEndpoint, ...],
+        project_buckets: tuple[str, ...],
+        flow_logs: LogGroupSettings,
+        key: kms.IKey,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.vpc = ec2.Vpc(
             self,
             "Vpc",
             # Pinned zones (where p4d is offered) or the region's first max_azs zones.
-            **(
-                {"availability_zones": list(settings.network.availability_zones)}
-                if settings.network.availability_zones
-                else {"max_azs": settings.network.max_azs}
-            ),
+            **({"availability_zones": list(availability_zones)} if availability_zones else {"max_azs": max_azs}),
             nat_gateways=0,
             ip_addresses=ec2.IpAddresses.cidr("10.40.0.0/16"),
             subnet_configuration=[
@@ -170,15 +184,15 @@ class JobNetwork(Construct):
             ],
         )
         self.s3_endpoint = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
-        for statement in s3_endpoint_statements(settings, Stack.of(self)):
-            self.s3_endpoint.add_to_policy(statement)
-        lifetime = LogGroupSettings(
-            retention_days=settings.log_retention_days, removal=removal_policy(settings.removal_policy)
+        statements = s3_endpoint_statements(
+            Stack.of(self), project_buckets=project_buckets, ecr_layers="ecr" in interface_endpoints
         )
-        flow_log_group = encrypted_log_group(self, "FlowLogs", lifetime=lifetime, key=key)
+        for statement in statements:
+            self.s3_endpoint.add_to_policy(statement)
+        flow_log_group = encrypted_log_group(self, "FlowLogs", lifetime=flow_logs, key=key)
         self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group))
         self._endpoint_security_group: ec2.SecurityGroup | None = None
-        endpoints = [self.INTERFACE_ENDPOINTS[name] for name in settings.network.interface_endpoints]
+        endpoints = [self.INTERFACE_ENDPOINTS[name] for name in interface_endpoints]
         if not endpoints:
             return
         self._endpoint_security_group = ec2.SecurityGroup(
@@ -220,7 +234,20 @@ class NetworkStack(Stack):
         job_network = None
         vpc: ec2.IVpc
         if network.mode == "create":
-            job_network = JobNetwork(self, "JobNetwork", settings=settings, key=key)
+            job_network = JobNetwork(
+                self,
+                "JobNetwork",
+                availability_zones=network.availability_zones,
+                max_azs=network.max_azs,
+                interface_endpoints=network.interface_endpoints,
+                project_buckets=tuple(
+                    settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION) for purpose in PROJECT_BUCKETS
+                ),
+                flow_logs=LogGroupSettings(
+                    retention_days=settings.log_retention_days, removal=removal_policy(settings.removal_policy)
+                ),
+                key=key,
+            )
             vpc = job_network.vpc
         elif network.existing_vpc_id is None:
             raise ValueError("network.mode=existing needs network.existing_vpc_id")  # settings validation says so

@@ -2,20 +2,41 @@
 
 from __future__ import annotations
 
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
-from config import Settings, load_settings
+from config import Settings
+from config.settings import InterfaceEndpoint
+from stacks.log_groups import LogGroupSettings
 from stacks.network import EfaSecurityGroup, JobNetwork
 from tests.conftest import dumps
 from tests.stacks.conftest import BareStack, joined, logical_id
 from tools.idle_cost import idle_cost
 
+PROJECT_BUCKETS = ("project-datasets", "project-artifacts")
+FLOW_LOGS = LogGroupSettings(retention_days=60, removal=RemovalPolicy.DESTROY)
 
-def job_network(bare_stack: BareStack, settings: Settings) -> Template:
-    """JobNetwork with an EFA group opened to its endpoints, as NetworkStack wires them."""
+
+def job_network(
+    bare_stack: BareStack,
+    settings: Settings,
+    *,
+    availability_zones: tuple[str, ...] = (),
+    interface_endpoints: tuple[InterfaceEndpoint, ...] = ("logs",),
+) -> Template:
+    """JobNetwork (at most 2 zones) with an EFA group opened to its endpoints, as NetworkStack wires them."""
     stack = bare_stack(settings)
-    network = JobNetwork(stack, "JobNetwork", settings=settings, key=kms.Key(stack, "Key"))
+    network = JobNetwork(
+        stack,
+        "JobNetwork",
+        availability_zones=availability_zones,
+        max_azs=2,
+        interface_endpoints=interface_endpoints,
+        project_buckets=PROJECT_BUCKETS,
+        flow_logs=FLOW_LOGS,
+        key=kms.Key(stack, "Key"),
+    )
     group = EfaSecurityGroup(stack, "EfaSecurityGroup", vpc=network.vpc, subnets=network.vpc.isolated_subnets)
     network.allow_endpoint_access_from(group.security_group)
     return Template.from_stack(stack)
@@ -27,14 +48,19 @@ def test_only_isolated_subnets_and_no_route_out(bare_stack, dev_settings):
     template.resource_count_is("AWS::EC2::NatGateway", 0)
     template.resource_count_is("AWS::EC2::InternetGateway", 0)
     subnets = template.find_resources("AWS::EC2::Subnet")
-    assert len(subnets) == dev_settings.network.max_azs
+    assert len(subnets) == 2  # max_azs
     assert all(subnet["Properties"]["MapPublicIpOnLaunch"] is False for subnet in subnets.values())
 
 
-def test_by_default_the_s3_gateway_and_the_logs_endpoint_only(bare_stack, dev_settings):
+def test_pinned_zones_get_one_subnet_each_in_their_order(bare_stack, dev_settings):
+    zones = ("us-east-1d", "us-east-1a", "us-east-1f")
+    subnets = job_network(bare_stack, dev_settings, availability_zones=zones).find_resources("AWS::EC2::Subnet")
+    assert tuple(subnet["Properties"]["AvailabilityZone"] for subnet in subnets.values()) == zones
+
+
+def test_the_logs_endpoint_alone_adds_one_interface_endpoint_beside_the_s3_gateway(bare_stack, dev_settings):
     """SageMaker pulls images itself; the logs endpoint is what keeps a first run from being blind (settings)."""
-    assert dev_settings.network.interface_endpoints == ("logs",)
-    template = job_network(bare_stack, dev_settings)
+    template = job_network(bare_stack, dev_settings, interface_endpoints=("logs",))
     template.resource_count_is("AWS::EC2::VPCEndpoint", 2)
     [gateway] = template.find_resources("AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Gateway"}})
     assert ".s3" in dumps(template.to_json()["Resources"][gateway]["Properties"]["ServiceName"])
@@ -51,11 +77,7 @@ def gateway_policy(template: Template) -> list[dict]:
 
 def test_the_s3_gateway_endpoint_reaches_only_the_project_and_asset_buckets(bare_stack, dev_settings):
     [statement] = gateway_policy(job_network(bare_stack, dev_settings))
-    project = [
-        joined(f"arn:<partition>:s3:::{dev_settings.bucket_name(purpose, '<account>', '<region>')}{suffix}")
-        for purpose in ("datasets", "artifacts")
-        for suffix in ("", "/*")
-    ]
+    project = [joined(f"arn:<partition>:s3:::{name}{suffix}") for name in PROJECT_BUCKETS for suffix in ("", "/*")]
     bucket = [
         "arn:",
         {"Ref": "AWS::Partition"},
@@ -68,9 +90,8 @@ def test_the_s3_gateway_endpoint_reaches_only_the_project_and_asset_buckets(bare
     assert not [action for action in statement["Action"] if "*" in action or "Delete" in action]
 
 
-def test_ecr_through_the_vpc_adds_only_ecrs_layer_bucket(bare_stack, cdk_context):
-    settings = load_settings({**cdk_context, "network.interface_endpoints": '["ecr", "logs"]'})
-    statements = gateway_policy(job_network(bare_stack, settings))
+def test_ecr_through_the_vpc_adds_only_ecrs_layer_bucket(bare_stack, dev_settings):
+    statements = gateway_policy(job_network(bare_stack, dev_settings, interface_endpoints=("ecr", "logs")))
     assert [s["Sid"] for s in statements] == ["ProjectBuckets", "EcrImageLayers"]
     assert "-starport-layer-bucket/*" in dumps(statements[1]["Resource"])
     assert statements[1]["Action"] == "s3:GetObject"
@@ -81,7 +102,8 @@ def test_flow_logs_are_encrypted_and_kept_as_configured(bare_stack, dev_settings
     template.resource_count_is("AWS::EC2::FlowLog", 1)
     key_arn = {"Fn::GetAtt": [logical_id(template, "AWS::KMS::Key"), "Arn"]}
     [log_group] = template.find_resources("AWS::Logs::LogGroup", {"Properties": {"KmsKeyId": key_arn}}).values()
-    assert log_group["Properties"]["RetentionInDays"] >= dev_settings.log_retention_days
+    assert log_group["Properties"]["RetentionInDays"] == 90  # the shortest CloudWatch retention >= 60 days
+    assert log_group["DeletionPolicy"] == "Delete"
 
 
 def test_default_security_group_is_stripped_of_its_rules(bare_stack, dev_settings):
@@ -89,10 +111,10 @@ def test_default_security_group_is_stripped_of_its_rules(bare_stack, dev_setting
     job_network(bare_stack, dev_settings).resource_count_is("Custom::VpcRestrictDefaultSG", 1)
 
 
-def test_opt_in_interface_endpoints_accept_https_from_the_job_group_only(bare_stack, cdk_context):
-    settings = load_settings({**cdk_context, "network.interface_endpoints": '["ecr", "logs"]'})
-    template = job_network(bare_stack, settings)
-    expected = sum(len(JobNetwork.INTERFACE_ENDPOINTS[name]) for name in settings.network.interface_endpoints)
+def test_opt_in_interface_endpoints_accept_https_from_the_job_group_only(bare_stack, dev_settings):
+    endpoints: tuple[InterfaceEndpoint, ...] = ("ecr", "logs")
+    template = job_network(bare_stack, dev_settings, interface_endpoints=endpoints)
+    expected = sum(len(JobNetwork.INTERFACE_ENDPOINTS[name]) for name in endpoints)
     interface = template.find_resources("AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Interface"}})
     assert len(interface) == expected
     assert all(endpoint["Properties"]["PrivateDnsEnabled"] for endpoint in interface.values())
