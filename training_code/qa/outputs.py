@@ -39,6 +39,17 @@ PROCESSING_TOKENIZER_INPUT = "model"  # <input>/model: the base model's tokenize
 STATS_OUTPUT = "stats"  # <output>/stats/STATS_FILE
 PREPROCESS_OUTPUTS = (*SPLITS, STATS_OUTPUT)
 
+# Variables the SageMaker training toolkit sets in a training container for the two folders it uploads (the local
+# runner sets the same, pointing into the job's folder).
+MODEL_DIR_ENV = "SM_MODEL_DIR"  # MODEL_DIR
+OUTPUT_DATA_DIR_ENV = "SM_OUTPUT_DATA_DIR"  # OUTPUT_DATA_DIR
+
+
+def channel_env(channel: str) -> str:
+    """The toolkit's variable holding input channel `channel`'s folder: SM_CHANNEL_<NAME>."""
+    return f"SM_CHANNEL_{channel.upper()}"
+
+
 # Input channels of the training job (InputDataConfig ChannelName -> SM_CHANNEL_<NAME>, TRAINING_CHANNELS_DIR/<name>).
 TRAINING_CHANNELS_DIR = "/opt/ml/input/data"
 TRAIN_CHANNEL = TRAIN_SPLIT  # preprocess.py's train features
