@@ -105,6 +105,9 @@ EVALUATION_METRIC_REGEXES = {
 #  "files": [{"key": "train/train.jsonl", "version_id": S3 VersionId, "sha256": hex, "size": bytes}, ...]}
 # keys relative to the manifest's folder. Readers also accept the older SageMaker ManifestFile list (no pins).
 MANIFEST_V2_FORMAT = "hfqa-dataset-manifest/2"
+# In an older ManifestFile list, a prefix bucket that stands for "the bucket the manifest is in" (the bundled
+# sample's manifest, written before any bucket exists).
+ANY_DATASETS_BUCKET = "<datasets-bucket>"
 # Local runner seams of the pipeline's Lambda functions (training_code/pipeline_functions.py).
 LOCAL_EXECUTIONS_ENV = "QA_LOCAL_EXECUTIONS"  # a JSON file {execution ARN: status} standing in for SageMaker
 LOCAL_VERSIONS_DIR = ".versions"  # <LOCAL_S3_ROOT>/.versions/<bucket>/<key>/<version id>: kept object versions
