@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from qa.outputs import LOCAL_CHECKPOINT_DIR_ENV
+from qa.outputs import LOCAL_CHECKPOINT_DIR_ENV, MODEL_CHANNEL, MODEL_DIR_ENV, TRAIN_CHANNEL, channel_env
 
 from config.paths import PROJECT_ROOT, TRAINING_CODE
 from local_runner.launch import launcher
@@ -150,9 +150,9 @@ def run_train_py(
                 *hyperparameters,
             ],
             env={
-                "SM_CHANNEL_MODEL": str(model),
-                "SM_CHANNEL_TRAIN": str(features),
-                "SM_MODEL_DIR": f"{scratch}/model",
+                channel_env(MODEL_CHANNEL): str(model),
+                channel_env(TRAIN_CHANNEL): str(features),
+                MODEL_DIR_ENV: f"{scratch}/model",
                 LOCAL_CHECKPOINT_DIR_ENV: f"{scratch}/checkpoints",
                 **(env or {}),
             },

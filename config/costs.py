@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from qa.cost import Hardware, JobTerms, cost_model_document
 
 from config.instance_types import GPU_MODELS, instance_type
 
@@ -196,26 +198,28 @@ def measured_mfu(path: Path) -> tuple[str, float] | None:
     return str(result["gpu"]), float(result["mfu"])
 
 
-def hardware_facts(name: str, measured: tuple[str, float] | None = None) -> tuple[dict, str]:
-    """The estimator's `Hardware` fields (training_code/qa/cost.py) for training instance type `name`, and where
-    its MFU comes from: a measured MFU, or the published throughput the estimator turns into one."""
+def hardware_facts(name: str, measured: tuple[str, float] | None = None) -> tuple[Hardware, str]:
+    """The estimator's `Hardware` (training_code/qa/cost.py) of training instance type `name`, and where its MFU
+    comes from: a measured MFU, or the published throughput the estimator turns into one."""
     facts = instance_type(name)
     gpu = facts.gpu
     if gpu is None or gpu.peak_dense_tflops is None:
         raise KeyError(f"{name} has no GPU with a known peak in config/instance_types.py: cannot estimate")
     intra = P4D_BUSBW_GBS[1] * facts.gpu_peer_gbs / P4D_PEER_GBS if facts.gpu_peer_gbs else 0.0
     across = facts.network_gbps / P4D_NETWORK_GBPS
-    fields = {
-        "gpus": facts.gpus,
-        "peak_tflops": gpu.peak_dense_tflops,
-        "usd_per_hour": TRAINING_USD_PER_HOUR.get(name),
-        "busbw_gbs": {
+    hardware = Hardware(
+        instance_type=name,
+        gpus=facts.gpus,
+        peak_tflops=gpu.peak_dense_tflops,
+        usd_per_hour=TRAINING_USD_PER_HOUR.get(name),
+        busbw_gbs={
             "1": round(intra, 2),
             **{str(n): round(bw * across, 2) for n, bw in P4D_BUSBW_GBS.items() if n > 1},
         },
-    }
+    )
     if measured and gpu.name.split("-")[0] in measured[0]:
-        return {**fields, "mfu": measured[1]}, f"MFU measured on {measured[0]} (bench/results/gpu_throughput.json)"
+        source = f"MFU measured on {measured[0]} (bench/results/gpu_throughput.json)"
+        return replace(hardware, mfu=measured[1]), source
     basis = ASSUMED_LIKE.get(gpu.name, gpu.name)
     reference = THROUGHPUT_REFERENCES.get(basis)
     basis_peak_tflops = GPU_MODELS[basis].peak_dense_tflops
@@ -224,22 +228,22 @@ def hardware_facts(name: str, measured: tuple[str, float] | None = None) -> tupl
     # The reference's sequences/s on the basis GPU, scaled to this GPU's peak: the same MFU.
     scaled = reference.sequences_per_second * gpu.peak_dense_tflops / basis_peak_tflops
     source = reference.source if basis == gpu.name else f"MFU assumed equal to {basis}'s ({reference.source})"
-    return {**fields, "reference_sequences_per_second": scaled}, source
+    return replace(hardware, reference_sequences_per_second=scaled), source
 
 
-@dataclass(frozen=True)
-class TrainingJobTerms:
-    """qa.cost.JobTerms of a FineTune job on the GPU training image."""
-
-    provisioning_seconds: float = PROVISIONING_SECONDS
-    image_mb: float = GPU_TRAINING_IMAGE_MB
-    image_pull_mb_per_second: float = IMAGE_PULL_MB_PER_SECOND
-    container_start_seconds: float = CONTAINER_START_SECONDS
-    script_setup_seconds: float = TRAINING_SCRIPT_SETUP_SECONDS
-    s3_download_mb_per_second: float = S3_DOWNLOAD_MB_PER_SECOND
-    archive_mb_per_second: float = ARCHIVE_MB_PER_SECOND
-    allreduce_overlap: float = ALLREDUCE_OVERLAP
-    bucket_mb: float = DDP_BUCKET_CAP_MB
+def training_job_terms() -> JobTerms:
+    """The start-up and I/O terms of a FineTune job on the GPU training image."""
+    return JobTerms(
+        provisioning_seconds=PROVISIONING_SECONDS,
+        image_mb=GPU_TRAINING_IMAGE_MB,
+        image_pull_mb_per_second=IMAGE_PULL_MB_PER_SECOND,
+        container_start_seconds=CONTAINER_START_SECONDS,
+        script_setup_seconds=TRAINING_SCRIPT_SETUP_SECONDS,
+        s3_download_mb_per_second=S3_DOWNLOAD_MB_PER_SECOND,
+        archive_mb_per_second=ARCHIVE_MB_PER_SECOND,
+        allreduce_overlap=ALLREDUCE_OVERLAP,
+        bucket_mb=DDP_BUCKET_CAP_MB,
+    )
 
 
 def gradient_bytes(precision: str) -> int:
@@ -253,10 +257,10 @@ def cost_model(settings: Settings) -> dict[str, Any]:
     definition machine-dependent), the job's start-up terms and the loop's batch settings. JSON-serialisable;
     settings validation guarantees every allowed type has a price and GPU facts."""
     hps = settings.hyperparameters
-    return {
-        "hardware": {name: hardware_facts(name)[0] for name in settings.training_instance_types},
-        "job": asdict(TrainingJobTerms()),
-        "per_device_train_batch_size": hps.per_device_train_batch_size,
-        "gradient_accumulation_steps": hps.gradient_accumulation_steps,
-        "gradient_bytes": gradient_bytes(hps.precision),
-    }
+    return cost_model_document(
+        [hardware_facts(name)[0] for name in settings.training_instance_types],
+        training_job_terms(),
+        hps.per_device_train_batch_size,
+        hps.gradient_accumulation_steps,
+        gradient_bytes(hps.precision),
+    )

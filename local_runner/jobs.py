@@ -24,8 +24,12 @@ from qa.outputs import (
     CHECKPOINT_DIR,
     LOCAL_CHECKPOINT_DIR_ENV,
     LOCAL_TENSORBOARD_DIR_ENV,
+    MODEL_DIR_ENV,
+    OUTPUT_DATA_DIR,
+    OUTPUT_DATA_DIR_ENV,
     TENSORBOARD_DIR,
     TRAINING_CHANNELS_DIR,
+    channel_env,
 )
 
 from config.instance_types import INSTANCE_TYPES
@@ -336,8 +340,8 @@ def _training_environment(job: TrainingJob) -> dict[str, str]:
     """The training toolkit's variables for the entry point, container paths mapped into the job's folder."""
     return _python_env(
         {
-            "SM_MODEL_DIR": str(job.model_dir),
-            "SM_OUTPUT_DATA_DIR": str(job.container.opt_ml / "output" / "data"),
+            MODEL_DIR_ENV: str(job.model_dir),
+            OUTPUT_DATA_DIR_ENV: str(job.container.path(OUTPUT_DATA_DIR)),
             "SM_CHANNELS": json.dumps(sorted(job.channel_uris)),
             "SM_HPS": json.dumps(job.hyperparameters),
             "SM_NUM_GPUS": "0",
@@ -347,7 +351,7 @@ def _training_environment(job: TrainingJob) -> dict[str, str]:
             # TensorBoardOutputConfig.LocalPath, mapped into the job's folder like every container path.
             LOCAL_TENSORBOARD_DIR_ENV: str(job.container.path(TENSORBOARD_DIR)),
             "OMP_NUM_THREADS": "1" if job.processes > 1 else os.environ.get("OMP_NUM_THREADS", "2"),
-            **{f"SM_CHANNEL_{channel.upper()}": str(job.channel_dir(channel)) for channel in job.channel_uris},
+            **{channel_env(channel): str(job.channel_dir(channel)) for channel in job.channel_uris},
             **job.environment,
         }
     )

@@ -14,10 +14,10 @@ import argparse
 import json
 import sys
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from qa.cost import BERT_LARGE, WEIGHT_BYTES, Hardware, JobEstimate, JobTerms, ModelShape, Workload, training_job
+from qa.cost import BERT_LARGE, WEIGHT_BYTES, JobEstimate, ModelShape, Workload, training_job
 
 from config import Settings, load_settings, read_cdk_json_context
 from config import costs as c
@@ -212,10 +212,8 @@ def seed_job(shape: ModelShape, name: str, count: int) -> tuple[JobEstimate, flo
         per_device_batch=4,
         gradient_bytes=4,  # 2021: fp16 AMP keeps fp32 gradients, all-reduced as they are
     )
-    terms = JobTerms.from_dict(
-        {**asdict(c.TrainingJobTerms()), "image_mb": c.SEED_IMAGE_PULL_SECONDS * c.IMAGE_PULL_MB_PER_SECOND}
-    )
-    job = training_job(workload, Hardware.from_dict(name, c.hardware_facts(name)[0]), terms, count)
+    terms = replace(c.training_job_terms(), image_mb=c.SEED_IMAGE_PULL_SECONDS * c.IMAGE_PULL_MB_PER_SECOND)
+    job = training_job(workload, c.hardware_facts(name)[0], terms, count)
     # run_qa.py tokenizes in one process (preprocessing_num_workers unset) on every node, before training.
     tokenize = (SQUAD_TRAIN_EXAMPLES + SQUAD_VALIDATION_EXAMPLES) / c.TOKENIZE_EXAMPLES_PER_VCPU_SECOND
     phases = {**job.phases, "tokenization": tokenize}
@@ -317,7 +315,7 @@ def report(args: argparse.Namespace) -> int:
         gradient_accumulation_steps=hps.gradient_accumulation_steps,
         gradient_bytes=c.gradient_bytes(hps.precision),
     )
-    terms = JobTerms.from_dict(asdict(c.TrainingJobTerms()))
+    terms = c.training_job_terms()
     measured = c.measured_mfu(GPU_RESULT)
     configured = (settings.training.instance_type, settings.training.instance_count)
     deadline = settings.training.deadline_minutes * 60
@@ -332,8 +330,7 @@ def report(args: argparse.Namespace) -> int:
     )
     rows, sources, results = [], set(), {}
     for name, count in choices(settings):
-        facts, mfu_source = c.hardware_facts(name, measured)
-        hardware = Hardware.from_dict(name, facts)
+        hardware, mfu_source = c.hardware_facts(name, measured)
         sources.add(f"{name}: MFU {hardware.utilisation:.1%} from {mfu_source}")
         job = training_job(workload, hardware, terms, count)
         cold = pipeline(settings, workload, job, examples, dataset_mb, cached=False)

@@ -13,7 +13,7 @@ import random
 import sys
 from pathlib import Path
 
-from qa.outputs import SPLITS, TRAIN_SPLIT, VALIDATION_SPLIT
+from qa.outputs import ANY_DATASETS_BUCKET, SPLITS, TRAIN_SPLIT, VALIDATION_SPLIT
 
 from config.layout import DatasetLayout
 from config.paths import SAMPLE_DATASET, SAMPLE_DATASET_NAME, SAMPLE_DATASET_VERSION
@@ -110,7 +110,7 @@ def generate(out_dir: Path, train_articles: int = 60, validation_articles: int =
     (out_dir / VALIDATION_FILE).write_text(json.dumps({"version": "1.1", "data": data}, indent=1))
     datasets = DatasetLayout()
     manifest = datasets.manifest_body(
-        "<datasets-bucket>", datasets.prefix(SAMPLE_DATASET_NAME, SAMPLE_DATASET_VERSION), [TRAIN_FILE, VALIDATION_FILE]
+        ANY_DATASETS_BUCKET, datasets.prefix(SAMPLE_DATASET_NAME, SAMPLE_DATASET_VERSION), [TRAIN_FILE, VALIDATION_FILE]
     )
     (out_dir / datasets.manifest_name).write_text(json.dumps(manifest, indent=1) + "\n")
 

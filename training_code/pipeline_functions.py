@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from qa.cost import run_estimate
 from qa.outputs import (
+    ANY_DATASETS_BUCKET,
     BASE_MODEL_URI,
     BOUND_MAX_INSTANCE_COUNT,
     BOUND_MIN_F1_THRESHOLD,
@@ -414,7 +415,7 @@ def manifest_files(manifest: Any, bucket: str, manifest_key: str) -> list[tuple[
         entries = [(f.get("key"), f.get("version_id"), f.get("size")) for f in manifest.get("files", [])]
     elif isinstance(manifest, list) and manifest and isinstance(manifest[0], dict) and "prefix" in manifest[0]:
         prefix_bucket, prefix = split_uri(str(manifest[0]["prefix"]))
-        if prefix_bucket not in (bucket, "<datasets-bucket>") or prefix != folder:
+        if prefix_bucket not in (bucket, ANY_DATASETS_BUCKET) or prefix != folder:
             raise ClaimError(f"manifest prefix {manifest[0]['prefix']!r} is not s3://{bucket}/{folder}")
         entries = [(entry, None, None) for entry in manifest[1:]]
     else:

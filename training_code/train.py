@@ -35,7 +35,9 @@ from qa.outputs import (
     LOCAL_TENSORBOARD_DIR_ENV,
     MODEL_CHANNEL,
     MODEL_DIR,
+    MODEL_DIR_ENV,
     OUTPUT_DATA_DIR,
+    OUTPUT_DATA_DIR_ENV,
     PREDICTIONS_FILE,
     TENSORBOARD_DIR,
     TENSORBOARD_RUN,
@@ -57,11 +59,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=channel_path(VALIDATION_CHANNEL),
         help="validation features + examples (preprocess.py); a missing folder: no evaluation",
     )
-    paths.add_argument("--output_dir", type=Path, default=Path(env_path("SM_MODEL_DIR", MODEL_DIR)))
+    paths.add_argument("--output_dir", type=Path, default=Path(env_path(MODEL_DIR_ENV, MODEL_DIR)))
     paths.add_argument(
         "--output_data_dir",
         type=Path,
-        default=Path(env_path("SM_OUTPUT_DATA_DIR", OUTPUT_DATA_DIR)),
+        default=Path(env_path(OUTPUT_DATA_DIR_ENV, OUTPUT_DATA_DIR)),
         help=f"{PREDICTIONS_FILE} (uploaded as output.tar.gz, not in model.tar.gz)",
     )
     # SageMaker uploads TENSORBOARD_DIR to TensorBoardOutputConfig.S3OutputPath; LOCAL_TENSORBOARD_DIR_ENV moves it.

@@ -121,9 +121,8 @@ def test_plot_writes_the_timeline_png(tmp_path, capsys):
 
 
 def test_the_cost_guard_prices_finetune_with_the_same_figures_as_the_table():
-    from dataclasses import asdict
 
-    from qa.cost import BERT_LARGE, Hardware, JobTerms, ModelShape, Workload, run_estimate, training_job
+    from qa.cost import BERT_LARGE, ModelShape, Workload, run_estimate, training_job
 
     from config import costs
     from tools.estimate import SQUAD_TRAIN_EXAMPLES, SQUAD_TRAIN_FEATURES, fine_tune_step, squad_lengths
@@ -134,8 +133,8 @@ def test_the_cost_guard_prices_finetune_with_the_same_figures_as_the_table():
     name = settings.training.instance_type
     job = training_job(
         Workload(ModelShape.from_config(BERT_LARGE), train, validation, 2.0, 8),
-        Hardware.from_dict(name, costs.hardware_facts(name)[0]),
-        JobTerms.from_dict(asdict(costs.TrainingJobTerms())),
+        costs.hardware_facts(name)[0],
+        costs.training_job_terms(),
         1,
     )
     guard = run_estimate(costs.cost_model(settings), BERT_LARGE, train, validation, name, 1, 2.0)

@@ -5,29 +5,28 @@ against published job logs (config/costs.py cites them)."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict
 
 import pytest
 from qa.cost import (
     BERT_LARGE,
     UNKNOWN_COST_USD,
     Hardware,
-    JobTerms,
     ModelShape,
     Workload,
+    cost_model_document,
     run_estimate,
     step_time,
     training_job,
 )
 
 from config import costs
-from config.costs import TrainingJobTerms, hardware_facts
+from config.costs import hardware_facts, training_job_terms
 
-TERMS = JobTerms.from_dict(asdict(TrainingJobTerms()))
+TERMS = training_job_terms()
 
 
 def p4d() -> Hardware:
-    return Hardware.from_dict("ml.p4d.24xlarge", hardware_facts("ml.p4d.24xlarge")[0])
+    return hardware_facts("ml.p4d.24xlarge")[0]
 
 
 def squad_like(epochs: float = 2, gradient_bytes: int = 2) -> Workload:
@@ -42,13 +41,7 @@ def squad_like(epochs: float = 2, gradient_bytes: int = 2) -> Workload:
 
 
 def cost_model() -> dict:
-    return {
-        "hardware": {"ml.p4d.24xlarge": hardware_facts("ml.p4d.24xlarge")[0]},
-        "job": asdict(TrainingJobTerms()),
-        "per_device_train_batch_size": 8,
-        "gradient_accumulation_steps": 1,
-        "gradient_bytes": 2,
-    }
+    return cost_model_document([p4d()], TERMS, 8, 1, 2)
 
 
 LENGTHS = {200: 1000}, {200: 100}
@@ -97,14 +90,14 @@ def test_multi_node_efficiency_comes_from_the_measured_bus_bandwidth():
     assert 0.6 < two.efficiency < 0.9  # exposed: the backward at ~200 tokens is shorter than the all-reduce
     fp32 = step_time(squad_like(gradient_bytes=4), p4d(), TERMS, 2)
     assert fp32.efficiency < two.efficiency
-    single_gpu = Hardware.from_dict("ml.p3.2xlarge", hardware_facts("ml.p3.2xlarge")[0])
+    single_gpu = hardware_facts("ml.p3.2xlarge")[0]
     assert step_time(workload, single_gpu, TERMS, 1).efficiency == 1
 
 
 def test_multi_node_p3_is_network_bound_where_p4d_is_not():
     # 25 Gbit/s between p3.16xlarge nodes (vs 400 Gbit/s EFA on p4d) scales the cross-node bus bandwidth down 16x:
     # the all-reduce no longer hides behind the step.
-    p3 = Hardware.from_dict("ml.p3.16xlarge", hardware_facts("ml.p3.16xlarge")[0])
+    p3 = hardware_facts("ml.p3.16xlarge")[0]
     workload = squad_like()
     assert step_time(workload, p3, TERMS, 2).efficiency < 0.5 < step_time(workload, p4d(), TERMS, 2).efficiency
 
@@ -112,9 +105,9 @@ def test_multi_node_p3_is_network_bound_where_p4d_is_not():
 def test_a_measured_mfu_replaces_the_published_figure_only_for_its_own_gpu():
     measured = ("NVIDIA A100-SXM4-40GB", 0.5)
     a100, a100_source = hardware_facts("ml.p4d.24xlarge", measured)
-    assert a100["mfu"] == 0.5 and "measured on NVIDIA A100" in a100_source
+    assert a100.mfu == 0.5 and "measured on NVIDIA A100" in a100_source
     v100, v100_source = hardware_facts("ml.p3.2xlarge", measured)
-    assert "mfu" not in v100 and v100 == hardware_facts("ml.p3.2xlarge")[0]
+    assert v100.mfu is None and v100 == hardware_facts("ml.p3.2xlarge")[0]
     assert "measured" not in v100_source
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from qa.outputs import TRAINING_CHANNELS_DIR
+from qa.outputs import TRAINING_CHANNELS_DIR, channel_env
 
 
 def str2bool(value: str | bool) -> bool:
@@ -62,7 +62,7 @@ def env_path(name: str, default: str) -> str:
 
 def channel_path(channel: str) -> Path:
     """A training job's input channel folder: SM_CHANNEL_<NAME>, else /opt/ml/input/data/<name>."""
-    return Path(env_path(f"SM_CHANNEL_{channel.upper()}", f"{TRAINING_CHANNELS_DIR}/{channel}"))
+    return Path(env_path(channel_env(channel), f"{TRAINING_CHANNELS_DIR}/{channel}"))
 
 
 def setup_logging(is_main_process: bool = True) -> logging.Logger:

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 # The model and sequence length of the published throughput references (BERT-large, SQuAD, 384 tokens).
 BERT_LARGE = {"num_hidden_layers": 24, "hidden_size": 1024, "intermediate_size": 4096, "vocab_size": 30522}
@@ -148,6 +149,10 @@ class Hardware:
     def from_dict(cls, instance_type: str, facts: Mapping) -> Hardware:
         known = {f.name for f in fields(cls)} - {"instance_type"}
         return cls(instance_type=instance_type, **{k: v for k, v in facts.items() if k in known})
+
+    def facts(self) -> dict[str, Any]:
+        """The fields from_dict reads back (the set ones), as the cost model carries them per instance type."""
+        return {k: v for k, v in asdict(self).items() if k != "instance_type" and v is not None}
 
     @property
     def utilisation(self) -> float:
@@ -287,6 +292,24 @@ def _positive(name: str, value: object, integer: bool = False) -> float:
     return number
 
 
+def cost_model_document(
+    hardware: list[Hardware],
+    job: JobTerms,
+    per_device_train_batch_size: int,
+    gradient_accumulation_steps: int,
+    gradient_bytes: int,
+) -> dict[str, Any]:
+    """The cost model run_estimate reads (JSON-serialisable; config/costs.py `cost_model` builds it from the
+    settings): each allowed type's facts, a FineTune job's start-up terms and the loop's batch settings."""
+    return {
+        "hardware": {h.instance_type: h.facts() for h in hardware},
+        "job": asdict(job),
+        "per_device_train_batch_size": per_device_train_batch_size,
+        "gradient_accumulation_steps": gradient_accumulation_steps,
+        "gradient_bytes": gradient_bytes,
+    }
+
+
 def run_estimate(
     cost_model: Mapping,
     model_config: Mapping,
@@ -298,8 +321,7 @@ def run_estimate(
 ) -> dict:
     """The cost guard's estimate of one FineTune job: what EstimateTrainingCost returns as EstimatedCostUSD.
 
-    cost_model: config/costs.py `cost_model(settings)` (JSON): {"hardware": {type: Hardware fields},
-      "job": JobTerms fields, "per_device_train_batch_size", "gradient_accumulation_steps", "gradient_bytes"}.
+    cost_model: a cost_model_document (config/costs.py `cost_model(settings)`, passed as JSON).
     model_config: the base model's config.json (its shape).
     train_lengths / validation_lengths: feature length -> count (stats.json's length histograms).
     Returns `training_on_demand_usd`: on-demand list price x instances x billed seconds (start-up included),

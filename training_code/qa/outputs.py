@@ -39,6 +39,17 @@ PROCESSING_TOKENIZER_INPUT = "model"  # <input>/model: the base model's tokenize
 STATS_OUTPUT = "stats"  # <output>/stats/STATS_FILE
 PREPROCESS_OUTPUTS = (*SPLITS, STATS_OUTPUT)
 
+# Variables the SageMaker training toolkit sets in a training container for the two folders it uploads (the local
+# runner sets the same, pointing into the job's folder).
+MODEL_DIR_ENV = "SM_MODEL_DIR"  # MODEL_DIR
+OUTPUT_DATA_DIR_ENV = "SM_OUTPUT_DATA_DIR"  # OUTPUT_DATA_DIR
+
+
+def channel_env(channel: str) -> str:
+    """The toolkit's variable holding input channel `channel`'s folder: SM_CHANNEL_<NAME>."""
+    return f"SM_CHANNEL_{channel.upper()}"
+
+
 # Input channels of the training job (InputDataConfig ChannelName -> SM_CHANNEL_<NAME>, TRAINING_CHANNELS_DIR/<name>).
 TRAINING_CHANNELS_DIR = "/opt/ml/input/data"
 TRAIN_CHANNEL = TRAIN_SPLIT  # preprocess.py's train features
@@ -94,6 +105,9 @@ EVALUATION_METRIC_REGEXES = {
 #  "files": [{"key": "train/train.jsonl", "version_id": S3 VersionId, "sha256": hex, "size": bytes}, ...]}
 # keys relative to the manifest's folder. Readers also accept the older SageMaker ManifestFile list (no pins).
 MANIFEST_V2_FORMAT = "hfqa-dataset-manifest/2"
+# In an older ManifestFile list, a prefix bucket that stands for "the bucket the manifest is in" (the bundled
+# sample's manifest, written before any bucket exists).
+ANY_DATASETS_BUCKET = "<datasets-bucket>"
 # Local runner seams of the pipeline's Lambda functions (training_code/pipeline_functions.py).
 LOCAL_EXECUTIONS_ENV = "QA_LOCAL_EXECUTIONS"  # a JSON file {execution ARN: status} standing in for SageMaker
 LOCAL_VERSIONS_DIR = ".versions"  # <LOCAL_S3_ROOT>/.versions/<bucket>/<key>/<version id>: kept object versions
