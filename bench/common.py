@@ -16,13 +16,23 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from qa.outputs import LOCAL_CHECKPOINT_DIR_ENV, MODEL_CHANNEL, MODEL_DIR_ENV, TRAIN_CHANNEL, channel_env
+from qa.outputs import (
+    CHECKPOINT_SAVED,
+    LOCAL_CHECKPOINT_DIR_ENV,
+    LOG_LOSS,
+    LOG_SAMPLES_PER_SECOND,
+    MODEL_CHANNEL,
+    MODEL_DIR_ENV,
+    TRAIN_CHANNEL,
+    TRAINING_STEP,
+    channel_env,
+)
 
-from config.paths import PROJECT_ROOT, TRAINING_CODE
+from config.paths import BENCH_RESULTS, PROJECT_ROOT, TRAINING_CODE
 from local_runner.launch import launcher
 
 ROOT = PROJECT_ROOT
-RESULTS = ROOT / "bench" / "results"
+RESULTS = BENCH_RESULTS
 K = TypeVar("K")  # what names a configuration in alternate()
 
 
@@ -158,14 +168,14 @@ def run_train_py(
             },
             cwd=TRAINING_CODE,
         )
-    lines = [dict(p.split("=") for p in line.split()) for line in out.splitlines() if line.startswith("step=")]
+    lines = [dict(p.split("=") for p in line.split()) for line in out.splitlines() if re.match(TRAINING_STEP, line)]
     if len(lines) != 2:
         raise RuntimeError(f"expected one metrics line per epoch, got:\n{out[-2000:]}")
     second_epoch = lines[1]
-    saves = [float(seconds) for seconds in re.findall(r"checkpoint saved: step \d+ in ([0-9.]+) s", out)]
+    saves = [float(seconds) for seconds in re.findall(CHECKPOINT_SAVED, out)]
     return {
-        "samples_per_second": float(second_epoch["samples_per_second"]),
-        "final_loss": float(second_epoch["loss"]),
+        "samples_per_second": float(second_epoch[LOG_SAMPLES_PER_SECOND]),
+        "final_loss": float(second_epoch[LOG_LOSS]),
         **({"checkpoint_seconds": max(saves)} if saves else {}),
     }
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import run_train_py, save, table, write_features
+from config.paths import GPU_THROUGHPUT_RESULT
 
 
 def bert_large_config(**overrides: Any):
@@ -158,7 +159,7 @@ def main() -> None:
     header = ["GPU", "what", "batch", "compile", "samples/s", "tokens/s", "TFLOP/s", "MFU", "checkpoint s"]
     print(table(rows, header))
     payload = {"args": vars(args), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, **result}
-    print(f"saved {save('gpu_throughput_loop' if args.loop else 'gpu_throughput', payload)}")
+    print(f"saved {save(f'{GPU_THROUGHPUT_RESULT.stem}_loop' if args.loop else GPU_THROUGHPUT_RESULT.stem, payload)}")
 
 
 if __name__ == "__main__":

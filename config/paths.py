@@ -10,6 +10,10 @@ CDK_OUT = PROJECT_ROOT / "cdk.out"  # one cloud assembly per environment, cdk.ou
 CACHE = PROJECT_ROOT / ".cache"  # rebuildable: definitions, source bundles (make clean removes it)
 LOCAL_RUNS = PROJECT_ROOT / ".local-runs"  # the local runner's S3, registry and job folders; the local MLflow store
 LOCAL_EXECUTIONS = "executions"  # under LOCAL_RUNS (or --work-dir): one folder per local execution
+LOCAL_EXECUTION_PREFIX = "local-"  # a local execution's id: local-<12 hex digits> (an AWS one is not)
+BENCH_RESULTS = PROJECT_ROOT / "bench" / "results"  # each benchmark's latest JSON result (git-ignored)
+# bench/gpu_throughput.py's measured MFU, which `make estimate` uses in place of the published figure when present.
+GPU_THROUGHPUT_RESULT = BENCH_RESULTS / "gpu_throughput.json"
 # The bundled sample dataset (tools/make_sample_dataset.py) and the name and version it is uploaded under by
 # default, which the ManifestKey parameter's default names.
 SAMPLE_DATASET = PROJECT_ROOT / "data" / "sample-squad"

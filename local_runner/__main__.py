@@ -14,7 +14,11 @@ import sys
 import time
 from pathlib import Path
 
+from qa.feature_files import EXAMPLES_FILE
+from qa.outputs import VALIDATION_SPLIT
+
 from config.layout import ArtifactLayout
+from config.loader import DEFAULT_ENV
 from config.paths import LOCAL_EXECUTIONS, LOCAL_RUNS, SAMPLE_DATASET, SAMPLE_DATASET_NAME, assembly_dir
 from local_runner.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
 from local_runner.errors import InvocationFailed, UnsupportedDefinition
@@ -49,7 +53,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--assembly",
         type=Path,
-        default=assembly_dir("dev"),
+        default=assembly_dir(DEFAULT_ENV),
         help="cdk.out/<env>, as `make synth ENV=<env>` writes it (default: cdk.out/dev)",
     )
     parser.add_argument("--stack", help="the pipeline stack (default: the one stack holding a pipeline)")
@@ -134,7 +138,7 @@ def print_summary(result: ExecutionResult, store_root: Path, registry_path: Path
 def ask_registered_model(result: ExecutionResult, store: LocalObjectStore, work_dir: Path) -> int:
     """Put the first validation question to the registered model, as its SageMaker endpoint would answer."""
     assert result.model_package is not None and result.inference_container is not None
-    examples = store.path(f"{result.outputs['validation'].rstrip('/')}/examples.jsonl")
+    examples = store.path(f"{result.outputs[VALIDATION_SPLIT].rstrip('/')}/{EXAMPLES_FILE}")
     with examples.open(encoding="utf-8") as handle:
         example = json.loads(handle.readline())
     request = {"inputs": {"question": example["question"], "context": example["context"]}}

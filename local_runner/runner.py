@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from config.paths import LOCAL_EXECUTION_PREFIX
 from local_runner.errors import StepFailed, UnsupportedDefinition
 from local_runner.expressions import ExpressionResolver
 from local_runner.functions import LocalFunctions
@@ -173,7 +174,9 @@ class LocalPipelineRunner:
 
     def run(self, overrides: dict[str, Any] | None = None) -> ExecutionResult:
         """One execution with `overrides` for the pipeline parameters; its state lives in a LocalExecution."""
-        return LocalExecution(self, f"local-{uuid.uuid4().hex[:12]}", self.parameters(overrides or {})).run()
+        return LocalExecution(
+            self, f"{LOCAL_EXECUTION_PREFIX}{uuid.uuid4().hex[:12]}", self.parameters(overrides or {})
+        ).run()
 
 
 class LocalExecution:

@@ -12,8 +12,10 @@ import signal
 from dataclasses import dataclass
 
 import psutil
+from qa.outputs import CHECKPOINT_WRITING, TRAINING_STEP
 
-CHECKPOINT_WRITE = re.compile(r"writing checkpoint step-(\d+)")
+CHECKPOINT_WRITE = re.compile(CHECKPOINT_WRITING)
+STEP_LINE = re.compile(TRAINING_STEP)
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,8 @@ class SpotInterruption:
         if self.mid_checkpoint:
             match = CHECKPOINT_WRITE.search(line)
             return match is not None and int(match.group(1)) >= self.after_step
-        return line.startswith("step=") and int(line.split()[0].split("=")[1]) >= self.after_step
+        match = STEP_LINE.match(line)
+        return match is not None and int(match.group(1)) >= self.after_step
 
 
 def reclaim(pid: int) -> int:

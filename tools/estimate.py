@@ -22,10 +22,11 @@ from qa.cost import BERT_LARGE, WEIGHT_BYTES, JobEstimate, ModelShape, Workload,
 from config import Settings, load_settings, read_cdk_json_context
 from config import costs as c
 from config.instance_types import instance_type
-from config.paths import CDK_JSON, PROJECT_ROOT
+from config.loader import DEFAULT_ENV
+from config.paths import CDK_JSON, GPU_THROUGHPUT_RESULT
 from pipeline_steps import names
 
-GPU_RESULT = PROJECT_ROOT / "bench" / "results" / "gpu_throughput.json"
+GPU_RESULT = GPU_THROUGHPUT_RESULT
 # Same shape, different names: the configs of these hub models are known without downloading them.
 KNOWN_SHAPES = {
     name: BERT_LARGE
@@ -268,7 +269,7 @@ def choices(settings: Settings) -> list[tuple[str, int]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", default="dev")
+    parser.add_argument("--env", default=DEFAULT_ENV)
     parser.add_argument("--dataset", type=Path, help="a local SQuAD-format dataset (default: SQuAD v1.1's size)")
     parser.add_argument("--model-config", type=Path, help="config.json of a model whose shape is not known offline")
     parser.add_argument("--epochs", type=_positive_float, help="default: the environment's hyperparameters.epochs")

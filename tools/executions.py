@@ -21,6 +21,7 @@ from typing import Any
 
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url
 from config.layout import DatasetLayout
+from config.loader import DEFAULT_ENV
 from pipeline_steps import names
 from tools.deployment import (
     Deployment,
@@ -246,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "logs":
             sub.add_argument("--step", help="only this step's logs")
     for sub in commands.choices.values():
-        sub.add_argument("--env", default="dev")
+        sub.add_argument("--env", default=DEFAULT_ENV)
     args = parser.parse_args(argv)
 
     deployment = load_deployment(args.env)

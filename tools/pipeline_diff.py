@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from config.loader import DEFAULT_ENV
 from config.paths import assembly_dir
 from pipeline_steps.walk import all_steps
 from tools.assembly import pipeline_properties, synth_command, synthesized_definition
@@ -113,7 +114,7 @@ def synthesized_pipeline(assembly: Path, stack_name: str) -> tuple[str, dict[str
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", default="dev")
+    parser.add_argument("--env", default=DEFAULT_ENV)
     parser.add_argument("--assembly", type=Path, help="the synthesized cloud assembly (default: cdk.out/<env>)")
     args = parser.parse_args(argv)
     import boto3
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
     assembly = args.assembly or assembly_dir(args.env)
     deployment = load_deployment(args.env, boto3.Session())
-    stack_name = f"{deployment.settings.name_prefix}-pipeline"
+    stack_name = deployment.settings.stack_name("pipeline")
     try:
         name, synthesized = synthesized_pipeline(assembly, stack_name)
     except FileNotFoundError as err:  # AssemblyNotFound included; both messages name the fix

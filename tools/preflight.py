@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any, Literal
 
 from config import read_cdk_json_context
+from config.loader import DEFAULT_ENV
 from config.paths import CDK_JSON
 from pipeline_steps import names
 from tools.deployment import (
@@ -227,7 +228,7 @@ def preflight(env_name: str, quotas_client: Any | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ToolParser(__doc__)
-    parser.add_argument("--env", default="dev")
+    parser.add_argument("--env", default=DEFAULT_ENV)
     return preflight(parser.parse_args(argv).env)
 
 

@@ -21,9 +21,11 @@ from typing import Any
 from qa.outputs import LOG_LEARNING_RATE, LOG_LOSS, LOG_SAMPLES_PER_SECOND, LOG_STEP
 
 from config.costs import PRICE_REGION, PRICES_AS_OF
-from config.paths import LOCAL_EXECUTIONS, LOCAL_RUNS, PROJECT_ROOT
+from config.loader import DEFAULT_ENV
+from config.paths import LOCAL_EXECUTION_PREFIX, LOCAL_EXECUTIONS, LOCAL_RUNS, PROJECT_ROOT
 from pipeline_steps import names
 from tools.run_record import (
+    RECORD_FILE,
     REPORT_FILE,
     REPORT_IMAGE,
     RunRecord,
@@ -267,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--execution", help="local-<id> (a local run), an AWS execution ARN or id; default: newest local run"
     )
-    parser.add_argument("--env", default="dev")
+    parser.add_argument("--env", default=DEFAULT_ENV)
     parser.add_argument(
         "--work-dir", type=Path, default=LOCAL_EXECUTIONS_DIR, help="local runs (default .local-runs/executions)"
     )
@@ -277,8 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     from tools.deployment import fail, settings_for
 
     execution = args.execution
-    if execution is None or execution.startswith("local-"):
-        runs = sorted(args.work_dir.glob(f"{execution or 'local-*'}/execution.json"), key=lambda p: p.stat().st_mtime)
+    if execution is None or execution.startswith(LOCAL_EXECUTION_PREFIX):
+        runs = sorted(
+            args.work_dir.glob(f"{execution or LOCAL_EXECUTION_PREFIX + '*'}/{RECORD_FILE}"),
+            key=lambda p: p.stat().st_mtime,
+        )
         if not runs:
             fail(
                 f"no local run {execution or ''} under {args.work_dir}: run `make demo` first, or pass an AWS execution"

@@ -18,6 +18,7 @@ from qa.outputs import METRIC_EVAL_F1
 
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url, job_console_url
 from config.costs import PRICE_REGION, PRICES_AS_OF, TRAINING_USD_PER_HOUR
+from config.loader import DEFAULT_ENV
 from pipeline_steps import names
 from tools.deployment import (
     ToolParser,
@@ -217,7 +218,7 @@ def positive_limit(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ToolParser(__doc__)
-    parser.add_argument("--env", default="dev")
+    parser.add_argument("--env", default=DEFAULT_ENV)
     parser.add_argument("--limit", type=positive_limit, default=10, help=f"1 to {MAX_LIMIT} executions")
     args = parser.parse_args(argv)
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from config.loader import DEFAULT_ENV
 from tools.deployment import (
     Deployment,
     ToolParser,
@@ -162,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = ToolParser(__doc__)
     parser.add_argument("--model", required=True, help="hub id or local directory")
     parser.add_argument("--name", help="folder name under base-models/ (default: settings' model.base_model)")
-    parser.add_argument("--env", default="dev")
+    parser.add_argument("--env", default=DEFAULT_ENV)
     parser.add_argument("--replace", action="store_true", help="replace the model already staged under --name")
     parser.add_argument(
         "--force", action="store_true", help="stage a config that contradicts the configured base model"

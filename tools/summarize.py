@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from config.loader import DEFAULT_ENV
 from config.paths import assembly_dir
 from pipeline_steps.walk import execution_order
 from tools.assembly import AssemblyNotFound, synthesized_definition, synthesized_templates
@@ -116,7 +117,7 @@ def summarize(assembly: Path) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "assembly", nargs="?", type=Path, default=assembly_dir("dev"), help="cdk.out/<env> (default: cdk.out/dev)"
+        "assembly", nargs="?", type=Path, default=assembly_dir(DEFAULT_ENV), help="cdk.out/<env> (default: cdk.out/dev)"
     )
     assembly = parser.parse_args(argv).assembly
     try:

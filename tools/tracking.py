@@ -20,7 +20,7 @@ from qa.outputs import EVAL_LOG_KEYS, LOG_STEP, TRAIN_LOG_KEYS
 
 from config.settings import Settings
 from pipeline_steps import names
-from tools.run_record import RunRecord
+from tools.run_record import RECORD_FILE, RunRecord
 
 LOCAL_STORE = "mlflow.db"  # in the local runs' folder (.local-runs)
 LOCAL_ARTIFACTS = "mlflow-artifacts"
@@ -127,7 +127,7 @@ def track(record: RunRecord, uri: str, experiment_name: str, artifacts: tuple[Pa
     metrics = _metrics(record)
     for start in range(0, max(len(metrics), 1), 1000):  # log_batch takes at most 1000 metrics per call
         client.log_batch(run_id, metrics=metrics[start : start + 1000], params=params if start == 0 else [])
-    client.log_text(run_id, record.to_json(), "execution.json")
+    client.log_text(run_id, record.to_json(), RECORD_FILE)
     for path in artifacts:
         client.log_artifact(run_id, str(path))
     client.set_terminated(run_id, "FINISHED" if record.status == "Succeeded" else "FAILED")

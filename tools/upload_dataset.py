@@ -47,6 +47,7 @@ from qa.data import (
 
 from config.aws_locations import execution_console_url
 from config.layout import DatasetLayout
+from config.loader import DEFAULT_ENV
 from pipeline_steps import names
 from tools.deployment import (
     Deployment,
@@ -462,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--name", required=True)
     parser.add_argument("--version", default=datetime.now(UTC).strftime("%Y%m%d-%H%M%S"))
-    parser.add_argument("--env", default="dev")
+    parser.add_argument("--env", default=DEFAULT_ENV)
     parser.add_argument("--validate-only", action="store_true", help="check the dataset; no AWS call")
     parser.add_argument("--replace", action="store_true", help="replace an existing NAME/VERSION's manifest")
     parser.add_argument("--wait-seconds", type=float, default=120, help="how long to look for the execution")

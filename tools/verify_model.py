@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from config.loader import DEFAULT_ENV
 from pipeline_steps.names import MODEL_METADATA_ARCHIVE_SHA256, MODEL_METADATA_ARCHIVE_VERSION_ID
 from tools.deployment import ToolParser, fail, load_deployment, run_tool, short, split_s3_uri
 
@@ -105,7 +106,7 @@ def verify(sagemaker: Any, s3: Any, package: str) -> Verdict:
 def main(argv: list[str] | None = None) -> int:
     parser = ToolParser(__doc__)
     parser.add_argument("--package", required=True, help="model package ARN")
-    parser.add_argument("--env", default="dev")
+    parser.add_argument("--env", default=DEFAULT_ENV)
     args = parser.parse_args(argv)
 
     deployment = load_deployment(args.env)

@@ -40,6 +40,8 @@ from qa.outputs import (
     DATASET_NAME_FIRST,
     DATASET_NAME_MAX_LENGTH,
     DATASETS_ROOT,
+    DUPLICATE_NO,
+    DUPLICATE_YES,
     EPOCHS,
     ESTIMATED_COST_OUTPUT,
     EVALUATION_EXACT_MATCH_PATH,
@@ -472,7 +474,7 @@ def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
     result = {
         CLAIM_PARAMETER_ERROR: "",
         CLAIM_IGNORED: "",
-        CLAIM_DUPLICATE: "false",
+        CLAIM_DUPLICATE: DUPLICATE_NO,
         CLAIM_CLAIMED_BY: "",
         CLAIM_INPUT_URI: "",
     }
@@ -489,7 +491,7 @@ def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
     owner = claim_manifest(store, event)
     result[CLAIM_CLAIMED_BY] = owner
     if owner != event[INPUT_EXECUTION_ARN]:
-        result[CLAIM_DUPLICATE] = "true"
+        result[CLAIM_DUPLICATE] = DUPLICATE_YES
     else:
         digest = claim_digest(event[DATASET_BUCKET], key, event[MANIFEST_VERSION_ID])
         result[CLAIM_INPUT_URI] = (

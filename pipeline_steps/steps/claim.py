@@ -14,6 +14,7 @@ from qa.outputs import (
     CLAIM_IGNORED,
     CLAIM_OUTPUTS,
     CLAIM_PARAMETER_ERROR,
+    DUPLICATE_NO,
     INPUT_ARTIFACTS_BUCKET,
     INPUT_BOUNDS,
     INPUT_CLAIMS_PREFIX,
@@ -70,7 +71,7 @@ def gates(ctx: BuildContext, claim: LambdaStep, then: list[Step | StepCollection
     first_delivery = ConditionStep(
         name=names.FIRST_DELIVERY_STEP,
         conditions=[
-            ConditionEquals(left=output(claim, CLAIM_DUPLICATE), right="false"),
+            ConditionEquals(left=output(claim, CLAIM_DUPLICATE), right=DUPLICATE_NO),
             ConditionEquals(left=output(claim, CLAIM_IGNORED), right=""),
         ],
         if_steps=then,

@@ -27,6 +27,7 @@ from qa.outputs import (
     TRAIN_CHANNEL,
     TRAIN_SPLIT,
     TRAINING_CHANNELS_DIR,
+    TRAINING_METRIC_REGEXES,
     VALIDATION_CHANNEL,
     VALIDATION_SPLIT,
 )
@@ -38,15 +39,10 @@ from sagemaker.workflow.steps import ProcessingStep, TrainingStep
 from pipeline_steps import names
 from pipeline_steps.steps.context import BuildContext, job_retry_policies
 
-# One regex per value of the line train.py prints every logging interval.
+# One regex per value of the line train.py prints every logging interval, then of the line it prints once after
+# evaluating (FinalMetricDataList['eval:f1'] feeds CheckF1).
 METRIC_DEFINITIONS = [
-    {"Name": "train:loss", "Regex": r"step=\d+ epoch=[0-9.]+ loss=([0-9.eE+-]+)"},
-    {"Name": "train:learning_rate", "Regex": r"learning_rate=([0-9.eE+-]+)"},
-    {"Name": "train:samples_per_second", "Regex": r"samples_per_second=([0-9.eE+-]+)"},
-    {"Name": "train:epoch", "Regex": r"step=\d+ epoch=([0-9.]+)"},
-    {"Name": "train:step", "Regex": r"step=(\d+) epoch="},
-    # The line train.py prints once after evaluating: FinalMetricDataList['eval:f1'] feeds CheckF1.
-    *({"Name": name, "Regex": regex} for name, regex in EVALUATION_METRIC_REGEXES.items()),
+    {"Name": name, "Regex": regex} for name, regex in {**TRAINING_METRIC_REGEXES, **EVALUATION_METRIC_REGEXES}.items()
 ]
 DISTRIBUTIONS: dict[str, dict[str, Any]] = {
     "torchrun": {"torch_distributed": {"enabled": True}},

@@ -16,6 +16,7 @@ from qa.outputs import (
     METRIC_EVAL_EXACT_MATCH,
     METRIC_EVAL_F1,
     TENSORBOARD_DIR,
+    TRAINING_LINE,
 )
 from syrupy.extensions.json import JSONSnapshotExtension
 
@@ -32,7 +33,7 @@ def artifacts_bucket(settings) -> str:
     return settings.bucket_name("artifacts", ACCOUNT, REGION)
 
 
-TRAIN_LINE = "step=120 epoch=0.500 loss=1.2345 learning_rate=2.500e-05 samples_per_second=321.00"
+TRAIN_LINE = TRAINING_LINE.format(step=120, epoch=0.5, loss=1.2345, learning_rate=2.5e-5, samples_per_second=321.0)
 
 
 def test_two_builds_are_byte_identical(settings):

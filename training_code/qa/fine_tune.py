@@ -37,6 +37,8 @@ from qa.features import length_limit_error
 from qa.loop_control import CheckpointTimer, StopRequest, any_rank, steps_per_epoch
 from qa.optimizer import build_optimizer
 from qa.outputs import (
+    CHECKPOINT_SAVED_LOG,
+    CHECKPOINT_WRITING_LOG,
     EVALUATION_FILE,
     LOG_EPOCH,
     LOG_EVAL_EXACT_MATCH,
@@ -49,6 +51,7 @@ from qa.outputs import (
     LOG_STEP,
     TENSORBOARD_RUN,
     TRAIN_LOG_KEYS,
+    TRAINING_LINE,
 )
 from qa.precision import resolve_precision
 from qa.rng_state import capture_rng, restore_rng
@@ -155,11 +158,7 @@ def log_training(run: TrainingRun, progress: Progress, entry: dict[str, float]) 
     progress.history.append(entry)
     run.accelerator.log({f"train/{key}": entry[key] for key in (LOG_EPOCH, *TRAIN_LOG_KEYS)}, step=entry[LOG_STEP])
     if run.accelerator.is_main_process:
-        print(
-            f"step={entry['step']} epoch={entry['epoch']:.3f} loss={entry['loss']:.4f} "
-            f"learning_rate={entry['learning_rate']:.3e} samples_per_second={entry['samples_per_second']:.2f}",
-            flush=True,
-        )
+        print(TRAINING_LINE.format(**entry), flush=True)
 
 
 def build(args: argparse.Namespace) -> TrainingRun | None:
@@ -426,7 +425,7 @@ def save_checkpoint(run: TrainingRun, progress: Progress) -> None:
     rank = accelerator.process_index
     started = time.perf_counter()
     target = checkpoints.step_dir(args.checkpoint_dir, progress.global_step)
-    log.info("writing checkpoint %s", target.name)
+    log.info(CHECKPOINT_WRITING_LOG, target.name)
     checkpoints.begin(target, rank)
     accelerator.wait_for_everyone()
     accelerator.save_state(str(target), safe_serialization=True)
@@ -438,7 +437,7 @@ def save_checkpoint(run: TrainingRun, progress: Progress) -> None:
     if accelerator.is_local_main_process:
         checkpoints.prune(args.checkpoint_dir, progress.complete_steps, args.keep_checkpoints)
     accelerator.wait_for_everyone()
-    log.info("checkpoint saved: step %d in %.1f s", progress.global_step, time.perf_counter() - started)
+    log.info(CHECKPOINT_SAVED_LOG, progress.global_step, time.perf_counter() - started)
 
 
 def save(run: TrainingRun, progress: Progress) -> None:

@@ -90,6 +90,28 @@ PREDICTIONS_FILE = "predictions.json"  # example id -> predicted answer text, in
 EVALUATION_F1_PATH = "metrics.f1.value"  # JSON path of F1 in evaluation.json
 EVALUATION_EXACT_MATCH_PATH = "metrics.exact_match.value"
 
+# The line the training job prints every logging interval (a log-history train entry, keyed as above); the
+# metric definitions parse it into train:* (DescribeTrainingJob FinalMetricDataList, CloudWatch metrics), the
+# local runner's spot reclaim and bench read it. TRAINING_STEP matches its start and captures the step.
+TRAINING_LINE = (
+    "step={step} epoch={epoch:.3f} loss={loss:.4f} learning_rate={learning_rate:.3e} "
+    "samples_per_second={samples_per_second:.2f}"
+)
+TRAINING_METRIC_REGEXES = {
+    "train:loss": r"step=\d+ epoch=[0-9.]+ loss=([0-9.eE+-]+)",
+    "train:learning_rate": r"learning_rate=([0-9.eE+-]+)",
+    "train:samples_per_second": r"samples_per_second=([0-9.eE+-]+)",
+    "train:epoch": r"step=\d+ epoch=([0-9.]+)",
+    "train:step": r"step=(\d+) epoch=",
+}
+TRAINING_STEP = TRAINING_METRIC_REGEXES["train:step"]
+# The job's checkpoint log lines (logging formats and the patterns that read them: the local runner's
+# mid-checkpoint reclaim, bench's checkpoint time).
+CHECKPOINT_WRITING_LOG = "writing checkpoint %s"  # the step folder, step-NNNNNNNN
+CHECKPOINT_WRITING = r"writing checkpoint step-(\d+)"
+CHECKPOINT_SAVED_LOG = "checkpoint saved: step %d in %.1f s"
+CHECKPOINT_SAVED = r"checkpoint saved: step \d+ in ([0-9.]+) s"
+
 # The one line the training job prints after evaluating; the metric definitions below parse it, and the
 # pipeline reads the values back as FineTune.properties.FinalMetricDataList['eval:f1'].Value.
 EVALUATION_LINE = "evaluation: exact_match={exact_match:.4f} f1={f1:.4f}"
@@ -159,7 +181,8 @@ INPUT_EXACT_MATCH = "ExactMatch"  # RecordModel: FineTune's METRIC_EVAL_EXACT_MA
 # OutputParameters and the steps after them.
 CLAIM_PARAMETER_ERROR = "ParameterError"  # "" or one line naming the bad parameter
 CLAIM_IGNORED = "Ignored"  # "" or why the key is no manifest key
-CLAIM_DUPLICATE = "Duplicate"  # "true" / "false"
+CLAIM_DUPLICATE = "Duplicate"  # DUPLICATE_YES / DUPLICATE_NO (the step compares the string)
+DUPLICATE_YES, DUPLICATE_NO = "true", "false"
 CLAIM_CLAIMED_BY = "ClaimedBy"  # the owner execution
 CLAIM_INPUT_URI = "InputUri"  # s3://<artifacts>/inputs/<claim digest>/
 CLAIM_OUTPUTS = (CLAIM_PARAMETER_ERROR, CLAIM_IGNORED, CLAIM_DUPLICATE, CLAIM_CLAIMED_BY, CLAIM_INPUT_URI)
