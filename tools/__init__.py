@@ -1,1 +1,1 @@
-"""Command-line helpers for people running the project (summaries, uploads, local runs)."""
+"""Command-line helpers for people running the project (synth summary, uploads, estimate, runs, reports)."""

@@ -1,4 +1,4 @@
-"""Step 1: ClaimManifest, a Lambda step (no instance): check the parameters, claim the manifest version for this
+"""ClaimManifest, a Lambda step (no instance): check the parameters, claim the manifest version for this
 execution (S3 conditional write), pin its data. Then ParametersValid (a bad parameter fails here, before any
 cost) and FirstDelivery (a duplicate delivery, or a key that is no manifest, ends here, succeeded).
 """

@@ -1,4 +1,4 @@
-"""Steps 3-4: EstimateTrainingCost (a Lambda step: qa/cost.py on the dataset's stats.json for this execution's
+"""EstimateTrainingCost (a Lambda step: qa/cost.py on the dataset's stats.json for this execution's
 instance type, count and epochs), then CheckTrainingCost: stop before any GPU when the estimate exceeds
 MaxTrainingCostUSD.
 

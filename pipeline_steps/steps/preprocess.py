@@ -1,5 +1,5 @@
-"""Step 2: validate the pinned dataset and tokenize it, on a CPU instance and a CPU image, cached per dataset
-version.
+"""ValidateAndTokenize: validate the pinned dataset and tokenize it, on a CPU instance and a CPU image, cached
+per dataset version.
 
 The cache key of a processing step is its AppSpecification, Environment and ProcessingInputs
 (https://docs.aws.amazon.com/sagemaker/latest/dg/pipelines-default-keys.html): none of them depends on Epochs,

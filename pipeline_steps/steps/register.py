@@ -1,4 +1,4 @@
-"""Steps 6-7: RecordModel (a Lambda step: the model archive's SHA-256 and S3 version id, and the model-quality
+"""RecordModel (a Lambda step: the model archive's SHA-256 and S3 version id, and the model-quality
 report from FineTune's evaluation metrics), then CheckF1: F1 >= threshold ? RegisterModel (with its metrics and
 the archive's identity) : fail with the numbers."""
 

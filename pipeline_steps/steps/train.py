@@ -1,4 +1,4 @@
-"""Step 5: FineTune - multi-node data-parallel fine-tuning with managed spot training and S3-synced checkpoints,
+"""FineTune: multi-node data-parallel fine-tuning with managed spot training and S3-synced checkpoints,
 then the evaluation of the validation set on the same GPUs (no second cold start), network-isolated.
 
 Under EnableNetworkIsolation the container makes no network calls "except for calls between peers within a

@@ -1,7 +1,8 @@
 """The contract between the code that runs in AWS (training job, processing job, pipeline Lambda functions)
 and the pipeline definition that reads what it writes: file names, container paths, metric lines, JSON paths.
 
-One home for each of these facts. `pipeline_steps/` and `local_runner/` import them from here (downward);
+One home for each of these facts: `pipeline_steps/`, `stacks/`, `local_runner/`, `tools/`, `config/` and `bench/`
+import them from here (downward);
 this module imports only the standard library, so the containers and the Lambda runtime can load it as it is.
 """
 
