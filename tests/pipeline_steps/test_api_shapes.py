@@ -137,3 +137,22 @@ def test_hyperparameters_are_exactly_what_train_py_parses(definition):
     assert user_hps <= set(args)
     assert args["epochs"] == defaults["Epochs"] and args["learning_rate"] == defaults["LearningRate"]
     assert args["precision"] == "bf16"
+
+
+def test_container_arguments_are_exactly_what_preprocess_py_parses(definition):
+    """ValidateAndTokenize passes preprocess.py's flags by name: each must parse, each value reach its option."""
+    import preprocess
+
+    defaults = {p["Name"]: p["DefaultValue"] for p in definition["Parameters"]}
+    program, *argv = step(definition, "ValidateAndTokenize")["Arguments"]["AppSpecification"]["ContainerArguments"]
+    assert program == "preprocess.py"
+    resolved = [str(defaults[get_references(a)[0].split(".", 1)[1]]) if is_expression(a) else a for a in argv]
+    args = vars(preprocess.parse_args(resolved))
+    passed = {
+        flag.removeprefix("--").replace("-", "_"): value
+        for flag, value in zip(resolved[::2], resolved[1::2], strict=True)
+    }
+    assert set(passed) <= set(args)
+    assert {name: str(args[name]) for name in passed} == {
+        name: value if name != "skip_invalid" else str(value == "true") for name, value in passed.items()
+    }
