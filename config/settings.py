@@ -27,6 +27,9 @@ MAX_JOB_SECONDS = 28 * 24 * 3600
 # The stacks of one environment, in deployment order.
 StackPurpose = Literal["data", "network", "pipeline"]
 STACK_PURPOSES: tuple[StackPurpose, ...] = get_args(StackPurpose)
+# The project's buckets (stacks/data.py creates them; Settings.bucket_name names them for everyone else).
+BucketPurpose = Literal["access-logs", "datasets", "artifacts"]
+BUCKET_PURPOSES: tuple[BucketPurpose, ...] = get_args(BucketPurpose)
 APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
 
 INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[0-9]*x?large$"
@@ -461,7 +464,7 @@ class Settings(StrictModel):
         """The CloudFormation stack of `purpose` (stacks/app_builder.py creates them, the tools look them up)."""
         return f"{self.name_prefix}-{purpose}"
 
-    def bucket_name(self, purpose: str, account: str, region: str) -> str:
+    def bucket_name(self, purpose: BucketPurpose, account: str, region: str) -> str:
         """Deterministic bucket names, so IAM policies, the pipeline definition and the upload tools can
         name a bucket without cross-stack lookups. `account`/`region` are CloudFormation placeholders at
         synth time and real values elsewhere."""

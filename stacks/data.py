@@ -13,6 +13,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from config import Settings
+from config.settings import BUCKET_PURPOSES
 from stacks.nag import add_reviewed_statement
 from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
 
@@ -256,8 +257,7 @@ class DataStack(Stack):
             dead_letter_queue_name=settings.trigger_dead_letter_queue_name,
         )
         self.bucket_names = {
-            purpose: settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION)
-            for purpose in ("access-logs", "datasets", "artifacts")
+            purpose: settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION) for purpose in BUCKET_PURPOSES
         }
         # S3 server access logs cannot be delivered to a KMS-encrypted bucket: SSE-S3 here.
         self.access_logs_bucket = SecureBucket(

@@ -11,13 +11,13 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from config import Settings
-from config.settings import InterfaceEndpoint
+from config.settings import BucketPurpose, InterfaceEndpoint
 from stacks.data import removal_policy
 from stacks.log_groups import LogGroupSettings, encrypted_log_group
 from stacks.nag import add_reviewed_statement
 
 HTTPS = ec2.Port.tcp(443)
-PROJECT_BUCKETS = ("datasets", "artifacts")  # purposes in Settings.bucket_name
+PROJECT_BUCKETS: tuple[BucketPurpose, ...] = ("datasets", "artifacts")  # the buckets jobs read and write
 
 
 # What SageMaker and the jobs do in the project's buckets through the S3 gateway endpoint: read channels, code and

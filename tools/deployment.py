@@ -20,7 +20,7 @@ from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_
 
 from config import ConfigError, Settings, load_settings, read_cdk_json_context
 from config.paths import CDK_JSON
-from config.settings import STACK_PURPOSES
+from config.settings import STACK_PURPOSES, BucketPurpose
 
 # What a staged model folder needs (the training job loads it with `from_pretrained`).
 MODEL_CONFIG = "config.json"
@@ -118,7 +118,7 @@ class Deployment:
     region: str
     session: Any  # boto3.Session
 
-    def bucket(self, purpose: str) -> str:
+    def bucket(self, purpose: BucketPurpose) -> str:
         return self.settings.bucket_name(purpose, self.account, self.region)
 
     def client(self, service: str) -> Any:

@@ -14,6 +14,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
 from config import Settings, load_settings
+from config.settings import BucketPurpose
 from stacks.network import EfaSecurityGroup
 
 BareStack = Callable[[Settings], cdk.Stack]
@@ -99,11 +100,11 @@ def joined(text: str) -> dict[str, Any]:
     return {"Fn::Join": ["", parts]}
 
 
-def bucket_name(settings: Settings, purpose: str) -> dict[str, Any]:
+def bucket_name(settings: Settings, purpose: BucketPurpose) -> dict[str, Any]:
     """The synthesized deterministic name of a project bucket."""
     return joined(settings.bucket_name(purpose, "<account>", "<region>"))
 
 
-def bucket_arn(settings: Settings, purpose: str, suffix: str = "") -> dict[str, Any]:
+def bucket_arn(settings: Settings, purpose: BucketPurpose, suffix: str = "") -> dict[str, Any]:
     """The synthesized ARN of a project bucket (plus `suffix`, e.g. a key pattern), built from its name."""
     return joined(f"arn:<partition>:s3:::{settings.bucket_name(purpose, '<account>', '<region>')}{suffix}")
