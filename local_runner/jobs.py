@@ -22,8 +22,10 @@ from typing import Any, cast
 
 from qa.outputs import (
     CHECKPOINT_DIR,
+    CODE_DIR,
     LOCAL_CHECKPOINT_DIR_ENV,
     LOCAL_TENSORBOARD_DIR_ENV,
+    MODEL_DIR,
     MODEL_DIR_ENV,
     OUTPUT_DATA_DIR,
     OUTPUT_DATA_DIR_ENV,
@@ -253,14 +255,14 @@ class TrainingJob:
 
     @property
     def code_dir(self) -> Path:
-        return self.container.opt_ml / "code"
+        return self.container.path(CODE_DIR)
 
     @property
     def model_dir(self) -> Path:
-        return self.container.opt_ml / "model"
+        return self.container.path(MODEL_DIR)
 
     def channel_dir(self, channel: str) -> Path:
-        return self.container.opt_ml / "input" / "data" / channel
+        return self.container.path(f"{TRAINING_CHANNELS_DIR}/{channel}")
 
 
 def resolve_training_job(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from qa.outputs import CODE_DIR, PROCESSING_CODE_INPUT, PROCESSING_INPUT_DIR
 from sagemaker.lambda_helper import Lambda
 from sagemaker.network import NetworkConfig
 from sagemaker.processing import ProcessingInput, Processor
@@ -23,12 +24,12 @@ from config.instance_types import instance_type
 from pipeline_steps.parameters import PipelineParameters
 from pipeline_steps.placeholders import REGION, URL_SUFFIX, DeployTimeValues
 
-CODE_DIR = "/opt/ml/processing/input/code"
+CODE_INPUT_DIR = f"{PROCESSING_INPUT_DIR}/{PROCESSING_CODE_INPUT}"
 # Processing containers have no SageMaker training toolkit: unpack the same source bundle the training
 # job uses and run one of its entry points with the step's arguments.
 UNPACK_AND_RUN = (
-    f"set -euo pipefail; mkdir -p /opt/ml/code; tar -xzf {CODE_DIR}/*.gz -C /opt/ml/code; "
-    'cd /opt/ml/code; exec python3 "$0" "$@"'
+    f"set -euo pipefail; mkdir -p {CODE_DIR}; tar -xzf {CODE_INPUT_DIR}/*.gz -C {CODE_DIR}; "
+    f'cd {CODE_DIR}; exec python3 "$0" "$@"'
 )
 
 
@@ -139,7 +140,9 @@ class BuildContext:
         )
 
     def code_input(self) -> ProcessingInput:
-        return ProcessingInput(source=self.values.code_uri, destination=CODE_DIR, input_name="code")
+        return ProcessingInput(
+            source=self.values.code_uri, destination=CODE_INPUT_DIR, input_name=PROCESSING_CODE_INPUT
+        )
 
     def script_processor(self, instance_type: str, base_job_name: str) -> Processor:
         """A CPU processing job that runs an entry point of training_code/ from the source bundle."""

@@ -15,6 +15,7 @@ CHECKPOINT_DIR = "/opt/ml/checkpoints"  # synced both ways with CheckpointConfig
 TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # TensorBoardOutputConfig.LocalPath (SageMaker's default)
 MODEL_DIR = "/opt/ml/model"  # uploaded as model.tar.gz at the end of the job
 OUTPUT_DATA_DIR = "/opt/ml/output/data"  # SM_OUTPUT_DATA_DIR: uploaded as output.tar.gz beside model.tar.gz
+CODE_DIR = "/opt/ml/code"  # where the entry point and its source bundle run (the DLCs' working directory)
 
 # Uploaded datasets: s3://<datasets bucket>/DATASETS_ROOT/<name>/<version>/<split>/..., DATASET_MANIFEST_FILE last
 # (config/layout.py builds the keys, the S3 trigger matches them, ClaimManifest checks them). Names and versions:
@@ -35,6 +36,7 @@ SPLITS = (TRAIN_SPLIT, VALIDATION_SPLIT)
 # ProcessingOutput LocalPath); one output folder, and ProcessingOutput, per name in PREPROCESS_OUTPUTS.
 PROCESSING_INPUT_DIR = "/opt/ml/processing/input"
 PROCESSING_OUTPUT_DIR = "/opt/ml/processing/output"
+PROCESSING_CODE_INPUT = "code"  # <input>/code: the source bundle, unpacked into CODE_DIR before the entry point runs
 PROCESSING_DATA_INPUT = "data"  # <input>/data: ClaimManifest's pinned folder (PINNED_MANIFEST_FILE and the files)
 PROCESSING_TOKENIZER_INPUT = "model"  # <input>/model: the base model's tokenizer files
 STATS_OUTPUT = "stats"  # <output>/stats/STATS_FILE
