@@ -11,7 +11,7 @@ from qa.outputs import LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1
 from config.paths import LOCAL_EXECUTIONS
 from local_runner.runner import ExecutionResult
 from local_runner.store import LocalObjectStore
-from tools.report import write_report
+from tools.report import report_line, write_report
 from tools.run_record import METRIC_NAMES, REPORT_IMAGE, JobCost, RunRecord, StepRecord, read_log_history, save
 from tools.tracking import local_store_uri, track
 
@@ -72,6 +72,6 @@ def report_local_run(
     folder = work_dir / LOCAL_EXECUTIONS / result.execution_id
     save(record, folder)
     path = write_report(record, folder)
-    out(f"run report: {path} (figure: {path.with_name(REPORT_IMAGE)})")
+    out(report_line(path))
     out(track(record, local_store_uri(work_dir), pipeline_name, (path, path.with_name(REPORT_IMAGE))))
     return path

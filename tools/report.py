@@ -251,6 +251,11 @@ def write_report(record: RunRecord, folder: Path) -> Path:
     return path
 
 
+def report_line(path: Path) -> str:
+    """What a person is told after write_report: where the report and its figure are."""
+    return f"run report: {path} (figure: {path.with_name(REPORT_IMAGE)})"
+
+
 def execution_arn(sagemaker: Any, pipeline_name: str, execution: str) -> str:
     """`execution` as an ARN: given, or the id of an execution of `pipeline_name`."""
     if execution.startswith("arn:"):
@@ -306,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = PROJECT_ROOT / "reports" / record.execution_id
         server_arn = managed_server_arn(settings, deployment.account, deployment.region)
     path = write_report(record, args.output or folder)
-    print(f"run report: {path} (figure: {path.with_name(REPORT_IMAGE)})")
+    print(report_line(path))
     if not args.no_tracking:
         uri = tracking_uri(settings, args.work_dir.parent, server_arn)
         print(track(record, uri, settings.experiment_name, (path, path.with_name(REPORT_IMAGE))))
