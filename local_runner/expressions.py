@@ -1,17 +1,18 @@
-"""Resolve pipeline expressions: Get (parameters, execution variables, step properties), Std:Join,
-Std:JsonGet. Anything else is rejected by name."""
+"""Resolve pipeline expressions: Get (parameters, execution variables, step properties) and Std:Join, the two
+the definition uses (its steps read each other's properties, no property file). Anything else, Std:JsonGet
+included, is rejected by name."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from local_runner.errors import StepFailed, UnsupportedDefinition
 from pipeline_steps.walk import is_expression
 
-EXPRESSION_KEYS = {"Get", "Std:Join", "Std:JsonGet"}
+EXPRESSION_KEYS = ("Get", "Std:Join")
 INDEX = re.compile(r"^(\w+)\[(?:'([^']+)'|(\d+))\]$")
 
 
@@ -23,12 +24,10 @@ class ExpressionResolver:
         parameters: Mapping[str, Any],
         execution: Mapping[str, Any],
         step_properties: Mapping[str, dict[str, Any]],
-        read_property_file: Callable[[str, str], Any],
     ) -> None:
         self.parameters = parameters
         self.execution = execution
         self.step_properties = step_properties
-        self.read_property_file = read_property_file
 
     def resolve(self, value: Any) -> Any:
         """`value` with every expression inside it evaluated."""
@@ -87,19 +86,6 @@ class ExpressionResolver:
 
     def _std_join(self, operand: dict[str, Any]) -> str:
         return str(operand["On"]).join(_as_text(self.resolve(v)) for v in operand["Values"])
-
-    def _std_jsonget(self, operand: dict[str, Any]) -> Any:
-        file_ref = operand["PropertyFile"]
-        reference = file_ref["Get"] if isinstance(file_ref, dict) else f"Steps.{file_ref}"
-        _, step, _, name = reference.split(".")
-        document = self.read_property_file(step, name)
-        node = document
-        for part in operand["Path"].split("."):
-            try:
-                node = node[int(part)] if isinstance(node, list) else node[part]
-            except (KeyError, IndexError, ValueError, TypeError):
-                raise UnsupportedDefinition(f"JsonGet path {operand['Path']!r} not found in {name}") from None
-        return node
 
 
 def _as_text(value: Any) -> str:

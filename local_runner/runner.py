@@ -13,7 +13,7 @@ from typing import Any
 
 from config.paths import LOCAL_EXECUTION_PREFIX
 from local_runner.errors import StepFailed, UnsupportedDefinition
-from local_runner.expressions import ExpressionResolver
+from local_runner.expressions import EXPRESSION_KEYS, ExpressionResolver
 from local_runner.functions import LocalFunctions
 from local_runner.jobs import Printer, run_processing, run_training
 from local_runner.registry import LocalModelRegistry, ModelPackage
@@ -27,7 +27,6 @@ STEP_FIELDS = {
     "Arguments",
     "CacheConfig",
     "RetryPolicies",
-    "PropertyFiles",
     "Description",
     "DisplayName",
     "DependsOn",
@@ -119,7 +118,7 @@ def validate_definition(definition: dict[str, Any]) -> None:
         if unknown:
             problems.append(f"step {step.get('Name')!r}: fields {unknown} are not supported")
     for operator in sorted({next(iter(expression)) for expression in expressions(definition.get("Steps", []))}):
-        if operator not in ("Get", "Std:Join", "Std:JsonGet"):
+        if operator not in EXPRESSION_KEYS:
             problems.append(f"expression {operator!r} is not supported")
     if problems:
         raise UnsupportedDefinition("the local runner cannot run this definition:\n  - " + "\n  - ".join(problems))
@@ -186,7 +185,6 @@ class LocalExecution:
         self.runner, self.out = runner, runner.out
         self.step_properties: dict[str, dict[str, Any]] = {}
         self.attempts: dict[str, int] = {}
-        self.property_files: dict[tuple[str, str], str] = {}
         self.resolver = ExpressionResolver(
             parameters,
             {
@@ -196,7 +194,6 @@ class LocalExecution:
                 f"/execution/{execution_id}",
             },
             self.step_properties,
-            self._read_property_file,
         )
         self.result = ExecutionResult(execution_id=execution_id, status="Executing", parameters=parameters)
 
@@ -254,20 +251,7 @@ class LocalExecution:
         self.step_properties[step["Name"]] = properties
         for output in args.get("ProcessingOutputConfig", {}).get("Outputs", []):
             self.result.outputs[output["OutputName"]] = output["S3Output"]["S3Uri"]
-        for report in step.get("PropertyFiles", []):
-            [output] = [o for o in args["ProcessingOutputConfig"]["Outputs"] if o["OutputName"] == report["OutputName"]]
-            uri = f"{output['S3Output']['S3Uri'].rstrip('/')}/{report['FilePath']}"
-            self.property_files[(step["Name"], report["PropertyFileName"])] = uri
-            document = json.loads(self.runner.store.path(uri).read_text())
-            if "metrics" in document:  # SageMaker model-quality shape: {"metrics": {name: {"value": ...}}}
-                self.result.metrics = {k: v.get("value") for k, v in document["metrics"].items()}
         return ", ".join(o["OutputName"] for o in args.get("ProcessingOutputConfig", {}).get("Outputs", []))
-
-    def _read_property_file(self, step_name: str, file_name: str) -> Any:
-        uri = self.property_files.get((step_name, file_name))
-        if uri is None:
-            raise UnsupportedDefinition(f"property file {step_name}.{file_name} was not produced")
-        return json.loads(self.runner.store.path(uri).read_text())
 
     def _run_training(self, step: dict[str, Any]) -> str:
         args = self.resolver.resolve(step["Arguments"])

@@ -200,3 +200,27 @@ def test_parquet_csv_and_save_to_disk_copies_of_the_sample_run_end_to_end(dev, t
     [stats] = (tmp_path / "run" / "s3").rglob("processed/*/stats/stats.json")
     splits = json.loads(stats.read_text())["splits"]
     assert (splits["train"]["examples"], splits["validation"]["examples"]) == (len(records["train"]), 84)
+
+
+def test_property_files_and_json_get_are_refused_by_name_before_anything_runs():
+    """The definition reads step properties only; a definition with a property file is refused up front."""
+    from local_runner.runner import validate_definition
+
+    definition = {
+        "Steps": [
+            {"Name": "Evaluate", "Type": "Processing", "Arguments": {}, "PropertyFiles": [{"PropertyFileName": "e"}]},
+            {
+                "Name": "Check",
+                "Type": "Condition",
+                "Arguments": {
+                    "Conditions": [{"LeftValue": {"Std:JsonGet": {"PropertyFile": "e", "Path": "f1"}}}],
+                    "IfSteps": [],
+                    "ElseSteps": [],
+                },
+            },
+        ]
+    }
+    with pytest.raises(UnsupportedDefinition) as refused:
+        validate_definition(definition)
+    assert "fields ['PropertyFiles'] are not supported" in str(refused.value)
+    assert "expression 'Std:JsonGet' is not supported" in str(refused.value)

@@ -161,7 +161,7 @@ def preprocess_cache_key(definition: dict, event: dict) -> str:
     # ClaimManifest's InputUri: one folder per manifest version (training_code/pipeline_functions.py).
     digest = claim_digest(parameters["DatasetBucket"], parameters["ManifestKey"], parameters["ManifestVersionId"])
     claimed = {"ClaimManifest": {"OutputParameters": {"InputUri": f"s3://artifacts/inputs/{digest}/"}}}
-    resolver = ExpressionResolver(parameters, {"PipelineExecutionId": "x"}, claimed, lambda *_: None)
+    resolver = ExpressionResolver(parameters, {"PipelineExecutionId": "x"}, claimed)
     arguments = find_step(definition, "ValidateAndTokenize")["Arguments"]
     keyed = {k: resolver.resolve(arguments.get(k)) for k in ("AppSpecification", "Environment", "ProcessingInputs")}
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()

@@ -207,9 +207,7 @@ def test_changing_epochs_or_the_instance_choice_leaves_the_cached_step_identical
     claimed = {"ClaimManifest": {"OutputParameters": {"InputUri": "s3://artifacts/inputs/abc/"}}}
 
     def resolved(parameters, step_name, fields):
-        resolver = ExpressionResolver(
-            parameters, {"PipelineExecutionId": "exec"}, claimed, lambda *_: pytest.fail("no property files")
-        )
+        resolver = ExpressionResolver(parameters, {"PipelineExecutionId": "exec"}, claimed)
         arguments = step(definition, step_name)["Arguments"]
         return {field: resolver.resolve(arguments.get(field)) for field in fields}
 
