@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from bench.common import alternate, median, run_python, run_train_py, save, table, training_parser, write_features
-from tools.demo_models import build_tiny_model, bundled_model_dir
+from tools.demo_models import BUNDLED_MODEL_NAME, build_tiny_model, bundled_model_dir
 
 
 def ours(model: Path, features: Path, epoch_steps: int, batch: int) -> dict[str, float]:
@@ -53,7 +53,7 @@ def main() -> None:
     minilm = bundled_model_dir()
     scratch = Path(tempfile.mkdtemp())
     features = write_features(scratch / "features", minilm, count=args.epoch_steps * args.batch)
-    models = {"tiny (2x64)": build_tiny_model(scratch / "tiny", hidden_size=64), "all-MiniLM-L6-v2": minilm}
+    models = {"tiny (2x64)": build_tiny_model(scratch / "tiny", hidden_size=64), BUNDLED_MODEL_NAME: minilm}
     rows, payload = [], {}
     for label, model in models.items():
         print(f"{label}:", flush=True)

@@ -31,7 +31,7 @@ from local_runner.store import LocalObjectStore
 from local_runner.trigger import object_created_event, parameters_from_event, upload_dataset
 from pipeline_steps import names
 from pipeline_steps.walk import all_steps
-from tools.demo_models import build_tiny_model, bundled_model_dir
+from tools.demo_models import BUNDLED_MODEL_NAME, TINY_MODEL_NAME, build_tiny_model, bundled_model_dir
 
 CHECKPOINT_SCHEDULE = ("checkpoint_minutes", "checkpoint_steps", "checkpoint_epochs")  # train.py's; 0: off
 
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
 
     overrides: dict[str, str] = dict(args.param)
     base_models = f"s3://{pipeline.artifacts_bucket}/{ArtifactLayout().base_models}"
-    model_uri = f"{base_models}/{'tiny-bert' if args.tiny else 'all-MiniLM-L6-v2'}/"
+    model_uri = f"{base_models}/{TINY_MODEL_NAME if args.tiny else BUNDLED_MODEL_NAME}/"
     model_dir = args.work_dir / "tiny-model" if args.tiny else bundled_model_dir()
     if args.tiny and not (model_dir / "config.json").exists():
         build_tiny_model(model_dir)

