@@ -97,8 +97,9 @@ def prod(synthesized) -> SynthesizedEnvironment:
 
 
 # `make test` runs `pytest -n 2` (pytest-xdist). A module whose module-scoped fixture is too costly to build on both
-# workers (make synth + two tiny demos) keeps its tests on one worker.
-KEPT_TOGETHER = ("tests/test_make_demo.py",)
+# workers keeps its tests on one worker: make synth + two tiny demos; the uninterrupted runs that the spot tests
+# resume to.
+KEPT_TOGETHER = ("tests/test_make_demo.py", "tests/training_code/test_train_distributed.py")
 
 
 def work_unit(nodeid: str) -> str:

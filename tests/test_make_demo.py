@@ -26,9 +26,10 @@ import pytest
 from config import Settings, load_settings
 from local_runner.errors import InvocationFailed
 from local_runner.registry import LocalModelRegistry, ModelPackage
-from local_runner.serving import invoke
+from local_runner.serving import LocalEndpoint
 from pipeline_steps.walk import all_steps
 from tests.conftest import ROOT
+from tests.local_runner.summary import table
 from tools.assembly import synthesized_definition, synthesized_templates
 
 pytestmark = pytest.mark.slow
@@ -78,11 +79,12 @@ def sequence(tmp_path_factory) -> Sequence:
 
     runs = {}
     # In prod the tiny model meets the environment's F1 threshold (no parameter may lower it below the floor):
-    # the run trains, ends at the F1 gate and exits 1 (make reports it as an error, 2).
+    # the run trains, ends at the F1 gate and exits 1 (make reports it as an error, 2). It also asks for a spot
+    # interruption after more steps than the run has, which must be reported, not ignored.
     for name, target, variables, demo_args, code in (
         ("synth prod", "synth", ["ENV=prod"], [], 0),
         ("demo", "demo", ["TINY=1"], ["--deliver-event-twice"], 0),
-        ("demo prod", "demo", ["TINY=1", "ENV=prod"], [], 2),
+        ("demo prod", "demo", ["TINY=1", "ENV=prod"], ["--interrupt-training-after-steps", "100000"], 2),
     ):
         runs[name] = make(target, variables, demo_args)
         assert runs[name].returncode == code, f"make {name}:\n{runs[name].stdout[-4000:]}\n{runs[name].stderr[-4000:]}"
@@ -102,11 +104,22 @@ def test_synth_prod_then_demo_dev_then_demo_prod_each_runs_its_own_pipeline(sequ
         assert f"Synthesized {sequence.cdk_out / env_name}/" in run.stdout
         assert f" of {settings.pipeline_name}\n" in run.stdout
     assert ": Succeeded\n" in sequence.runs["demo"].stdout
+
+
+def test_prod_demo_ends_in_the_fail_step_reported_once_as_sagemaker_would(sequence, cdk_context):
+    """The tiny model's F1 is below prod's threshold: CheckF1 takes the F1BelowThreshold branch, nothing is
+    registered, and the interruption that the run was too short for is reported with a failing exit code."""
     prod = load_settings({**cdk_context, "env": "prod"})
-    out = sequence.runs["demo prod"].stdout
-    assert ": Failed\n" in out and "registered: nothing" in out
-    assert f"is below the threshold {prod.evaluation.f1_threshold} - model not registered." in out
-    assert re.search(r"^F1BelowThreshold +Fail +Failed", out, re.M)
+    run = sequence.runs["demo prod"]
+    rows = table(run.stdout)
+    assert ("CheckF1", "Succeeded") in rows and ("F1BelowThreshold", "Failed") in rows
+    assert ("CheckTrainingCost", "Succeeded") in rows and ("FirstDelivery", "Succeeded") in rows
+    assert len(rows) == len(set(name for name, _ in rows))  # nothing listed twice
+    assert ": Failed\n" in run.stdout and "registered: nothing" in run.stdout
+    assert run.stdout.count(f"is below the threshold {prod.evaluation.f1_threshold} - model not registered.") == 1
+    assert re.search(r"^F1BelowThreshold +Fail +Failed", run.stdout, re.M)
+    assert sequence.packages(prod) == []
+    assert "the requested spot interruption (SIGKILL after step 100000) never happened" in run.stderr
 
 
 def test_demo_says_the_head_is_new_once_and_keeps_load_reports_in_the_job_log(sequence):
@@ -184,14 +197,16 @@ def test_the_registered_package_serves_under_the_inference_toolkit_contract(sequ
         {"question": "Who built the lighthouse?", "context": context},
         {"question": "When?", "context": context},
     ]
-    endpoint = tmp_path / "endpoint"
-    single = invoke(container, archive, endpoint, {"inputs": questions[0]})
-    assert set(single) == {"answer", "score", "start", "end"}
-    assert single["answer"] and context[single["start"] : single["end"]] == single["answer"]
-    assert 0.0 <= single["score"] <= 1.0
-    batch = invoke(container, archive, endpoint, {"inputs": questions, "parameters": {"doc_stride": 16}})
-    assert len(batch) == 2 and batch[0]["answer"] == single["answer"]
-    with pytest.raises(InvocationFailed, match="expected"):
-        invoke(container, archive, endpoint, {"inputs": "no context"})
+    # One container process: the model loads once and answers each request; a bad request gets an error and
+    # the container goes on serving.
+    with LocalEndpoint(container, archive, tmp_path / "endpoint") as endpoint:
+        single = endpoint.invoke({"inputs": questions[0]})
+        assert set(single) == {"answer", "score", "start", "end"}
+        assert single["answer"] and context[single["start"] : single["end"]] == single["answer"]
+        assert 0.0 <= single["score"] <= 1.0
+        with pytest.raises(InvocationFailed, match="expected"):
+            endpoint.invoke({"inputs": "no context"})
+        batch = endpoint.invoke({"inputs": questions, "parameters": {"doc_stride": 16}})
+        assert len(batch) == 2 and batch[0]["answer"] == single["answer"]
     with pytest.raises(InvocationFailed, match="sets no SAGEMAKER_PROGRAM"):
-        invoke({**container, "Environment": {"HF_TASK": "question-answering"}}, archive, endpoint, {})
+        LocalEndpoint({**container, "Environment": {"HF_TASK": "question-answering"}}, archive, tmp_path / "none")

@@ -1,7 +1,8 @@
 """The local runner executes the synthesized pipeline (the template's definition) end to end on CPU.
 
 The tiny run that passes every step, registers a model and ignores a duplicate event is the dev run of
-tests/test_make_demo.py (`make demo TINY=1`), asserted there; here: the runs that stop early or recover.
+tests/test_make_demo.py (`make demo TINY=1`), and the run that ends at the F1 gate is its prod run, both asserted
+there; here: the runs that stop early, recover, or read other dataset formats.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from local_runner.runner import LocalPipelineRunner
 from local_runner.store import LocalObjectStore
 from pipeline_steps.walk import execution_order, find_step
 from tests.conftest import ROOT
+from tests.local_runner.summary import table
 from tools.assembly import synthesized_definition
 
 pytestmark = pytest.mark.slow
@@ -47,26 +49,6 @@ def local_run(dev, tmp_path, *extra: str, dataset=SAMPLE) -> int:
 
 def packages(tmp_path, dev):
     return LocalModelRegistry(tmp_path / "model-registry.sqlite").packages(dev.settings.model_package_group_name)
-
-
-def table(out: str) -> list[tuple[str, str]]:
-    """(step, status) rows of the summary tables printed by the run."""
-    rows = re.findall(r"^(\S+)\s+(?:Lambda|Condition|Processing|Training|RegisterModel|Fail)\s+(\S+)\s", out, re.M)
-    return [(name, status) for name, status in rows]
-
-
-def test_threshold_above_achievable_f1_ends_in_the_fail_step_reported_once_as_sagemaker_would(dev, tmp_path, capfd):
-    """Also: an interruption that the run is too short for is reported loudly, with a failing exit code."""
-    assert local_run(dev, tmp_path, "--param", "F1Threshold=99.5", "--interrupt-training-after-steps", "100000") == 1
-    out, err = capfd.readouterr()
-    rows = table(out)
-    assert ("CheckF1", "Succeeded") in rows and ("F1BelowThreshold", "Failed") in rows
-    assert ("CheckTrainingCost", "Succeeded") in rows and ("FirstDelivery", "Succeeded") in rows
-    assert len(rows) == len(set(name for name, _ in rows))  # nothing listed twice
-    assert out.count("is below the threshold 99.5 - model not registered.") == 1
-    assert "registered: nothing" in out
-    assert packages(tmp_path, dev) == []
-    assert "the requested spot interruption (SIGKILL after step 100000) never happened" in err
 
 
 @pytest.mark.parametrize(

@@ -21,10 +21,12 @@ pytestmark = pytest.mark.slow
 def test_fine_tuning_beats_the_untrained_model(tmp_path, pretrained_dir, sample_features):
     validation = ValidationSet.load(sample_features / VALIDATION_CHANNEL)
     untrained = score(validation, *QuestionAnswerer(pretrained_dir, "cpu").logits(validation.features, 32))
+    # 2 epochs of batches of 4 (210 steps) learn the sample set on every seed tried (F1 84-100 on seeds 3, 7,
+    # 42), in 3/4 of the time of 3 epochs of 16 (81 steps; F1 39-95 on the same seeds).
     hps = {
-        "epochs": 3,
-        "learning_rate": 3e-4,
-        "per_device_train_batch_size": 16,
+        "epochs": 2,
+        "learning_rate": 2e-4,
+        "per_device_train_batch_size": 4,
         "warmup_ratio": 0.1,
         "logging_steps": 10,
         "checkpoint_steps": 1000,

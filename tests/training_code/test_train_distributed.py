@@ -1,4 +1,7 @@
-"""Data-parallel training and spot-safe resume, run the way SageMaker runs the script."""
+"""Data-parallel training and spot-safe resume, run the way SageMaker runs the script.
+
+The SIGTERM and SIGKILL tests resume to the weights of one uninterrupted run per process count, trained once
+for the module (tests/conftest.py keeps the module on one pytest-xdist worker for that)."""
 
 from __future__ import annotations
 
@@ -6,13 +9,15 @@ import json
 import re
 import shutil
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
 from qa.feature_files import read_features, write_features
 from qa.outputs import LOG_HISTORY_FILE
 
-from tests.training_code.runner import load_weights, run_training
+from tests.training_code.runner import TrainRun, load_weights, run_training
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +31,32 @@ BASE = {
     "group_by_length": "true",
     "checkpoint_minutes": 0,  # checkpoints at fixed steps only: the tests know where they are
 }
+
+
+# Interrupted and resumed runs: two epochs (a resume crosses the epoch boundary), a checkpoint every 5 steps,
+# the stop flag looked at every 2 steps; the global batch is 16 on any process count.
+SPOT = {**BASE, "epochs": 2, "checkpoint_steps": 5, "control_steps": 2}
+CHECKPOINT_STEPS = SPOT["checkpoint_steps"]
+
+
+def spot_hps(processes: int) -> dict[str, object]:
+    return {**SPOT, "per_device_train_batch_size": 16 // processes}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_dropout_model_dir, sample_features, tmp_path_factory) -> Callable[[int], tuple[Path, TrainRun]]:
+    """Process count -> (work dir, run) of the SPOT run that nothing interrupts, trained on first use."""
+    runs: dict[int, tuple[Path, TrainRun]] = {}
+
+    def get(processes: int) -> tuple[Path, TrainRun]:
+        if processes not in runs:
+            work = tmp_path_factory.mktemp(f"uninterrupted-{processes}")
+            run = run_training(tiny_dropout_model_dir, sample_features, work, spot_hps(processes), processes)
+            assert run.returncode == 0, run.output[-3000:]
+            runs[processes] = (work, run)
+        return runs[processes]
+
+    return get
 
 
 def assert_same_weights(a, b, atol=0.0, skip=()):
@@ -84,11 +115,11 @@ def test_two_processes_agree_with_each_other_and_with_one_process(tmp_path, tiny
 
 
 @pytest.mark.parametrize("processes", [1, 2])
-def test_sigterm_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_dropout_model_dir, sample_features, processes):
-    hps = {**BASE, "epochs": 2, "per_device_train_batch_size": 16 // processes, "checkpoint_steps": 7}
-    hps["control_steps"] = 2  # the stop flag is looked at every 2 steps
-    reference = run_training(tiny_dropout_model_dir, sample_features, tmp_path / "ref", hps, processes)
-    assert reference.returncode == 0, reference.output[-3000:]
+def test_sigterm_then_resume_matches_an_uninterrupted_run(
+    tmp_path, tiny_dropout_model_dir, sample_features, uninterrupted, processes
+):
+    hps = spot_hps(processes)
+    ref, reference = uninterrupted(processes)
     total = len(reference.lines("step="))
 
     work = tmp_path / "spot"
@@ -110,9 +141,9 @@ def test_sigterm_then_resume_matches_an_uninterrupted_run(tmp_path, tiny_dropout
     assert f"resumed from {saved[-1]}: step {interrupted_at}" in resumed.output
     assert f"skipping incomplete checkpoint step-{interrupted_at + 2:08d}" in resumed.output
     assert resumed.lines("step=")[0].startswith(f"step={interrupted_at + 1} ")
-    assert_same_weights(load_weights(tmp_path / "ref" / "model"), load_weights(work / "model"))
+    assert_same_weights(load_weights(ref / "model"), load_weights(work / "model"))
     # The log history travels in the checkpoints: the resumed run's holds every step, as the reference's.
-    assert history_without_timing(work / "model") == history_without_timing(tmp_path / "ref" / "model")
+    assert history_without_timing(work / "model") == history_without_timing(ref / "model")
 
 
 def history_without_timing(model_dir) -> list[dict]:
@@ -131,14 +162,14 @@ def after_step(step: int):
 
 @pytest.mark.parametrize("processes", [1, 2])
 def test_sigkill_at_any_moment_then_resume_matches_an_uninterrupted_run(
-    tmp_path, tiny_dropout_model_dir, sample_features, processes
+    tmp_path, tiny_dropout_model_dir, sample_features, uninterrupted, processes
 ):
     """A spot reclaim: every process SIGKILLed, no handler runs. Before the first checkpoint, in the middle
     of one (files written, the last rank's marker not), and between two; each retry resumes from the newest
     complete checkpoint and the final weights are those of a run that was never interrupted."""
-    hps = {**BASE, "max_steps": 20, "per_device_train_batch_size": 16 // processes, "checkpoint_steps": 5}
-    reference = run_training(tiny_dropout_model_dir, sample_features, tmp_path / "ref", hps, processes)
-    assert reference.returncode == 0, reference.output[-3000:]
+    hps = spot_hps(processes)
+    ref, reference = uninterrupted(processes)
+    total = len(reference.lines("step="))
 
     work = tmp_path / "spot"
     before_first = run_training(tiny_dropout_model_dir, sample_features, work, hps, processes, kill_when=after_step(3))
@@ -166,9 +197,10 @@ def test_sigkill_at_any_moment_then_resume_matches_an_uninterrupted_run(
     final = run_training(tiny_dropout_model_dir, sample_features, work, hps, processes)
     assert final.returncode == 0, final.output[-3000:]
     assert (step := resumed_step(final)) is not None and step >= 15
-    assert_same_weights(load_weights(tmp_path / "ref" / "model"), load_weights(work / "model"))
+    assert_same_weights(load_weights(ref / "model"), load_weights(work / "model"))
     # Pruned to the newest two, the torn step-10 included (the sync mirrors the deletions to S3).
-    assert sorted(p.name for p in (work / "checkpoints").iterdir()) == ["step-00000015", "step-00000020"]
+    newest = [f"step-{step:08d}" for step in range(CHECKPOINT_STEPS, total + 1, CHECKPOINT_STEPS)][-2:]
+    assert sorted(p.name for p in (work / "checkpoints").iterdir()) == newest
 
 
 def test_ordinary_steps_make_no_host_sync_and_no_collective(tmp_path, tiny_model_dir, sample_features):
