@@ -98,8 +98,12 @@ def prod(synthesized) -> SynthesizedEnvironment:
 
 # `make test` runs `pytest -n 2` (pytest-xdist). A module whose module-scoped fixture is too costly to build on both
 # workers keeps its tests on one worker: make synth + two tiny demos; the uninterrupted runs that the spot tests
-# resume to.
-KEPT_TOGETHER = ("tests/test_make_demo.py", "tests/training_code/test_train_distributed.py")
+# resume to; the local run that two tests assert on.
+KEPT_TOGETHER = (
+    "tests/test_make_demo.py",
+    "tests/training_code/test_train_distributed.py",
+    "tests/local_runner/test_runner.py",
+)
 
 
 def work_unit(nodeid: str) -> str:

@@ -8,9 +8,13 @@ there; here: the runs that stop early, recover, or read other dataset formats.
 from __future__ import annotations
 
 import copy
+import io
 import json
 import re
 import shutil
+from contextlib import redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -101,20 +105,6 @@ def test_invalid_dataset_fails_validation_and_never_trains(dev, tmp_path, capfd)
     assert "> FineTune" not in out
 
 
-def test_a_spot_reclaim_kills_training_and_the_retry_resumes_from_the_newest_complete_checkpoint(dev, tmp_path, capsys):
-    hps = ("--hyperparameter", "checkpoint_steps=4")
-    assert local_run(dev, tmp_path, "--param", "F1Threshold=0", *hps, "--interrupt-training-after-steps", "10") == 0
-    out = capsys.readouterr().out
-    assert re.search(r">> spot reclaim: SIGKILL to all [3-9] processes of the job, just after: step=10 ", out)
-    assert "stop requested" not in out  # no SIGTERM handler ran: the job was killed
-    assert "restored" in out and "checkpoint file(s)" in out
-    # Killed at an arbitrary moment after step 10: the retry resumes from the newest complete checkpoint.
-    resumed = re.search(r"resumed from step-(\d{8}): step (\d+)", out)
-    assert resumed and int(resumed.group(1)) == int(resumed.group(2)) in (8, 12)
-    assert "resumed after a spot interruption, attempt 2" in out
-    assert len(packages(tmp_path, dev)) == 1
-
-
 def runner_for(definition, tmp_path):
     store = LocalObjectStore(tmp_path / "s3")
     registry = LocalModelRegistry(tmp_path / "registry.sqlite")
@@ -152,15 +142,26 @@ def test_steps_run_in_dependency_order(dev):
     assert [s["Name"] for s in execution_order(list(reversed(guarded)))] == ["FineTune", "RecordModel", "CheckF1"]
 
 
-def test_parquet_csv_and_save_to_disk_copies_of_the_sample_run_end_to_end(dev, tmp_path, capfd):
-    """Datasets as users keep them (issue 22): train as a Parquet file plus a CSV file, validation as a
-    `save_to_disk` folder. The runner uploads them as `make upload-dataset` does (columnar data as JSON Lines: the
-    processing image has no pyarrow), and the pipeline validates, trains, evaluates and registers."""
+@dataclass(frozen=True)
+class LocalRun:
+    work_dir: Path
+    exit_code: int
+    out: str
+    records: dict[str, list[dict]]
+
+
+@pytest.fixture(scope="module")
+def reclaimed_run_of_user_formats(dev, tmp_path_factory) -> LocalRun:
+    """One tiny run for two behaviours, sparing CI's two cores a pipeline run (tests/conftest.py keeps this module
+    on one worker). The dataset as users keep it (issue 22): train as a Parquet file plus a CSV file, validation
+    as a `save_to_disk` folder. Its training job is reclaimed (SIGKILL to every process) just after step 10, with
+    a checkpoint every 4 steps, and retried."""
     import csv
 
     from datasets import Dataset
     from qa.data import SPLITS, load_dataset_files, split_entries
 
+    tmp_path = tmp_path_factory.mktemp("reclaimed-formats")
     records = load_dataset_files({split: split_entries(SAMPLE / split) for split in SPLITS}, SAMPLE).records
     dataset = tmp_path / "formats"
     (dataset / "train").mkdir(parents=True)
@@ -172,16 +173,41 @@ def test_parquet_csv_and_save_to_disk_copies_of_the_sample_run_end_to_end(dev, t
         writer.writerows({**r, "answers": json.dumps(r["answers"])} for r in records["train"][half:])
     Dataset.from_list(records["validation"]).save_to_disk(str(dataset / "validation" / "saved"))
 
-    assert local_run(dev, tmp_path / "run", "--param", "F1Threshold=0", dataset=dataset) == 0
-    out = capfd.readouterr().out
-    assert "converted train/part-a.parquet (parquet) to JSON Lines: train/part-a.jsonl" in out
-    assert "converted validation/saved (save_to_disk) to JSON Lines: validation/saved.jsonl" in out
-    assert ("ValidateAndTokenize", "Succeeded") in table(out) and ("RegisterModel-RegisterModel", "Succeeded") in table(
-        out
-    )
-    [stats] = (tmp_path / "run" / "s3").rglob("processed/*/stats/stats.json")
+    work_dir = tmp_path / "run"
+    reclaim = ("--hyperparameter", "checkpoint_steps=4", "--interrupt-training-after-steps", "10")
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = local_run(dev, work_dir, "--param", "F1Threshold=0", *reclaim, dataset=dataset)
+    return LocalRun(work_dir, code, out.getvalue(), records)
+
+
+def test_parquet_csv_and_save_to_disk_copies_of_the_sample_run_end_to_end(dev, reclaimed_run_of_user_formats):
+    """The runner uploads them as `make upload-dataset` does (columnar data as JSON Lines: the processing image
+    has no pyarrow), and the pipeline validates, trains, evaluates and registers."""
+    run = reclaimed_run_of_user_formats
+    assert run.exit_code == 0, run.out[-4000:]
+    assert "converted train/part-a.parquet (parquet) to JSON Lines: train/part-a.jsonl" in run.out
+    assert "converted validation/saved (save_to_disk) to JSON Lines: validation/saved.jsonl" in run.out
+    rows = table(run.out)
+    assert ("ValidateAndTokenize", "Succeeded") in rows and ("RegisterModel-RegisterModel", "Succeeded") in rows
+    [stats] = (run.work_dir / "s3").rglob("processed/*/stats/stats.json")
     splits = json.loads(stats.read_text())["splits"]
-    assert (splits["train"]["examples"], splits["validation"]["examples"]) == (len(records["train"]), 84)
+    assert (splits["train"]["examples"], splits["validation"]["examples"]) == (len(run.records["train"]), 84)
+
+
+def test_a_spot_reclaim_kills_training_and_the_retry_resumes_from_the_newest_complete_checkpoint(
+    dev, reclaimed_run_of_user_formats
+):
+    run = reclaimed_run_of_user_formats
+    assert run.exit_code == 0, run.out[-4000:]
+    assert re.search(r">> spot reclaim: SIGKILL to all [3-9] processes of the job, just after: step=10 ", run.out)
+    assert "stop requested" not in run.out  # no SIGTERM handler ran: the job was killed
+    assert "restored" in run.out and "checkpoint file(s)" in run.out
+    # Killed at an arbitrary moment after step 10: the retry resumes from the newest complete checkpoint.
+    resumed = re.search(r"resumed from step-(\d{8}): step (\d+)", run.out)
+    assert resumed and int(resumed.group(1)) == int(resumed.group(2)) in (8, 12)
+    assert "resumed after a spot interruption, attempt 2" in run.out
+    assert len(packages(run.work_dir, dev)) == 1
 
 
 def test_property_files_and_json_get_are_refused_by_name_before_anything_runs():
