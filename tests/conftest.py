@@ -96,28 +96,32 @@ def prod(synthesized) -> SynthesizedEnvironment:
     return synthesized["prod"]
 
 
-# `make test` runs `pytest -n 2` (pytest-xdist). A module whose module-scoped fixture is too costly to build on both
-# workers keeps its tests on one worker: make synth + two tiny demos; the uninterrupted runs that the spot tests
-# resume to; the local run that two tests assert on.
-KEPT_TOGETHER = (
-    "tests/test_make_demo.py",
-    "tests/training_code/test_train_distributed.py",
-    "tests/local_runner/test_runner.py",
-)
+# `make test` runs `pytest -n 2` (pytest-xdist). Modules whose module- or session-scoped fixtures are too costly to
+# build on both workers run on one worker, as one work unit per group: make synth + two tiny demos; the
+# uninterrupted runs that the spot tests resume to; the local run that two tests assert on; the finished tiny
+# runs that three modules read.
+KEPT_TOGETHER = {
+    "tests/test_make_demo.py": "make-demo",
+    "tests/training_code/test_train_distributed.py": "uninterrupted-runs",
+    "tests/local_runner/test_runner.py": "reclaimed-local-run",
+    "tests/training_code/test_evaluation.py": "finished-runs",
+    "tests/training_code/test_sagemaker_contract.py": "finished-runs",
+    "tests/training_code/test_training_curves.py": "finished-runs",
+}
 
 
 def work_unit(nodeid: str) -> str:
-    """The test itself, or its module when that is KEPT_TOGETHER."""
+    """The test itself, or the group of its module when that is KEPT_TOGETHER."""
     module = nodeid.split("::", 1)[0]
-    return module if module in KEPT_TOGETHER else nodeid
+    return KEPT_TOGETHER.get(module, nodeid)
 
 
 class OneTestAtATime(LoadScopeScheduling):
     """xdist's `load` distribution, one test per work unit handed to whichever worker runs low, except that the
-    tests of a KEPT_TOGETHER module form one unit (handed out first: units are ordered by size, then as collected).
+    tests of a KEPT_TOGETHER group form one unit (handed out first: units are ordered by size, then as collected).
     Session fixtures (the synthesized App, the moto server and its deployment, the tiny models, the preprocessed
-    sample) are built once per worker. (xdist_group marks cannot do this: pytest 9.2 ignores the node ids they
-    rename.)"""
+    sample) are built once per worker; those that only a group uses, only on the worker that runs it.
+    (xdist_group marks cannot do this: pytest 9.2 ignores the node ids they rename.)"""
 
     def _split_scope(self, nodeid: str) -> str:
         return work_unit(nodeid)

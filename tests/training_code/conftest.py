@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from config.paths import SAMPLE_DATASET
+from tests.training_code.runner import TrainRun, run_training
 from tools.demo_models import build_tiny_model, bundled_model_dir
+
+# One short run per process count that several tests only read: 6 steps of 4 samples per process, logged and
+# checkpointed every 2 steps, then evaluated in batches of 7 (they do not split evenly over 2 processes).
+FINISHED_RUN = {
+    "epochs": 1,
+    "max_steps": 6,
+    "per_device_train_batch_size": 4,
+    "logging_steps": 2,
+    "checkpoint_steps": 2,
+    "checkpoint_minutes": 0,
+    "eval_batch_size": 7,
+}
 
 
 @pytest.fixture(scope="session")
@@ -57,3 +71,20 @@ def preprocess_sample_args(output_dir: Path, *extra: str) -> list[str]:
         str(output_dir),
         *extra,
     ]
+
+
+@pytest.fixture(scope="session")
+def finished_run(tiny_model_dir, sample_features, tmp_path_factory) -> Callable[[int], tuple[Path, TrainRun]]:
+    """Process count -> (work dir, run) of the FINISHED_RUN on the sample features, trained on first use. Its
+    readers' modules form one work unit (tests/conftest.py), so one worker trains it once."""
+    runs: dict[int, tuple[Path, TrainRun]] = {}
+
+    def get(processes: int) -> tuple[Path, TrainRun]:
+        if processes not in runs:
+            work = tmp_path_factory.mktemp(f"finished-run-{processes}")
+            run = run_training(tiny_model_dir, sample_features, work, FINISHED_RUN, processes)
+            assert run.returncode == 0, run.output[-3000:]
+            runs[processes] = (work, run)
+        return runs[processes]
+
+    return get

@@ -21,6 +21,7 @@ from qa.outputs import (
     VALIDATION_CHANNEL,
 )
 
+from tests.training_code.conftest import FINISHED_RUN
 from tests.training_code.runner import run_training
 
 
@@ -64,19 +65,15 @@ def single_process_evaluation(model_dir, validation_dir, batch_size: int) -> Eva
 
 @pytest.mark.slow
 @pytest.mark.parametrize("processes", [1, 2])
-def test_training_evaluates_once_and_equals_a_single_process_evaluation(
-    tmp_path, tiny_model_dir, sample_features, processes
-):
-    # 7 features per batch: the batches do not split evenly over 2 processes.
-    hps = {"max_steps": 3, "per_device_train_batch_size": 4, "logging_steps": 1, "eval_batch_size": 7}
-    run = run_training(tiny_model_dir, sample_features, tmp_path, hps, processes)
-    assert run.returncode == 0, run.output[-3000:]
+def test_training_evaluates_once_and_equals_a_single_process_evaluation(finished_run, sample_features, processes):
+    work, run = finished_run(processes)
+    batch_size = FINISHED_RUN["eval_batch_size"]
     [line] = run.lines("evaluation: ")
-    report = json.loads((tmp_path / "model" / EVALUATION_FILE).read_text())
-    predictions = json.loads((tmp_path / "output-data" / PREDICTIONS_FILE).read_text())
-    assert not (tmp_path / "model" / PREDICTIONS_FILE).exists()  # kept out of model.tar.gz
+    report = json.loads((work / "model" / EVALUATION_FILE).read_text())
+    predictions = json.loads((work / "output-data" / PREDICTIONS_FILE).read_text())
+    assert not (work / "model" / PREDICTIONS_FILE).exists()  # kept out of model.tar.gz
 
-    reference = single_process_evaluation(tmp_path / "model", sample_features / VALIDATION_CHANNEL, 7)
+    reference = single_process_evaluation(work / "model", sample_features / VALIDATION_CHANNEL, batch_size)
     assert line == reference.line()
     assert report == reference.report()
     assert predictions == reference.predictions

@@ -9,7 +9,6 @@ import pytest
 import train
 
 from config.paths import TRAINING_CODE
-from tests.training_code.runner import run_training
 
 
 @pytest.mark.parametrize("script", ["preprocess.py", "train.py"])
@@ -32,14 +31,13 @@ def test_paths_default_to_sagemaker_variables(monkeypatch, tmp_path):
     assert args.group_by_length is False and args.precision == "fp16"
 
 
-def test_a_sagemaker_style_run_writes_model_metrics_lines_and_checkpoints(tmp_path, tiny_model_dir, sample_features):
-    hps = {"epochs": 1, "max_steps": 4, "per_device_train_batch_size": 4, "logging_steps": 2, "checkpoint_steps": 2}
-    run = run_training(tiny_model_dir, sample_features, tmp_path, hps)
-    assert run.returncode == 0, run.output[-3000:]
+def test_a_sagemaker_style_run_writes_model_metrics_lines_and_checkpoints(finished_run):
+    """The shared 1-process run: 6 steps, logged and checkpointed every 2; the newest two checkpoints kept."""
+    work, run = finished_run(1)
     assert run.lines("step=")[0].split()[0] == "step=2"
     assert all(len(line.split()) == 5 for line in run.lines("step="))
-    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-00000002", "step-00000004"]
-    assert (tmp_path / "model" / "model.safetensors").is_file()
+    assert sorted(p.name for p in (work / "checkpoints").iterdir()) == ["step-00000004", "step-00000006"]
+    assert (work / "model" / "model.safetensors").is_file()
 
 
 @pytest.mark.parametrize(

@@ -7,17 +7,14 @@ import json
 import pytest
 from qa.outputs import EVAL_LOG_KEYS, EVALUATION_FILE, LOG_HISTORY_FILE, TENSORBOARD_RUN, TRAIN_LOG_KEYS
 
-from tests.training_code.runner import run_training
-
 pytestmark = pytest.mark.slow
 
 
-def test_two_processes_write_one_tensorboard_run_and_the_log_history(tmp_path, tiny_model_dir, sample_features):
+def test_two_processes_write_one_tensorboard_run_and_the_log_history(finished_run):
+    """The shared 2-process run: 6 steps, logged every 2."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    hps = {"max_steps": 6, "per_device_train_batch_size": 4, "logging_steps": 2, "checkpoint_minutes": 0}
-    run = run_training(tiny_model_dir, sample_features, tmp_path, hps, processes=2)
-    assert run.returncode == 0, run.output[-3000:]
+    tmp_path, run = finished_run(2)
 
     history = json.loads((tmp_path / "model" / LOG_HISTORY_FILE).read_text())
     *training, evaluation = history
