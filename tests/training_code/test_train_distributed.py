@@ -35,8 +35,8 @@ BASE = {
 
 # Interrupted and resumed runs: two epochs (a resume crosses the epoch boundary), a checkpoint every 5 steps,
 # the stop flag looked at every 2 steps; the global batch is 16 on any process count.
-SPOT = {**BASE, "epochs": 2, "checkpoint_steps": 5, "control_steps": 2}
-CHECKPOINT_STEPS = SPOT["checkpoint_steps"]
+CHECKPOINT_STEPS = 5
+SPOT = {**BASE, "epochs": 2, "checkpoint_steps": CHECKPOINT_STEPS, "control_steps": 2}
 
 
 def spot_hps(processes: int) -> dict[str, object]:
