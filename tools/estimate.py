@@ -369,7 +369,7 @@ def report(args: argparse.Namespace) -> int:
     print(_notes(settings, default, sources, examples, cheapest, deadline))
     print(_seed_report(shape))
     if args.plot:
-        from bench.timeline import plot_timeline
+        from tools.timeline import plot_timeline
 
         plot_timeline(args.plot, default, [seed_pipeline(shape, name, count) for name, count, _, _ in SEED_RUNS])
         print(f"\ntimeline written to {args.plot}")
