@@ -31,7 +31,7 @@ def worker(mode: str, length: int, steps: int) -> None:
     from transformers import AutoModelForQuestionAnswering
     from transformers.utils import logging
 
-    from tools.demo_models import bundled_model_dir
+    from config.paths import bundled_model_dir
 
     logging.set_verbosity_error()
     dist.init_process_group("gloo")

@@ -26,7 +26,8 @@ from bench.common import (
     training_parser,
     write_features,
 )
-from tools.demo_models import build_tiny_model, bundled_model_dir
+from config.paths import bundled_model_dir
+from local_runner.demo_models import build_tiny_model
 
 
 def run(model: Path, features: Path, processes: int, epoch_steps: int, batch: int) -> dict[str, float]:

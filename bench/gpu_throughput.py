@@ -134,7 +134,7 @@ def main() -> None:
         raise SystemExit("error: no CUDA device (this benchmark measures one GPU)")
     torch.backends.cuda.matmul.allow_tf32 = True
     if args.loop:
-        from tools.demo_models import bundled_model_dir
+        from config.paths import bundled_model_dir
 
         tokenizer_dir = args.tokenizer_dir or bundled_model_dir()
         with tempfile.TemporaryDirectory() as work:

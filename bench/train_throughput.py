@@ -16,7 +16,8 @@ from functools import partial
 from pathlib import Path
 
 from bench.common import alternate, median, run_python, run_train_py, save, table, training_parser, write_features
-from tools.demo_models import BUNDLED_MODEL_NAME, build_tiny_model, bundled_model_dir
+from config.paths import bundled_model_dir
+from local_runner.demo_models import BUNDLED_MODEL_NAME, build_tiny_model
 
 
 def ours(model: Path, features: Path, epoch_steps: int, batch: int) -> dict[str, float]:

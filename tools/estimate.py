@@ -66,7 +66,7 @@ def dataset_lengths(dataset: Path, max_seq_length: int, doc_stride: int) -> tupl
     from qa.features import prepare_train_features
     from transformers import AutoTokenizer
 
-    from tools.demo_models import bundled_model_dir
+    from config.paths import bundled_model_dir
 
     files = {
         split: sorted(p for p in (dataset / split).rglob("*") if p.suffix in (".json", ".jsonl")) for split in SPLITS

@@ -15,7 +15,7 @@ from bench.gpu_throughput import (
     measure_loop,
     training_flops_per_token,
 )
-from tools.demo_models import bundled_model_dir
+from config.paths import bundled_model_dir
 
 
 def test_matmul_parameters_leave_out_the_embedding_tables():

@@ -7,8 +7,8 @@ import logging
 import os
 import sys
 
+from local_runner.demo_models import build_tiny_model
 from local_runner.jobs import _stream
-from tools.demo_models import build_tiny_model
 
 
 def transformers_load_report(tmp_path) -> str:

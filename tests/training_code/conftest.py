@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from config.paths import SAMPLE_DATASET
+from config.paths import SAMPLE_DATASET, bundled_model_dir
+from local_runner.demo_models import build_tiny_model
 from tests.training_code.runner import TrainRun, run_training
-from tools.demo_models import build_tiny_model, bundled_model_dir
 
 # One short run per process count that several tests only read: 6 steps of 4 samples per process, logged and
 # checkpointed every 2 steps, then evaluated in batches of 7 (they do not split evenly over 2 processes).

@@ -6,9 +6,9 @@ from __future__ import annotations
 import preprocess
 import torch
 
+from local_runner.demo_models import build_tiny_model
 from tests.training_code.conftest import preprocess_sample_args
 from tests.training_code.runner import run_training
-from tools.demo_models import build_tiny_model
 
 
 def test_preprocessing_rejects_windows_longer_than_the_position_embeddings(tmp_path, capsys):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from transformers import BertModel
 from transformers.utils import logging as transformers_logging
 
-from tools.demo_models import build_tiny_model
+from local_runner.demo_models import build_tiny_model
 
 
 def test_the_tiny_model_is_saved_without_a_progress_bar(tmp_path, capsys):

