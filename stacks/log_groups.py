@@ -9,6 +9,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from config import Settings
+from stacks.data import removal_policy
+
 
 @dataclass(frozen=True)
 class LogGroupSettings:
@@ -16,6 +19,11 @@ class LogGroupSettings:
 
     retention_days: int
     removal: RemovalPolicy
+
+    @classmethod
+    def of(cls, settings: Settings) -> LogGroupSettings:
+        """The lifetime that an environment's settings give every log group of the project."""
+        return cls(retention_days=settings.log_retention_days, removal=removal_policy(settings.removal_policy))
 
 
 def log_retention(days: int) -> logs.RetentionDays:

@@ -12,7 +12,6 @@ from constructs import Construct
 
 from config import Settings
 from config.settings import BucketPurpose, InterfaceEndpoint
-from stacks.data import removal_policy
 from stacks.log_groups import LogGroupSettings, encrypted_log_group
 from stacks.nag import add_reviewed_statement
 
@@ -243,9 +242,7 @@ class NetworkStack(Stack):
                 project_buckets=tuple(
                     settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION) for purpose in PROJECT_BUCKETS
                 ),
-                flow_logs=LogGroupSettings(
-                    retention_days=settings.log_retention_days, removal=removal_policy(settings.removal_policy)
-                ),
+                flow_logs=LogGroupSettings.of(settings),
                 key=key,
             )
             vpc = job_network.vpc

@@ -113,7 +113,7 @@ class PipelineStack(Stack):
             name_prefix=settings.name_prefix,
             pipeline_name=settings.pipeline_name,
             layout=settings.layout,
-            log_groups=LogGroupSettings(retention_days=settings.log_retention_days, removal=retention),
+            log_groups=LogGroupSettings.of(settings),
             key=data.project_key,
             datasets=data.datasets,
             artifacts=data.artifacts,
