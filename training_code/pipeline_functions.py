@@ -44,8 +44,6 @@ from qa.outputs import (
     DUPLICATE_YES,
     EPOCHS,
     ESTIMATED_COST_OUTPUT,
-    EVALUATION_EXACT_MATCH_PATH,
-    EVALUATION_F1_PATH,
     EVALUATION_FILE,
     F1_THRESHOLD,
     INPUT_ARTIFACTS_BUCKET,
@@ -77,6 +75,7 @@ from qa.outputs import (
     TRAINING_INSTANCE_TYPE,
     VALIDATION_SPLIT,
     content_version,
+    model_quality_metrics,
 )
 
 log = logging.getLogger("pipeline_functions")
@@ -541,13 +540,8 @@ def record_model_handler(event: dict[str, Any], context: Any = None) -> dict[str
     digest = hashlib.sha256()
     for chunk in chunks:
         digest.update(chunk)
-    f1_key = EVALUATION_F1_PATH.split(".")[1]
-    exact_key = EVALUATION_EXACT_MATCH_PATH.split(".")[1]
     report = {
-        "metrics": {
-            f1_key: {"value": float(event[INPUT_F1])},
-            exact_key: {"value": float(event[INPUT_EXACT_MATCH])},
-        },
+        **model_quality_metrics(f1=float(event[INPUT_F1]), exact_match=float(event[INPUT_EXACT_MATCH])),
         "model": {"uri": event[INPUT_MODEL_ARCHIVE_URI], "sha256": digest.hexdigest(), "version_id": version_id or ""},
     }
     report_uri = event[RECORD_REPORT_URI]

@@ -1,4 +1,5 @@
-"""qa/outputs.py: each log line the training job prints and the pattern that reads it back agree."""
+"""qa/outputs.py: each log line the training job prints and the pattern that reads it back agree; the model-quality
+report holds each metric at its JSON path."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from qa.outputs import (
     CHECKPOINT_SAVED_LOG,
     CHECKPOINT_WRITING,
     CHECKPOINT_WRITING_LOG,
+    EVALUATION_EXACT_MATCH_PATH,
+    EVALUATION_F1_PATH,
     LOG_EPOCH,
     LOG_GRAD_NORM,
     LOG_STEP,
@@ -19,6 +22,7 @@ from qa.outputs import (
     TRAINING_LINE,
     TRAINING_METRIC_REGEXES,
     TRAINING_STEP,
+    model_quality_metrics,
 )
 
 
@@ -42,3 +46,13 @@ def test_the_checkpoint_lines_are_read_back_by_their_patterns():
     writing = CHECKPOINT_WRITING_LOG % checkpoints.step_dir(Path("checkpoints"), 12).name
     assert int(captured(CHECKPOINT_WRITING, writing)) == 12
     assert float(captured(CHECKPOINT_SAVED, CHECKPOINT_SAVED_LOG % (12, 3.5))) == 3.5
+
+
+def test_the_model_quality_report_holds_each_metric_at_its_json_path():
+    report = model_quality_metrics(f1=88.5, exact_match=80.25)
+    for path, value in ((EVALUATION_F1_PATH, 88.5), (EVALUATION_EXACT_MATCH_PATH, 80.25)):
+        node = report
+        for key in path.split("."):
+            node = node[key]
+        assert node == value, path
+    assert report == {"metrics": {"f1": {"value": 88.5}, "exact_match": {"value": 80.25}}}  # SageMaker's shape

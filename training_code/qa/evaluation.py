@@ -18,13 +18,7 @@ import numpy as np
 
 from qa.feature_files import EXAMPLES_FILE, FEATURES_FILE, read_features
 from qa.metrics import squad_scores
-from qa.outputs import (
-    EVALUATION_EXACT_MATCH_PATH,
-    EVALUATION_F1_PATH,
-    EVALUATION_FILE,
-    EVALUATION_LINE,
-    PREDICTIONS_FILE,
-)
+from qa.outputs import EVALUATION_FILE, EVALUATION_LINE, PREDICTIONS_FILE, model_quality_metrics
 from qa.postprocess import best_spans
 
 
@@ -76,10 +70,10 @@ class Evaluation:
 
     def report(self) -> dict[str, Any]:
         """evaluation.json: SageMaker's model-quality statistics shape, values at the qa.outputs JSON paths."""
-        report: dict[str, Any] = {"examples": len(self.predictions)}
-        _put(report, EVALUATION_F1_PATH, round(self.f1, 4))
-        _put(report, EVALUATION_EXACT_MATCH_PATH, round(self.exact_match, 4))
-        return report
+        return {
+            "examples": len(self.predictions),
+            **model_quality_metrics(f1=round(self.f1, 4), exact_match=round(self.exact_match, 4)),
+        }
 
     def write(self, report_dir: Path, predictions_dir: Path) -> None:
         """EVALUATION_FILE into `report_dir` (the model dir in a training job), PREDICTIONS_FILE beside it or
@@ -89,13 +83,6 @@ class Evaluation:
         predictions_dir.mkdir(parents=True, exist_ok=True)
         predictions = json.dumps(self.predictions, indent=1, ensure_ascii=False)
         (predictions_dir / PREDICTIONS_FILE).write_text(predictions, encoding="utf-8")
-
-
-def _put(tree: dict[str, Any], dotted_path: str, value: float) -> None:
-    *parents, leaf = dotted_path.split(".")
-    for key in parents:
-        tree = tree.setdefault(key, {})
-    tree[leaf] = value
 
 
 def score(

@@ -9,6 +9,7 @@ this module imports only the standard library, so the containers and the Lambda 
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 # Container paths that SageMaker defines (training jobs).
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # synced both ways with CheckpointConfig.S3Uri
@@ -92,6 +93,20 @@ TENSORBOARD_RUN = "fine-tune"
 PREDICTIONS_FILE = "predictions.json"  # example id -> predicted answer text, in OUTPUT_DATA_DIR
 EVALUATION_F1_PATH = "metrics.f1.value"  # JSON path of F1 in evaluation.json
 EVALUATION_EXACT_MATCH_PATH = "metrics.exact_match.value"
+
+
+def model_quality_metrics(f1: float, exact_match: float) -> dict[str, Any]:
+    """SageMaker's model-quality statistics shape, each value at its JSON path above: what the training job
+    writes into evaluation.json and RecordModel into the report that the registered package links."""
+    report: dict[str, Any] = {}
+    for path, value in ((EVALUATION_F1_PATH, f1), (EVALUATION_EXACT_MATCH_PATH, exact_match)):
+        *parents, leaf = path.split(".")
+        node = report
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return report
+
 
 # The line the training job prints every logging interval (a log-history train entry, keyed as above); the
 # metric definitions parse it into train:* (DescribeTrainingJob FinalMetricDataList, CloudWatch metrics), the
