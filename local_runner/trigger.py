@@ -9,14 +9,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from qa.data import ManifestFile, manifest_v2
+from qa.data import ManifestFile, convert_columnar, manifest_v2
 from qa.outputs import SPLITS
 
 from config.layout import DatasetLayout
 from local_runner.assembly import SynthesizedPipeline, extract_event_value
 from local_runner.event_pattern import matches
 from local_runner.store import LocalObjectStore
-from tools.upload_dataset import convert_columnar
 
 DATASETS = DatasetLayout()
 
@@ -24,7 +23,7 @@ DATASETS = DatasetLayout()
 def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name: str, version: str) -> tuple[str, str]:
     """Copy train/ and validation/ files, then write the manifest (v2: each file's version id) last; the
     manifest's key and version id. Parquet/Arrow files and save_to_disk folders go up as JSON Lines, as
-    `make upload-dataset` sends them (tools.upload_dataset.convert_columnar): the processing image has no pyarrow."""
+    `make upload-dataset` sends them (qa.data.convert_columnar): the processing image has no pyarrow."""
     prefix = DATASETS.prefix(name, version)
     found = [
         (path, path.relative_to(dataset_dir).as_posix())

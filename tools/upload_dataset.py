@@ -36,11 +36,9 @@ from qa.data import (
     ACCEPTED_FORMATS,
     SPLITS,
     ManifestFile,
-    entry_records,
-    is_columnar,
+    convert_columnar,
     load_dataset_files,
     manifest_v2,
-    saved_dataset_folder,
     split_entries,
     summarize_problems,
 )
@@ -94,7 +92,8 @@ class UploadPlan:
     name: str
     version: str
     files: list[tuple[Path, str]]  # (local path, key relative to prefix)
-    converted_from: dict[str, dict[str, str]] = field(default_factory=dict)  # key -> its source (convert_columnar)
+    # key -> its source (qa.data.convert_columnar)
+    converted_from: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def prefix(self) -> str:
@@ -209,48 +208,6 @@ def validate_dataset(dataset_dir: Path, name: str, version: str) -> list[tuple[P
     counts = report.valid_records
     print(f"validated {sum(counts.values())} records ({', '.join(f'{counts[s]} {s}' for s in SPLITS)})")
     return keyed
-
-
-def convert_columnar(
-    dataset_dir: Path, files: list[tuple[Path, str]], workdir: Path
-) -> tuple[list[tuple[Path, str]], dict[str, dict[str, str]]]:
-    """Replace each validated Parquet/Arrow file and save_to_disk folder by a JSON Lines file of its records
-    (`<split>/<name>.jsonl` beside where it was), written under `workdir`: the processing image reads JSON
-    Lines, JSON and CSV with the standard library, and has no pyarrow. Returns the files to upload and, per
-    converted key, what it was converted from ({"key", "format"}), for the manifest."""
-    kept: list[tuple[Path, str]] = []
-    converted: dict[str, dict[str, str]] = {}
-    done: set[Path] = set()
-    for path, key in files:
-        entry = saved_dataset_folder(path) or path
-        if not is_columnar(path):
-            kept.append((path, key))
-        elif entry not in done:
-            done.add(entry)
-            kept.append(convert_entry(dataset_dir, entry, workdir, converted))
-    keys = [key for _, key in kept]
-    twice = next((key for key in converted if keys.count(key) > 1), None)
-    if twice is not None:
-        fail(f"{converted[twice]['key']} converts to {twice}, which the dataset already has: rename one of them")
-    return kept, converted
-
-
-def convert_entry(
-    dataset_dir: Path, entry: Path, workdir: Path, converted: dict[str, dict[str, str]]
-) -> tuple[Path, str]:
-    """Write one Parquet/Arrow file or save_to_disk folder's records as `workdir/<its key>.jsonl`; record the
-    source in `converted`; (the JSON Lines file, its key)."""
-    source = entry.relative_to(dataset_dir).as_posix()
-    key = f"{source.removesuffix(entry.suffix) if entry.is_file() else source}.jsonl"
-    target = workdir / key
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("w", encoding="utf-8") as out:
-        for record in entry_records(entry):
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
-    fmt = "save_to_disk" if entry.is_dir() else entry.suffix.lower().lstrip(".")
-    converted[key] = {"key": source, "format": fmt}
-    print(f"converted {source} ({fmt}) to JSON Lines: {key}")
-    return target, key
 
 
 class Progress:
@@ -477,7 +434,10 @@ def main(argv: list[str] | None = None) -> int:
     deployment = load_deployment(args.env)
     bucket, parameter_names = check_target(deployment, args.env)
     with tempfile.TemporaryDirectory(prefix="upload-dataset-") as workdir:
-        files, converted_from = convert_columnar(args.dataset, files, Path(workdir))
+        try:
+            files, converted_from = convert_columnar(args.dataset, files, Path(workdir))
+        except ValueError as err:
+            fail(str(err))
         plan = UploadPlan(bucket, args.name, args.version, files, converted_from)
         started = datetime.now(UTC)
         manifest = upload(plan, deployment.client("s3"), replace=args.replace)

@@ -11,7 +11,7 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from qa.data import SPLITS, load_dataset_files
+from qa.data import SPLITS, convert_columnar, load_dataset_files
 from qa.outputs import MANIFEST_V2_FORMAT
 
 from tests.conftest import ROOT
@@ -20,7 +20,6 @@ from tests.training_code.test_dataset_formats import FORMATS, sample_records, wr
 from tools.deployment import ToolError
 from tools.upload_dataset import (
     UploadPlan,
-    convert_columnar,
     expected_parameters,
     find_execution,
     upload,
@@ -407,7 +406,7 @@ def test_a_conversion_that_would_overwrite_a_file_is_refused(tmp_path, sample_re
     other = {**sample_records["train"][0], "id": "not-in-the-parquet-file"}
     (dataset / "train" / "data.jsonl").write_text(json.dumps(other) + "\n")
     files = validate_dataset(dataset, "x", "v1")
-    with pytest.raises(ToolError, match=r"train/data.parquet converts to train/data.jsonl, which the dataset already"):
+    with pytest.raises(ValueError, match=r"train/data.parquet converts to train/data.jsonl, which the dataset already"):
         convert_columnar(dataset, files, tmp_path / "converted")
 
 

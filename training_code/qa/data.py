@@ -607,3 +607,49 @@ def entry_records(entry: Path) -> Iterator[dict[str, Any]]:
         yield normalized(record)
     if problems:
         raise ValueError(f"{entry} is not a valid dataset file: {problems[0]}")
+
+
+def convert_columnar(
+    dataset_dir: Path, files: list[tuple[Path, str]], workdir: Path
+) -> tuple[list[tuple[Path, str]], dict[str, dict[str, str]]]:
+    """Replace each validated Parquet/Arrow file and save_to_disk folder by a JSON Lines file of its records
+    (`<split>/<name>.jsonl` beside where it was), written under `workdir`: the processing image reads JSON
+    Lines, JSON and CSV with the standard library, and has no pyarrow. Returns the files to upload and, per
+    converted key, what it was converted from ({"key", "format"}), for the manifest. Runs where the dataset is
+    uploaded from (the upload tool, the local runner), never on the image; ValueError if a converted file would
+    replace one the dataset has."""
+    kept: list[tuple[Path, str]] = []
+    converted: dict[str, dict[str, str]] = {}
+    done: set[Path] = set()
+    for path, key in files:
+        entry = saved_dataset_folder(path) or path
+        if not is_columnar(path):
+            kept.append((path, key))
+        elif entry not in done:
+            done.add(entry)
+            kept.append(convert_entry(dataset_dir, entry, workdir, converted))
+    keys = [key for _, key in kept]
+    twice = next((key for key in converted if keys.count(key) > 1), None)
+    if twice is not None:
+        raise ValueError(
+            f"{converted[twice]['key']} converts to {twice}, which the dataset already has: rename one of them"
+        )
+    return kept, converted
+
+
+def convert_entry(
+    dataset_dir: Path, entry: Path, workdir: Path, converted: dict[str, dict[str, str]]
+) -> tuple[Path, str]:
+    """Write one Parquet/Arrow file or save_to_disk folder's records as `workdir/<its key>.jsonl`; record the
+    source in `converted`; (the JSON Lines file, its key)."""
+    source = entry.relative_to(dataset_dir).as_posix()
+    key = f"{source.removesuffix(entry.suffix) if entry.is_file() else source}.jsonl"
+    target = workdir / key
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("w", encoding="utf-8") as out:
+        for record in entry_records(entry):
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    fmt = "save_to_disk" if entry.is_dir() else entry.suffix.lower().lstrip(".")
+    converted[key] = {"key": source, "format": fmt}
+    print(f"converted {source} ({fmt}) to JSON Lines: {key}")
+    return target, key
