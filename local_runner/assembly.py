@@ -11,8 +11,7 @@ from typing import Any
 
 from local_runner.errors import UnsupportedDefinition
 from pipeline_steps.placeholders import FUNCTION_HANDLERS, PLACEHOLDER, DeployTimeValues
-from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
-from tools.assembly import (
+from stacks.assembly import (
     PIPELINE_TYPE,
     AssemblyNotFound,
     pipeline_properties,
@@ -20,6 +19,7 @@ from tools.assembly import (
     synthesized_definition,
     synthesized_templates,
 )
+from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
 
 
 @dataclass(frozen=True)

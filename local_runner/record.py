@@ -1,4 +1,4 @@
-"""The run record (tools/run_record.py) of a local execution, written at the end of every local run."""
+"""The run record (reporting/record.py) of a local execution, written at the end of every local run."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from qa.outputs import LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1
 from config.paths import LOCAL_EXECUTIONS
 from local_runner.runner import ExecutionResult
 from local_runner.store import LocalObjectStore
-from tools.report import report_line, write_report
-from tools.run_record import METRIC_NAMES, REPORT_IMAGE, JobCost, RunRecord, StepRecord, read_log_history, save
-from tools.tracking import local_store_uri, track
+from reporting.record import METRIC_NAMES, REPORT_IMAGE, JobCost, RunRecord, StepRecord, read_log_history, save
+from reporting.report import report_line, write_report
+from reporting.tracking import local_store_uri, track
 
 LOCAL_ARN_PREFIX = "arn:aws:sagemaker:local:000000000000:pipeline"
 

@@ -28,9 +28,9 @@ from local_runner.errors import InvocationFailed
 from local_runner.registry import LocalModelRegistry, ModelPackage
 from local_runner.serving import LocalEndpoint
 from pipeline_steps.walk import all_steps
+from stacks.assembly import synthesized_definition, synthesized_templates
 from tests.conftest import ROOT
 from tests.local_runner.summary import table
-from tools.assembly import synthesized_definition, synthesized_templates
 
 pytestmark = pytest.mark.slow
 

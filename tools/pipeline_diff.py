@@ -20,8 +20,8 @@ from typing import Any
 from config.loader import DEFAULT_ENV
 from config.paths import assembly_dir
 from pipeline_steps.walk import all_steps
-from tools.assembly import pipeline_properties, synth_command, synthesized_definition
-from tools.assembly import synthesized_templates as templates_of
+from stacks.assembly import pipeline_properties, synth_command, synthesized_definition
+from stacks.assembly import synthesized_templates as templates_of
 
 PLACEHOLDER = re.compile(r"\$\{[^}]+\}")
 BRANCHES = ("IfSteps", "ElseSteps")

@@ -15,7 +15,7 @@ from typing import Any
 from config.loader import DEFAULT_ENV
 from config.paths import assembly_dir
 from pipeline_steps.walk import execution_order
-from tools.assembly import AssemblyNotFound, synthesized_definition, synthesized_templates
+from stacks.assembly import AssemblyNotFound, synthesized_definition, synthesized_templates
 from tools.idle_cost import idle_cost
 
 KEY_TYPES = {

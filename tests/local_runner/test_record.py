@@ -8,8 +8,8 @@ from local_runner.record import record_from_local_result, report_local_run
 from local_runner.registry import ModelPackage
 from local_runner.runner import ExecutionResult, JobResources, StepResult
 from local_runner.store import LocalObjectStore
-from tests.tools.run_records import START, log_history, model_archive
-from tools.run_record import RECORD_FILE, REPORT_FILE, REPORT_IMAGE, load_local
+from reporting.record import RECORD_FILE, REPORT_FILE, REPORT_IMAGE, load_local
+from tests.reporting.run_records import START, log_history, model_archive
 
 PIPELINE = "hfqa-dev-qa-fine-tuning"
 MODEL = "s3://artifacts/models/local-abc-FineTune/output/model.tar.gz"

@@ -24,9 +24,9 @@ from local_runner.registry import LocalModelRegistry
 from local_runner.runner import LocalPipelineRunner
 from local_runner.store import LocalObjectStore
 from pipeline_steps.walk import execution_order, find_step
+from stacks.assembly import synthesized_definition
 from tests.conftest import ROOT
 from tests.local_runner.summary import table
-from tools.assembly import synthesized_definition
 
 pytestmark = pytest.mark.slow
 SAMPLE = ROOT / "data" / "sample-squad"

@@ -9,8 +9,8 @@ import aws_cdk as cdk
 from config import load_settings
 from pipeline_steps.walk import find_step
 from stacks.app_builder import build_stacks
+from stacks.assembly import synthesized_definition
 from tests.conftest import resources_of_type
-from tools.assembly import synthesized_definition
 
 
 def synth(cdk_context, tmp_path, **overrides):

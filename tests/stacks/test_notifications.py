@@ -16,10 +16,10 @@ from config import Settings
 from local_runner.event_pattern import matches
 from pipeline_steps.names import FIRST_DELIVERY_STEP, MODEL_METADATA_DATASET_MANIFEST, MODEL_METADATA_F1
 from pipeline_steps.walk import find_step
+from stacks.assembly import synthesized_definition
 from stacks.notifications import PipelineNotifications
 from tests.conftest import as_list, resources_of_type
 from tests.stacks.conftest import BareStack, logical_id
-from tools.assembly import synthesized_definition
 
 ACCOUNT, REGION = "123456789012", "us-east-1"
 PIPELINE_ARN = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:pipeline/p"

@@ -11,8 +11,8 @@ import pytest
 from pipeline_steps.definition import definition_json
 from pipeline_steps.placeholders import placeholders
 from pipeline_steps.walk import all_steps
+from stacks.assembly import synthesized_definition
 from tests.conftest import as_list, dumps, policy_statements, resources_of_type
-from tools.assembly import synthesized_definition
 
 # Actions that support no resource-level permissions (cloudwatch:PutMetricData is scoped by namespace).
 UNSCOPABLE_ACTIONS = {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import boto3
 import pytest
 
-from tools.assembly import synthesized_definition
+from stacks.assembly import synthesized_definition
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/hfqa-dev-pipeline-role"
 

@@ -20,10 +20,10 @@ from botocore.stub import Stubber
 from PIL import Image
 
 from config.costs import PROCESSING_USD_PER_HOUR, TRAINING_USD_PER_HOUR
+from reporting.record import REPORT_FILE, REPORT_IMAGE, RunRecord, load_local, read_log_history, record_from_aws, save
+from reporting.report import render_html, render_png, write_report
+from tests.reporting.run_records import START, log_history, model_archive, run_record
 from tests.tools.conftest import assert_one_line_error, run_cli
-from tests.tools.run_records import START, log_history, model_archive, run_record
-from tools.report import render_html, render_png, write_report
-from tools.run_record import REPORT_FILE, REPORT_IMAGE, RunRecord, load_local, read_log_history, record_from_aws, save
 
 PIPELINE = "hfqa-dev-qa-fine-tuning"
 ARN = f"arn:aws:sagemaker:us-east-1:111122223333:pipeline/{PIPELINE}/execution/abc123"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from pipeline_steps.walk import all_steps
-from tools.assembly import synthesized_definition
+from stacks.assembly import synthesized_definition
 from tools.summarize import GENERATED_OUTPUT_PREFIX, step_tree, summarize
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from qa.outputs import EVALUATION_FILE, LOG_HISTORY_FILE
 
-from tools.run_record import JobCost, RunRecord, StepRecord
+from reporting.record import JobCost, RunRecord, StepRecord
 
 START = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
 # (name, type, seconds) of the target graph, in execution order.

@@ -1,5 +1,6 @@
-"""Reading a synthesized cloud assembly (cdk.out/<env>): its stack templates and the pipeline definition a
-template embeds. Shared by the tools that read cdk.out (summarize, pipeline_diff) and by the local runner."""
+"""Reading back what the stacks synthesize (a cloud assembly, cdk.out/<env>): its stack templates and the
+pipeline definition a template embeds. Plain JSON, no CDK: for the tools that read cdk.out (summarize,
+pipeline_diff) and the local runner."""
 
 from __future__ import annotations
 

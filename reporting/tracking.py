@@ -20,7 +20,7 @@ from qa.outputs import EVAL_LOG_KEYS, LOG_STEP, TRAIN_LOG_KEYS
 
 from config.settings import Settings
 from pipeline_steps import names
-from tools.run_record import RECORD_FILE, RunRecord
+from reporting.record import RECORD_FILE, RunRecord
 
 LOCAL_STORE = "mlflow.db"  # in the local runs' folder (.local-runs)
 LOCAL_ARTIFACTS = "mlflow-artifacts"
@@ -89,14 +89,16 @@ def _metrics(record: RunRecord) -> list[Any]:
     return metrics
 
 
+class TrackingUnavailable(RuntimeError):
+    """The tracking URI cannot be reached from this machine; the message names the fix."""
+
+
 def track(record: RunRecord, uri: str, experiment_name: str, artifacts: tuple[Path, ...] = ()) -> str:
     """Record `record` at tracking URI `uri` (one MLflow run per execution); a one-line account of it."""
     if record.status not in TERMINAL_STATUSES:
         return f"mlflow: {record.execution_id} is {record.status}: recorded once it has ended"
     if uri.startswith("arn:") and importlib.util.find_spec(SAGEMAKER_PLUGIN) is None:
-        from tools.deployment import fail
-
-        fail(
+        raise TrackingUnavailable(
             f"tracking URI {uri} is a SageMaker tracking server: MLflow reaches it through the sagemaker-mlflow "
             "plugin, which is not installed (pip install sagemaker-mlflow)"
         )

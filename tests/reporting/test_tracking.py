@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.tools.run_records import run_record
-from tools.deployment import ToolError, settings_for
-from tools.report import write_report
-from tools.tracking import local_store_uri, managed_server_arn, track, tracking_uri
+from reporting.report import write_report
+from reporting.tracking import TrackingUnavailable, local_store_uri, managed_server_arn, track, tracking_uri
+from tests.reporting.run_records import run_record
+from tools.deployment import settings_for
 
 EXPERIMENT = "hfqa-dev-qa-fine-tuning"
 
@@ -90,5 +90,5 @@ def test_a_managed_server_without_its_plugin_is_one_line(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "sagemaker_mlflow" else real(name))
     arn = "arn:aws:sagemaker:us-east-1:111122223333:mlflow-tracking-server/hfqa-dev-mlflow"
-    with pytest.raises(ToolError, match="pip install sagemaker-mlflow"):
+    with pytest.raises(TrackingUnavailable, match="pip install sagemaker-mlflow"):
         track(run_record(), arn, EXPERIMENT)
