@@ -55,6 +55,16 @@ PROCESSING_USD_PER_HOUR: dict[str, float] = {
     "ml.m5.4xlarge": 0.922,
     "ml.g5.2xlarge": 1.515,
 }
+
+
+def list_price_usd(kind: str, instance_type: str, instance_count: int, billable_seconds: float) -> float | None:
+    """A job's billed seconds x instances at the on-demand list price above ("training" or "processing" jobs);
+    None for a type not in the table
+    (for spot, what the billed time would have cost on demand: spot prices vary and are not in the table)."""
+    price = (TRAINING_USD_PER_HOUR if kind == "training" else PROCESSING_USD_PER_HOUR).get(instance_type)
+    return None if price is None else price * instance_count * billable_seconds / 3600
+
+
 # AWS Lambda, x86, us-east-1: $0.0000166667 per GB-second and $0.20 per 1M requests
 # (https://aws.amazon.com/lambda/pricing/).
 LAMBDA_USD_PER_GB_SECOND = 0.0000166667

@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from qa.outputs import LOG_HISTORY_FILE, METRIC_EVAL_EXACT_MATCH, METRIC_EVAL_F1
 
-from config.costs import PROCESSING_USD_PER_HOUR, TRAINING_USD_PER_HOUR
+from config.costs import list_price_usd
 from pipeline_steps import names
 
 RECORD_FILE = "execution.json"  # the run record, beside the local run's job folders
@@ -54,9 +54,7 @@ class JobCost:
 
     @property
     def list_price_usd(self) -> float | None:
-        table = TRAINING_USD_PER_HOUR if self.kind == "training" else PROCESSING_USD_PER_HOUR
-        price = table.get(self.instance_type)
-        return None if price is None else price * self.instance_count * self.billable_seconds / 3600
+        return list_price_usd(self.kind, self.instance_type, self.instance_count, self.billable_seconds)
 
 
 @dataclass

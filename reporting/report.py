@@ -42,15 +42,25 @@ def _empty(axis: Any, title: str, text: str) -> None:
     axis.set_yticks([])
 
 
-def _plot_curves(axis: Any, record: RunRecord) -> None:
-    steps, loss = _training_entries(record, LOG_LOSS)
+def _plot_history(axis: Any, record: RunRecord, key: str, title: str, colour: str, ylabel: str) -> list[float]:
+    """One log-history series against the optimizer step, styled like every curve of the report; its values
+    (none: the panel says there is no history)."""
+    steps, values = _training_entries(record, key)
     if not steps:
-        _empty(axis, "Training loss and learning rate", NO_HISTORY)
-        return
-    axis.set_title("Training loss and learning rate", loc="left", fontsize=10)
-    axis.plot(steps, loss, color="#1565c0", marker="o", markersize=2, linewidth=1.2, label="loss")
+        _empty(axis, title, NO_HISTORY)
+        return []
+    axis.set_title(title, loc="left", fontsize=10)
+    axis.plot(steps, values, color=colour, marker="o", markersize=2, linewidth=1.2, label=key)
     axis.set_xlabel("optimizer step", fontsize=8)
-    axis.set_ylabel("loss", color="#1565c0", fontsize=8)
+    axis.set_ylabel(ylabel, color=colour, fontsize=8)
+    axis.tick_params(labelsize=7)
+    axis.grid(alpha=0.3)
+    return values
+
+
+def _plot_curves(axis: Any, record: RunRecord) -> None:
+    if not _plot_history(axis, record, LOG_LOSS, "Training loss and learning rate", "#1565c0", "loss"):
+        return
     lr_steps, rates = _training_entries(record, LOG_LEARNING_RATE)
     if lr_steps:
         twin = axis.twinx()
@@ -58,22 +68,12 @@ def _plot_curves(axis: Any, record: RunRecord) -> None:
         twin.set_ylabel("learning rate", color="#ef6c00", fontsize=8)
         twin.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
         twin.tick_params(labelsize=7)
-    axis.tick_params(labelsize=7)
-    axis.grid(alpha=0.3)
 
 
 def _plot_throughput(axis: Any, record: RunRecord) -> None:
-    steps, rates = _training_entries(record, LOG_SAMPLES_PER_SECOND)
-    if not steps:
-        _empty(axis, "Throughput", NO_HISTORY)
-        return
-    axis.set_title("Throughput (all ranks)", loc="left", fontsize=10)
-    axis.plot(steps, rates, color="#6a1b9a", marker="o", markersize=2, linewidth=1.2)
-    axis.set_xlabel("optimizer step", fontsize=8)
-    axis.set_ylabel("samples / s", fontsize=8)
-    axis.set_ylim(0, max(rates) * 1.15)
-    axis.tick_params(labelsize=7)
-    axis.grid(alpha=0.3)
+    rates = _plot_history(axis, record, LOG_SAMPLES_PER_SECOND, "Throughput (all ranks)", "#6a1b9a", "samples / s")
+    if rates:
+        axis.set_ylim(0, max(rates) * 1.15)
 
 
 def _plot_timeline(axis: Any, record: RunRecord) -> None:

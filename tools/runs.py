@@ -17,7 +17,7 @@ from typing import Any
 from qa.outputs import METRIC_EVAL_F1
 
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url, job_console_url
-from config.costs import PRICE_REGION, PRICES_AS_OF, TRAINING_USD_PER_HOUR
+from config.costs import PRICE_REGION, PRICES_AS_OF, list_price_usd
 from config.loader import DEFAULT_ENV
 from pipeline_steps import names
 from tools.deployment import (
@@ -62,10 +62,7 @@ class TrainingRun:
 
     @property
     def list_price_usd(self) -> float | None:
-        """Billable seconds x instances x on-demand list price; for spot, what the run would have cost
-        at the on-demand price for the billed time (spot prices vary and are not in the price table)."""
-        price = TRAINING_USD_PER_HOUR.get(self.instance_type)
-        return None if price is None else price * self.instance_count * self.billable_seconds / 3600
+        return list_price_usd("training", self.instance_type, self.instance_count, self.billable_seconds)
 
 
 @dataclass
