@@ -189,7 +189,11 @@ def main(argv: list[str] | None = None) -> int:
 
     version = time.strftime("%Y%m%d-%H%M%S")
     bucket = pipeline.datasets_bucket
-    manifest_key, manifest_version = upload_dataset(store, args.dataset, bucket, args.dataset_name, version)
+    try:
+        manifest_key, manifest_version = upload_dataset(store, args.dataset, bucket, args.dataset_name, version)
+    except ValueError as err:  # a columnar file that cannot be converted, as `make upload-dataset` says it
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     event = object_created_event(
         bucket,
         manifest_key,

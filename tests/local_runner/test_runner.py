@@ -80,6 +80,20 @@ def test_an_interruption_that_can_never_happen_is_refused(dev, tmp_path, capfd):
     assert "--interrupt-mid-checkpoint: no periodic checkpoint is taken" in capfd.readouterr().err
 
 
+def test_a_conversion_that_would_overwrite_a_file_stops_before_anything_runs(dev, tmp_path, capfd):
+    from datasets import Dataset
+
+    dataset = tmp_path / "dataset"
+    shutil.copytree(SAMPLE, dataset)
+    train = dataset / "train" / "train.jsonl"
+    records = [json.loads(line) for line in train.read_text().splitlines()]
+    Dataset.from_list(records[:5]).to_parquet(str(train.with_suffix(".parquet")))
+    assert local_run(dev, tmp_path / "run", dataset=dataset) == 2
+    out, err = capfd.readouterr()
+    assert "error: train/train.parquet converts to train/train.jsonl, which the dataset already has" in err
+    assert "> ClaimManifest" not in out and "Traceback" not in err
+
+
 def test_estimate_above_max_training_cost_stops_before_training(dev, tmp_path, capsys):
     assert local_run(dev, tmp_path, "--param", "MaxTrainingCostUSD=0") == 1
     out = capsys.readouterr().out
