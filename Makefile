@@ -36,7 +36,13 @@ export PYTHONDONTWRITEBYTECODE := 1
 # SageMaker containers do). Outside make the editable install (make venv) gives the same roots; exported here
 # as well, so a second checkout that shares the venv runs its own code.
 export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
-export ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS
+# The values users pass. Given on the command line, each is taken as text: make would otherwise expand a
+# command-line value when it exports it, so `make help NAME='$(shell id)'` ran the command. `$(value V)` is the
+# unexpanded text, and `override V :=` keeps it as a simply expanded variable, which make exports as it is.
+USER_VALUES := ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE \
+	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS
+$(foreach v,$(USER_VALUES),$(if $(filter command line,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
+export $(USER_VALUES)
 
 .PHONY: help venv cdk-bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs \
 	start retry logs verify-model report
