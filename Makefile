@@ -104,11 +104,15 @@ preflight: venv ## Check the CDK bootstrap, stacks, staged model, quotas and buc
 cdk-bootstrap: venv ## cdk bootstrap of your credentials' account and region, once (CDK_TARGET=aws://<account>/<region> names one)
 	$(CDK) bootstrap -c env="$$ENV" $${CDK_TARGET:+"$$CDK_TARGET"}
 
+# What reaches AWS is built in the same run: deploy and diff never read the pipeline-definition cache
+# (pipeline_steps/definition_cache.py DISABLE_VARIABLE).
+NO_DEFINITION_CACHE := PIPELINE_DEFINITION_CACHE=off
+
 deploy: venv ## cdk deploy --all with your own AWS credentials (ENV=dev|prod)
-	$(CDK) deploy --all -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
+	$(NO_DEFINITION_CACHE) $(CDK) deploy --all -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
 
 diff: venv ## cdk diff of every stack, then the pipeline definition step by step (deployed vs synthesized)
-	$(CDK) diff -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
+	$(NO_DEFINITION_CACHE) $(CDK) diff -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
 	$(PY) -m tools.pipeline_diff --env "$$ENV" --assembly "$(CDK_OUT)/$$ENV"
 
 destroy: venv ## cdk destroy --all (prod buckets and key are retained)

@@ -13,7 +13,8 @@ os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")
 import aws_cdk as cdk
 
 from config import ConfigError, load_settings, read_cdk_json_context
-from pipeline_steps.definition_cache import DEFAULT_CACHE_DIR
+from config.paths import UnsafeBuildDir
+from pipeline_steps.definition_cache import cache_dir_for
 from stacks.app_builder import build_stacks
 
 HERE = Path(__file__).resolve().parent
@@ -26,7 +27,10 @@ def main() -> None:
         settings = load_settings(app.node.get_all_context())
     except ConfigError as err:
         sys.exit(f"error: {err}")
-    build_stacks(app, settings, definition_cache=DEFAULT_CACHE_DIR)
+    try:
+        build_stacks(app, settings, definition_cache=cache_dir_for(os.environ))
+    except UnsafeBuildDir as err:
+        sys.exit(f"error: {err}")
     app.synth()
 
 

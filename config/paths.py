@@ -1,6 +1,8 @@
 """The checkout's own folders and files, for the rooms that read or write them (the Makefile names the same
 folders in its variables: CDK_OUT)."""
 
+import os
+import stat
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -19,6 +21,24 @@ GPU_THROUGHPUT_RESULT = BENCH_RESULTS / "gpu_throughput.json"
 SAMPLE_DATASET = PROJECT_ROOT / "data" / "sample-squad"
 SAMPLE_DATASET_NAME = "sample-squad"
 SAMPLE_DATASET_VERSION = "v1"
+
+
+class UnsafeBuildDir(RuntimeError):
+    """A build or cache directory is not private to the current user: what it holds could be replaced."""
+
+
+def private_dir(path: Path) -> Path:
+    """`path`, created with mode 0700 when missing; refused unless owned by this user and writable by no one else."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.lstat()
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise UnsafeBuildDir(f"{path} is not a directory (a symlink?): remove it or use another directory")
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafeBuildDir(
+            f"{path} must be owned by you and writable only by you (uid {info.st_uid}, mode "
+            f"{stat.filemode(info.st_mode)}): run `chmod go-w {path}` or remove it"
+        )
+    return path
 
 
 def bundled_model_dir() -> Path:

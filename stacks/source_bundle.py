@@ -12,12 +12,11 @@ import gzip
 import hashlib
 import io
 import os
-import stat
 import tarfile
 import tempfile
 from pathlib import Path
 
-from config.paths import CACHE
+from config.paths import CACHE, private_dir
 
 # Inside the checkout (ignored by git, removed by `make clean`): private to whoever owns the checkout, never a
 # shared, predictable path such as /tmp/hfqa-build.
@@ -53,24 +52,6 @@ def build_source_tarball(source_dir: Path) -> bytes:
     with gzip.GzipFile(fileobj=compressed, mode="wb", mtime=0, filename="") as gz:
         gz.write(raw.getvalue())
     return compressed.getvalue()
-
-
-class UnsafeBuildDir(RuntimeError):
-    """The build directory is not private to the current user: a bundle there could be replaced."""
-
-
-def private_dir(path: Path) -> Path:
-    """`path`, created with mode 0700 when missing; refused unless owned by this user and writable by no one else."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = path.lstat()
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise UnsafeBuildDir(f"{path} is not a directory (a symlink?): remove it or pass another build_dir")
-    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise UnsafeBuildDir(
-            f"{path} must be owned by you and writable only by you (uid {info.st_uid}, mode "
-            f"{stat.filemode(info.st_mode)}): run `chmod go-w {path}` or remove it"
-        )
-    return path
 
 
 def write_source_tarball(source_dir: Path, out_dir: Path = DEFAULT_BUILD_DIR) -> Path:

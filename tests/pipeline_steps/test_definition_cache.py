@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
 
+import pytest
+
 from config import load_settings
+from config.paths import UnsafeBuildDir
 from pipeline_steps import definition_cache
 from pipeline_steps.definition import definition_json
 from tests.conftest import ROOT
@@ -41,11 +45,32 @@ def test_a_miss_builds_and_stores_then_a_hit_skips_the_sdk(tmp_path, settings):
     assert lookup_in_a_fresh_process(cache) == (built_length, False)
 
 
-def test_a_damaged_entry_is_rebuilt(tmp_path, settings):
-    entry = tmp_path / f"{definition_cache.inputs_digest(settings)}.json"
-    entry.write_text('{"Version": "2020-12-01", "Steps": [')
+def test_a_damaged_entry_is_removed_and_rebuilt(tmp_path, settings):
+    damaged = '{"Version": "2020-12-01", "Steps": ['
+    entry = tmp_path / f"{definition_cache.inputs_digest(settings)}.{hashlib.sha256(damaged.encode()).hexdigest()}.json"
+    entry.write_text(damaged)
     assert definition_cache.definition_json_cached(settings, tmp_path) == definition_json(settings)
-    assert entry.read_text() == definition_json(settings)
+    assert not entry.exists()
+    [rebuilt] = tmp_path.glob("*.json")
+    assert rebuilt.read_text() == definition_json(settings)
+
+
+def test_a_cache_folder_others_may_write_to_is_refused(tmp_path, settings):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    with pytest.raises(UnsafeBuildDir, match="writable only by you"):
+        definition_cache.definition_json_cached(settings, shared)
+
+
+def test_deploy_and_diff_build_the_definition_in_the_same_run():
+    """app.py asks `cache_dir_for(os.environ)`; the Makefile's deploy and diff recipes switch the cache off."""
+    assert definition_cache.cache_dir_for({}) == definition_cache.DEFAULT_CACHE_DIR
+    assert definition_cache.cache_dir_for({definition_cache.DISABLE_VARIABLE: "off"}) is None
+    makefile = (ROOT / "Makefile").read_text()
+    assert f"NO_DEFINITION_CACHE := {definition_cache.DISABLE_VARIABLE}=off" in makefile
+    for verb in ("deploy", "diff"):
+        assert f"$(NO_DEFINITION_CACHE) $(CDK) {verb} " in makefile
 
 
 def test_only_the_most_recently_used_entries_are_kept(tmp_path, monkeypatch, settings):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stacks.source_bundle import DEFAULT_BUILD_DIR, UnsafeBuildDir, build_source_tarball, write_source_tarball
+from config.paths import UnsafeBuildDir
+from stacks.source_bundle import DEFAULT_BUILD_DIR, build_source_tarball, write_source_tarball
 from tests.conftest import ROOT
 
 
