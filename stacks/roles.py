@@ -14,10 +14,11 @@ from constructs import Construct
 
 from config import ArtifactLayout
 from config.aws_locations import JOB_LOG_GROUPS
-from config.images import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
+from config.images import DLC_REPOSITORIES
 from stacks.data import ProjectKey, SecureBucket
 from stacks.nag import add_reviewed_statement
 from stacks.network import EfaSecurityGroup
+from stacks.registry import registry_account
 
 SAGEMAKER = iam.ServicePrincipal("sagemaker.amazonaws.com")
 
@@ -86,7 +87,7 @@ class JobRole(Construct):
                 resources=[
                     stack.format_arn(
                         service="ecr",
-                        account=DLC_REGISTRY_ACCOUNT,
+                        account=registry_account(self),
                         resource="repository",
                         resource_name=DLC_REPOSITORIES,
                     )
