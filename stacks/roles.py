@@ -67,7 +67,7 @@ class JobRole(Construct):
         # (https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html), done with this role.
         artifacts.grant_delete_objects(
             role,
-            [layout.checkpoints],
+            layout.deletable_by_jobs(),
             reason="train.py prunes old checkpoints and SageMaker mirrors the deletes to S3 with the job's role, so "
             f"the job may delete under {layout.checkpoints}/ and nowhere else. IAM cannot narrow it to the job's own "
             "execution; the jobs are network-isolated, so only SageMaker's sync of the job's own checkpoint_s3_uri "
