@@ -5,8 +5,72 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DLC_REGISTRY_ACCOUNT = "763104351884"
+# The account whose ECR registry serves the Deep Learning Containers, per region: the "Region Availability" table
+# (https://aws.github.io/deep-learning-containers/reference/region_availability/, source
+# aws/deep-learning-containers docs/reference/region_availability.md; read 2026-12-01). Most commercial regions
+# share 763104351884; the opt-in regions and China have their own. An older copy of the available-images page
+# (docs/reference/available_images.md) gave 763104351884 for ap-east-2: the dedicated table, newer, is used.
+# The table lists registries, not which repositories each holds: a region listed here may still lack an image.
+DLC_REGISTRY_SOURCE = "https://aws.github.io/deep-learning-containers/reference/region_availability/"
+DLC_REGISTRY_ACCOUNTS: dict[str, str] = {
+    "us-east-2": "763104351884",
+    "us-east-1": "763104351884",
+    "us-west-1": "763104351884",
+    "us-west-2": "763104351884",
+    "af-south-1": "626614931356",
+    "ap-east-1": "871362719292",
+    "ap-south-2": "772153158452",
+    "ap-southeast-3": "907027046896",
+    "ap-southeast-5": "550225433462",
+    "ap-southeast-4": "457447274322",
+    "ap-south-1": "763104351884",
+    "ap-southeast-6": "633930458069",
+    "ap-northeast-3": "364406365360",
+    "ap-northeast-2": "763104351884",
+    "ap-southeast-1": "763104351884",
+    "ap-southeast-2": "763104351884",
+    "ap-east-2": "975050140332",
+    "ap-southeast-7": "590183813437",
+    "ap-northeast-1": "763104351884",
+    "ca-west-1": "204538143572",
+    "ca-central-1": "763104351884",
+    "eu-central-1": "763104351884",
+    "eu-west-1": "763104351884",
+    "eu-west-2": "763104351884",
+    "eu-south-1": "692866216735",
+    "eu-west-3": "763104351884",
+    "eu-south-2": "503227376785",
+    "eu-north-1": "763104351884",
+    "eu-central-2": "380420809688",
+    "il-central-1": "780543022126",
+    "mx-central-1": "637423239942",
+    "me-south-1": "217643126080",
+    "me-west-1": "124382933778",
+    "me-central-1": "914824155844",
+    "sa-east-1": "763104351884",
+    "cn-north-1": "727897471807",
+    "cn-northwest-1": "727897471807",
+}
 DLC_REPOSITORIES = "huggingface-pytorch-*"  # the training and inference repositories below
+
+
+def no_registry_problem(region: str) -> str | None:
+    """One line saying why `region` cannot run the jobs' images, or None where a registry serves them."""
+    if region in DLC_REGISTRY_ACCOUNTS:
+        return None
+    return (
+        f"no AWS Deep Learning Containers registry serves {region} ({DLC_REGISTRY_SOURCE}, copied in "
+        "config/images.py): the jobs could not pull their images there; deploy to a listed region"
+    )
+
+
+def dlc_registry_account(region: str) -> str:
+    """The account of the registry that serves the Deep Learning Containers in `region`."""
+    problem = no_registry_problem(region)
+    if problem is not None:
+        raise ValueError(problem)
+    return DLC_REGISTRY_ACCOUNTS[region]
+
 
 # The CPU image of ValidateAndTokenize (no GPU image for a CPU job): the Hugging Face PyTorch inference CPU
 # image, which has Python 3.12, torch 2.6.0 (CPU), transformers 5.5.3 with fast tokenizers, accelerate 1.12.0

@@ -26,6 +26,12 @@ class ArtifactLayout:
         by the pipeline's Lambda functions only)."""
         return (self.checkpoints, self.processed, self.models, self.tensorboard)
 
+    def deletable_by_jobs(self) -> tuple[str, ...]:
+        """Prefixes where training jobs delete: SageMaker mirrors the script's checkpoint pruning to S3 ("If a
+        checkpoint is deleted in the SageMaker AI container, it will also be deleted in the S3 folder",
+        https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html)."""
+        return (self.checkpoints,)
+
 
 @dataclass(frozen=True)
 class DatasetLayout:

@@ -8,10 +8,16 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from config.costs import TRAINING_USD_PER_HOUR, hardware_facts, young_daly_minutes
-from config.images import DEFAULT_PROCESSING_IMAGE, DEFAULT_TRAINING_IMAGES, VOLTA_TRAINING_IMAGE, TrainingImage
+from config.images import (
+    DEFAULT_PROCESSING_IMAGE,
+    DEFAULT_TRAINING_IMAGES,
+    VOLTA_TRAINING_IMAGE,
+    TrainingImage,
+    no_registry_problem,
+)
 from config.instance_types import (
     DEFAULT_TRAINING_CANDIDATES,
     INSTANCE_TYPES,
@@ -319,6 +325,17 @@ class Settings(StrictModel):
     evaluation: EvaluationSettings = EvaluationSettings()
     registry: RegistrySettings = RegistrySettings()
     tracking: TrackingSettings = TrackingSettings()
+
+    @field_validator("region")
+    @classmethod
+    def _region_serves_the_images(cls, region: str | None) -> str | None:
+        """A region known at synth must have a Deep Learning Containers registry (an environment-agnostic stack
+        looks the account up on AWS::Region at deploy: stacks/registry.py). No per-region facts on instance types
+        are kept, so whether the training types are offered there is not checked."""
+        problem = None if region is None else no_registry_problem(region)
+        if problem is not None:
+            raise ValueError(problem)
+        return region
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> Settings:

@@ -36,6 +36,7 @@ class LocalAccount:
         return DeployTimeValues(
             job_role_name="local-job-role",
             kms_key_arn=f"arn:{self.partition}:kms:{self.region}:{self.account}:key/local",
+            dlc_registry_account=self.account,  # no image is pulled locally
             code_bucket=code_bucket,
             code_key=code_key,
             security_group_id="sg-local",

@@ -52,6 +52,9 @@ class DeployTimeValues:
 
     job_role_name: str
     kms_key_arn: str
+    # The account whose registry serves the Deep Learning Containers in the deployment's region (config/images.py;
+    # a lookup on AWS::Region when the stacks are environment-agnostic).
+    dlc_registry_account: str
     code_bucket: str
     code_key: str
     # The pipeline's Lambda functions (training_code/pipeline_functions.py), one per Lambda step.

@@ -8,6 +8,7 @@ statement's wildcards are acknowledged on the role whose policy holds it, a rule
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -24,7 +25,8 @@ def finding_id(rule: str, finding: str | None = None) -> str:
 
 def nag_name(scope: IConstruct, value: str) -> str:
     """`value` (tokens allowed) as cdk-nag writes it in a finding: resolved in the stack of `scope`, then flattened
-    like cdk-nag's flattenCfnReference (`Ref` -> `<Name>`, `Fn::GetAtt` -> `<Name.Attr>`, `Fn::Join` joined)."""
+    like cdk-nag's flattenCfnReference (`Ref` -> `<Name>`, `Fn::GetAtt` -> `<Name.Attr>`, `Fn::Join` joined,
+    `Fn::FindInMap` as compact JSON)."""
     return _flattened(cdk.Stack.of(scope).resolve(value))
 
 
@@ -43,6 +45,8 @@ def _flattened(node: Any) -> str:
             return f"<{_flattened(resource)}.{_flattened(attribute)}>"
         if function in ("Fn::Sub", "Fn::ImportValue"):
             return _flattened(argument)
+        if function == "Fn::FindInMap":
+            return json.dumps(node, separators=(",", ":"))  # flattenCfnReference's fallback: JSON.stringify
     raise ValueError(f"cdk-nag's finding name for {node!r} is not known here: acknowledge it by its exact id")
 
 

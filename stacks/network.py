@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 from aws_cdk import Aws, CfnOutput, DefaultStackSynthesizer, Fn, Stack
@@ -10,34 +11,54 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from config import Settings
-from config.settings import BucketPurpose, InterfaceEndpoint
+from config import ArtifactLayout, Settings
+from config.settings import InterfaceEndpoint
 from stacks.log_groups import LogGroupSettings, encrypted_log_group
 from stacks.nag import add_reviewed_statement
 
 HTTPS = ec2.Port.tcp(443)
-PROJECT_BUCKETS: tuple[BucketPurpose, ...] = ("datasets", "artifacts")  # the buckets jobs read and write
 
 
-# What SageMaker and the jobs do in the project's buckets through the S3 gateway endpoint: read channels, code and
-# base models, write outputs, checkpoints (multipart), list prefixes. The roles grant less; this is the ceiling.
-S3_ENDPOINT_ACTIONS = [
-    "s3:GetObject",
-    "s3:GetObjectVersion",
-    "s3:PutObject",
-    "s3:AbortMultipartUpload",
-    "s3:ListMultipartUploadParts",
-    "s3:ListBucket",
-    "s3:GetBucketLocation",
-]
+@dataclass(frozen=True)
+class JobBuckets:
+    """The buckets the jobs reach through the S3 gateway endpoint (names), and the artifacts layout that says where
+    in the artifacts bucket they write and delete."""
+
+    datasets: str
+    artifacts: str
+    layout: ArtifactLayout
+
+    @classmethod
+    def of(cls, settings: Settings) -> JobBuckets:
+        return cls(
+            datasets=settings.bucket_name("datasets", Aws.ACCOUNT_ID, Aws.REGION),
+            artifacts=settings.bucket_name("artifacts", Aws.ACCOUNT_ID, Aws.REGION),
+            layout=settings.layout,
+        )
 
 
-def s3_endpoint_statements(
-    stack: Stack, *, project_buckets: tuple[str, ...], ecr_layers: bool
-) -> list[iam.PolicyStatement]:
-    """The S3 gateway endpoint's policy: `project_buckets` (names) and the CDK assets bucket (the training code) only,
-    so nothing in the jobs' subnets can reach another bucket through it (a gateway endpoint without a policy allows
-    every bucket: https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-s3.html#edit-vpc-endpoint-policy-s3).
+# What the jobs' role does in S3 through the endpoint (stacks/roles.py JobRole, the only principal in the jobs'
+# subnets: the Lambda functions and the MLflow server run outside the VPC): read and list; write and abort multipart
+# uploads under the prefixes jobs write; delete checkpoints. An S3 request through the endpoint needs both the
+# endpoint policy and the role to allow it ("An endpoint policy does not override or replace identity-based
+# policies", https://docs.aws.amazon.com/vpc/latest/userguide/vpc-endpoints-access.html), so the endpoint allows
+# exactly those (tests/stacks/test_s3_endpoint_agreement.py compares the two).
+S3_ENDPOINT_READS = ["s3:GetObject", "s3:ListBucket"]
+S3_ENDPOINT_WRITES = ["s3:PutObject", "s3:AbortMultipartUpload"]
+S3_ENDPOINT_DELETES = ["s3:DeleteObject"]
+
+
+def s3_endpoint_statements(stack: Stack, *, buckets: JobBuckets, ecr_layers: bool) -> list[iam.PolicyStatement]:
+    """The S3 gateway endpoint's policy: reads of the project buckets and the CDK assets bucket (the training code);
+    writes only under the artifacts prefixes jobs write (`ArtifactLayout.writable_by_jobs`), deletes only under
+    checkpoints/ (SageMaker mirrors the script's checkpoint pruning to S3 with the job's role:
+    https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html). Under network isolation "SageMaker still
+    performs download and upload operations against Amazon S3 using your SageMaker execution role"
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/mkt-algo-model-internet-free.html), and with a VpcConfig through
+    a network interface in the VPC, "for Amazon S3 and logging access"
+    (https://repost.aws/knowledge-center/sagemaker-access-network-isolation): through this endpoint. No write to the
+    datasets or assets bucket: no job writes there. A gateway endpoint without a policy allows every
+    bucket (https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-s3.html#edit-vpc-endpoint-policy-s3).
 
     SageMaker pulls the training and processing images itself, not through the job's VPC (the dev VPC has no ECR
     endpoint and jobs start), so no AWS-owned bucket is needed; only with the opt-in `ecr` interface endpoints
@@ -46,13 +67,34 @@ def s3_endpoint_statements(
     """
     qualifier = getattr(stack.synthesizer, "bootstrap_qualifier", None) or DefaultStackSynthesizer.DEFAULT_QUALIFIER
     assets_bucket = Fn.sub(DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME.replace("${Qualifier}", qualifier))
+    layout = buckets.layout
+
+    def under(prefixes: tuple[str, ...]) -> list[str]:
+        return [f"arn:{Aws.PARTITION}:s3:::{buckets.artifacts}/{prefix}/*" for prefix in prefixes]
+
     statements = [
         iam.PolicyStatement(
-            sid="ProjectBuckets",
+            sid="ReadProjectAndAssetBuckets",
             principals=[iam.AnyPrincipal()],
-            actions=S3_ENDPOINT_ACTIONS,
-            resources=[arn for bucket in (*project_buckets, assets_bucket) for arn in _bucket_and_objects(bucket)],
-        )
+            actions=S3_ENDPOINT_READS,
+            resources=[
+                arn
+                for bucket in (buckets.datasets, buckets.artifacts, assets_bucket)
+                for arn in _bucket_and_objects(bucket)
+            ],
+        ),
+        iam.PolicyStatement(
+            sid="WriteJobOutputs",
+            principals=[iam.AnyPrincipal()],
+            actions=S3_ENDPOINT_WRITES,
+            resources=under(layout.writable_by_jobs()),
+        ),
+        iam.PolicyStatement(
+            sid="PruneCheckpoints",
+            principals=[iam.AnyPrincipal()],
+            actions=S3_ENDPOINT_DELETES,
+            resources=under(layout.deletable_by_jobs()),
+        ),
     ]
     if ecr_layers:
         statements.append(
@@ -142,7 +184,7 @@ class JobNetwork(Construct):
     """A VPC with isolated subnets only (no NAT, no internet), endpoints and flow logs.
 
     Subnets in `availability_zones`, in order (empty: the region's first `max_azs` zones); the S3 gateway endpoint
-    reaches `project_buckets` (names) and the CDK assets bucket only; flow logs encrypted with `key`, kept for
+    reaches `buckets` and the CDK assets bucket only, as the jobs use them; flow logs encrypted with `key`, kept for
     `flow_logs`.
     """
 
@@ -166,7 +208,7 @@ class JobNetwork(Construct):
         availability_zones: tuple[str, ...],
         max_azs: int,
         interface_endpoints: tuple[InterfaceEndpoint, ...],
-        project_buckets: tuple[str, ...],
+        buckets: JobBuckets,
         flow_logs: LogGroupSettings,
         key: kms.IKey,
     ) -> None:
@@ -183,9 +225,7 @@ class JobNetwork(Construct):
             ],
         )
         self.s3_endpoint = self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
-        statements = s3_endpoint_statements(
-            Stack.of(self), project_buckets=project_buckets, ecr_layers="ecr" in interface_endpoints
-        )
+        statements = s3_endpoint_statements(Stack.of(self), buckets=buckets, ecr_layers="ecr" in interface_endpoints)
         for statement in statements:
             self.s3_endpoint.add_to_policy(statement)
         flow_log_group = encrypted_log_group(self, "FlowLogs", lifetime=flow_logs, key=key)
@@ -239,9 +279,7 @@ class NetworkStack(Stack):
                 availability_zones=network.availability_zones,
                 max_azs=network.max_azs,
                 interface_endpoints=network.interface_endpoints,
-                project_buckets=tuple(
-                    settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION) for purpose in PROJECT_BUCKETS
-                ),
+                buckets=JobBuckets.of(settings),
                 flow_logs=LogGroupSettings.of(settings),
                 key=key,
             )

@@ -21,6 +21,7 @@ from stacks.log_groups import LogGroupSettings
 from stacks.mlflow import MlflowTrackingServer
 from stacks.network import NetworkStack
 from stacks.notifications import PipelineNotifications
+from stacks.registry import registry_account
 from stacks.roles import JobRole, PipelineRole
 from stacks.source_bundle import write_source_tarball
 from stacks.trigger import DatasetTrigger
@@ -126,6 +127,7 @@ class PipelineStack(Stack):
         substitutions = DeployTimeValues(
             job_role_name=self.job_role.role_name,
             kms_key_arn=data.project_key.key.key_arn,
+            dlc_registry_account=registry_account(self),
             code_bucket=code.asset.s3_bucket_name,
             code_key=code.asset.s3_object_key,
             claim_function_arn=self.functions.claim.function.function_arn,

@@ -14,10 +14,11 @@ from constructs import Construct
 
 from config import ArtifactLayout
 from config.aws_locations import JOB_LOG_GROUPS
-from config.images import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
+from config.images import DLC_REPOSITORIES
 from stacks.data import ProjectKey, SecureBucket
 from stacks.nag import add_reviewed_statement
 from stacks.network import EfaSecurityGroup
+from stacks.registry import registry_account
 
 SAGEMAKER = iam.ServicePrincipal("sagemaker.amazonaws.com")
 
@@ -66,7 +67,7 @@ class JobRole(Construct):
         # (https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html), done with this role.
         artifacts.grant_delete_objects(
             role,
-            [layout.checkpoints],
+            layout.deletable_by_jobs(),
             reason="train.py prunes old checkpoints and SageMaker mirrors the deletes to S3 with the job's role, so "
             f"the job may delete under {layout.checkpoints}/ and nowhere else. IAM cannot narrow it to the job's own "
             "execution; the jobs are network-isolated, so only SageMaker's sync of the job's own checkpoint_s3_uri "
@@ -86,7 +87,7 @@ class JobRole(Construct):
                 resources=[
                     stack.format_arn(
                         service="ecr",
-                        account=DLC_REGISTRY_ACCOUNT,
+                        account=registry_account(self),
                         resource="repository",
                         resource_name=DLC_REPOSITORIES,
                     )

@@ -155,6 +155,21 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+def render(value: Any) -> str:
+    """A template value as text: Refs of pseudo parameters as ${...}, joins concatenated, an `Fn::Sub` string as it
+    stands (its ${AWS::...} the same placeholders)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and set(value) == {"Ref"} and value["Ref"].startswith("AWS::"):
+        return "${" + value["Ref"] + "}"
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(render(part) for part in parts)
+    if isinstance(value, dict) and isinstance(value.get("Fn::Sub"), str):
+        return value["Fn::Sub"]
+    raise AssertionError(f"cannot render {value!r}")
+
+
 def unshare_works() -> bool:
     """Whether this machine can run a command in a fresh network namespace (root or user namespaces)."""
     unshare = shutil.which("unshare")

@@ -19,7 +19,6 @@ from sagemaker.workflow.retry import (
 )
 
 from config import Settings
-from config.images import DLC_REGISTRY_ACCOUNT
 from config.instance_types import instance_type
 from pipeline_steps.parameters import PipelineParameters
 from pipeline_steps.placeholders import REGION, URL_SUFFIX, DeployTimeValues
@@ -97,7 +96,7 @@ class BuildContext:
         return self.settings.registry.inference_image_uri or self._dlc(self.settings.inference_image_repository)
 
     def _dlc(self, repository: str) -> str:
-        return f"{DLC_REGISTRY_ACCOUNT}.dkr.ecr.{REGION}.{URL_SUFFIX}/{repository}"
+        return f"{self.values.dlc_registry_account}.dkr.ecr.{REGION}.{URL_SUFFIX}/{repository}"
 
     def execution_uri(self, prefix: str, *parts: str) -> Join:
         """s3://<artifacts>/<prefix>/<pipeline execution id>[/parts]: one folder per execution."""

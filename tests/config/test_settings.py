@@ -133,6 +133,16 @@ def test_invalid_settings_fail_with_a_clear_message(cdk_context, overrides, mess
         load(cdk_context, **overrides)
 
 
+def test_a_region_without_a_dlc_registry_stops_synth_with_one_line(cdk_context):
+    """The jobs pull their images from the Deep Learning Containers registry of their region
+    (https://aws.github.io/deep-learning-containers/reference/region_availability/): a region that table lacks has
+    none to pull from."""
+    with pytest.raises(ConfigError) as err:
+        load(cdk_context, region="xx-nowhere-1")
+    [problem] = str(err.value).splitlines()[1:]  # under the "invalid settings" heading
+    assert problem.startswith("  - region: no AWS Deep Learning Containers registry serves xx-nowhere-1 (")
+
+
 def test_valid_combinations_pass(cdk_context):
     smddp = load(cdk_context, **{"training.distribution": "smddp", "training.instance_type": "ml.p4d.24xlarge"})
     assert smddp.training_image_repository.startswith("huggingface-pytorch-training:2.5.1-transformers4.49.0")

@@ -17,25 +17,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import as_list, resources_of_type
+from tests.conftest import as_list, render, resources_of_type
 
 EVENTS = "events.amazonaws.com"
 ALARMS = "cloudwatch.amazonaws.com"
 # Condition keys present in the KMS requests SNS and SQS make for an EventBridge delivery.
 KEYS_EVENTBRIDGE_DELIVERIES_SEND = {"kms:EncryptionContext:aws:sns:topicArn", "kms:EncryptionContext:aws:sqs:arn"}
 DELIVERY_KMS_ACTIONS = {"kms:Decrypt", "kms:GenerateDataKey"}
-
-
-def render(value: Any) -> str:
-    """A template value as text: Refs of pseudo parameters as ${...}, joins concatenated."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and set(value) == {"Ref"} and value["Ref"].startswith("AWS::"):
-        return "${" + value["Ref"] + "}"
-    if isinstance(value, dict) and "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return separator.join(render(part) for part in parts)
-    raise AssertionError(f"cannot render {value!r}")
 
 
 def services(statement: dict[str, Any]) -> list[str]:

@@ -6,15 +6,15 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
-from config import Settings
+from config import ArtifactLayout, Settings
 from config.settings import InterfaceEndpoint
 from stacks.log_groups import LogGroupSettings
-from stacks.network import EfaSecurityGroup, JobNetwork
+from stacks.network import EfaSecurityGroup, JobBuckets, JobNetwork
 from tests.conftest import dumps
 from tests.stacks.conftest import BareStack, joined, logical_id
 from tools.idle_cost import idle_cost
 
-PROJECT_BUCKETS = ("project-datasets", "project-artifacts")
+BUCKETS = JobBuckets(datasets="project-datasets", artifacts="project-artifacts", layout=ArtifactLayout())
 FLOW_LOGS = LogGroupSettings(retention_days=60, removal=RemovalPolicy.DESTROY)
 
 
@@ -33,7 +33,7 @@ def job_network(
         availability_zones=availability_zones,
         max_azs=2,
         interface_endpoints=interface_endpoints,
-        project_buckets=PROJECT_BUCKETS,
+        buckets=BUCKETS,
         flow_logs=FLOW_LOGS,
         key=kms.Key(stack, "Key"),
     )
@@ -75,26 +75,46 @@ def gateway_policy(template: Template) -> list[dict]:
     return gateway["Properties"]["PolicyDocument"]["Statement"]
 
 
-def test_the_s3_gateway_endpoint_reaches_only_the_project_and_asset_buckets(bare_stack, dev_settings):
-    [statement] = gateway_policy(job_network(bare_stack, dev_settings))
-    project = [joined(f"arn:<partition>:s3:::{name}{suffix}") for name in PROJECT_BUCKETS for suffix in ("", "/*")]
-    bucket = [
+def test_the_s3_gateway_endpoint_reads_the_project_and_asset_buckets_and_writes_only_job_prefixes(
+    bare_stack, dev_settings
+):
+    """Writes only where jobs write, deletes only under checkpoints/ (SageMaker mirrors checkpoint deletions:
+    https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html); tests/stacks/test_s3_endpoint_agreement.py
+    compares the whole policy with the job role's."""
+    read, write, delete = gateway_policy(job_network(bare_stack, dev_settings))
+    assets_bucket = [
         "arn:",
         {"Ref": "AWS::Partition"},
         ":s3:::",
         {"Fn::Sub": "cdk-hnb659fds-assets-${AWS::AccountId}-${AWS::Region}"},
     ]
-    assets = [{"Fn::Join": ["", bucket]}, {"Fn::Join": ["", [*bucket, "/*"]]}]
-    assert sorted(map(dumps, statement["Resource"])) == sorted(map(dumps, project + assets))
-    assert statement["Principal"] == {"AWS": "*"} and statement["Effect"] == "Allow"
-    assert not [action for action in statement["Action"] if "*" in action or "Delete" in action]
+    assets = [{"Fn::Join": ["", assets_bucket]}, {"Fn::Join": ["", [*assets_bucket, "/*"]]}]
+    names = (BUCKETS.datasets, BUCKETS.artifacts)
+    project = [joined(f"arn:<partition>:s3:::{name}{suffix}") for name in names for suffix in ("", "/*")]
+    assert sorted(map(dumps, read["Resource"])) == sorted(map(dumps, project + assets))
+    assert read["Action"] == ["s3:GetObject", "s3:ListBucket"]
+
+    def under(prefixes: tuple[str, ...]) -> list[str]:
+        return sorted(dumps(joined(f"arn:<partition>:s3:::{BUCKETS.artifacts}/{prefix}/*")) for prefix in prefixes)
+
+    assert write["Action"] == ["s3:AbortMultipartUpload", "s3:PutObject"]
+    assert sorted(map(dumps, write["Resource"])) == under(BUCKETS.layout.writable_by_jobs())
+    assert delete["Action"] == "s3:DeleteObject"
+    assert [dumps(delete["Resource"])] == under((BUCKETS.layout.checkpoints,))
+    for statement in (read, write, delete):
+        assert statement["Principal"] == {"AWS": "*"} and statement["Effect"] == "Allow"
 
 
 def test_ecr_through_the_vpc_adds_only_ecrs_layer_bucket(bare_stack, dev_settings):
     statements = gateway_policy(job_network(bare_stack, dev_settings, interface_endpoints=("ecr", "logs")))
-    assert [s["Sid"] for s in statements] == ["ProjectBuckets", "EcrImageLayers"]
-    assert "-starport-layer-bucket/*" in dumps(statements[1]["Resource"])
-    assert statements[1]["Action"] == "s3:GetObject"
+    assert [s["Sid"] for s in statements] == [
+        "ReadProjectAndAssetBuckets",
+        "WriteJobOutputs",
+        "PruneCheckpoints",
+        "EcrImageLayers",
+    ]
+    assert "-starport-layer-bucket/*" in dumps(statements[-1]["Resource"])
+    assert statements[-1]["Action"] == "s3:GetObject"
 
 
 def test_flow_logs_are_encrypted_and_kept_as_configured(bare_stack, dev_settings):

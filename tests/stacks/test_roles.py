@@ -9,8 +9,9 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from config.images import DLC_REGISTRY_ACCOUNT, DLC_REPOSITORIES
+from config.images import DLC_REPOSITORIES
 from stacks.data import DataStack
+from stacks.registry import ACCOUNT_KEY, MAPPING_ID
 from stacks.roles import JobRole, PipelineRole
 from tests.conftest import as_list, dumps
 from tests.stacks.conftest import SUBNET_IDS, bucket_arn, efa_group_in_imported_vpc, environment, joined, new_app
@@ -117,9 +118,12 @@ def test_only_the_key_arn_is_imported_from_the_data_stack(roles):
 
 
 def test_job_role_pulls_only_the_hugging_face_containers(roles):
+    """From the registry of the region the stack is deployed to (tests/stacks/test_registry.py)."""
     [pull] = with_action(role_statements(roles["Roles"], "JobRole"), "ecr:BatchGetImage")
-    resource = ARN.format(service="ecr", account=DLC_REGISTRY_ACCOUNT, resource=f"repository/{DLC_REPOSITORIES}")
-    assert pull["Resource"] == joined(resource)
+    resource = ARN.format(service="ecr", account="<account>", resource=f"repository/{DLC_REPOSITORIES}")
+    registry = {"Fn::FindInMap": [MAPPING_ID, {"Ref": "AWS::Region"}, ACCOUNT_KEY]}
+    parts = [registry if part == {"Ref": "AWS::AccountId"} else part for part in joined(resource)["Fn::Join"][1]]
+    assert pull["Resource"] == {"Fn::Join": ["", parts]}
 
 
 @pytest.mark.parametrize("role_prefix", ["JobRole", "PipelineRole"])

@@ -100,6 +100,9 @@ def deployed_definition(template: dict[str, Any], stack_name: str) -> tuple[str,
             if template["Resources"][logical_id]["Type"] == "AWS::Lambda::Function":
                 return functions.get_function(FunctionName=physical[logical_id])["Configuration"]["FunctionArn"]
             return iam.get_role(RoleName=physical[logical_id])["Role"]["Arn"]
+        if isinstance(value, dict) and "Fn::FindInMap" in value:  # the images' registry account in the region
+            name, top_key, second_key = value["Fn::FindInMap"]
+            return template["Mappings"][name][resolve_intrinsics(top_key, pseudo)][second_key]
         return resolve_intrinsics(value, pseudo)
 
     pipeline = pipeline_properties(template)
