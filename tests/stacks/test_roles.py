@@ -126,6 +126,8 @@ def test_job_role_pulls_only_the_hugging_face_containers(roles):
 def test_roles_use_the_project_key_and_grant_it_only_for_aws_resources(roles, role_prefix):
     statements = role_statements(roles["Roles"], role_prefix)
     [grant] = with_action(statements, "kms:CreateGrant")
+    # kms:GrantIsForAWSResource applies to grant operations only (KMS grant-authorization page): CreateGrant alone.
+    assert grant["Action"] == "kms:CreateGrant"
     assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
     [use] = with_action(statements, "kms:GenerateDataKey")
     assert use["Action"] == ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
