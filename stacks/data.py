@@ -65,13 +65,19 @@ class ProjectKey(Construct):
             removal_policy=removal,
             pending_window=Duration.days(7 if removal == RemovalPolicy.DESTROY else 30),
         )
-        # CloudWatch Logs (VPC flow logs) encrypts with this key, scoped to this account's log groups.
+        # CloudWatch Logs (VPC flow logs, the functions' log groups) encrypts with this key, scoped to this account's
+        # log groups: the key policy of https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html,
+        # in two statements. Its kms:Describe* sits under the kms:EncryptionContext:aws:logs:arn condition, which no
+        # DescribeKey request carries (DescribeKey's condition keys are kms:CallerAccount, kms:RequestAlias and
+        # kms:ViaService: https://docs.aws.amazon.com/service-authorization/latest/reference/list_awskeymanagementservice.html),
+        # so there it allows nothing: DescribeKey gets a statement of its own, without the condition.
         stack = Stack.of(self)
+        logs = iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="AllowCloudWatchLogsInThisAccount",
-                principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
-                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                principals=[logs],
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*"],
                 resources=["*"],
                 conditions={
                     "ArnLike": {
@@ -83,6 +89,11 @@ class ProjectKey(Construct):
                         )
                     }
                 },
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchLogsDescribesTheKey", principals=[logs], actions=["kms:DescribeKey"], resources=["*"]
             )
         )
 
@@ -133,10 +144,16 @@ class ProjectKey(Construct):
         )
 
     def grant_job_volume_encryption(self, grantee: iam.IGrantable) -> None:
-        """SageMaker creates grants on this key to encrypt job volumes: only grants for AWS resources."""
+        """SageMaker creates grants on this key to encrypt job volumes: only grants for AWS resources.
+
+        kms:GrantIsForAWSResource "Allows principals to call CreateGrant, ListGrants, or RevokeGrant only when an AWS
+        service that is integrated with AWS KMS sends the request" (https://docs.aws.amazon.com/kms/latest/developerguide/grant-authorization.html):
+        no DescribeKey request carries it, so the statement holds kms:CreateGrant alone; kms:DescribeKey is
+        grant_sse_kms's, unconditioned."""
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
-                actions=["kms:CreateGrant", "kms:DescribeKey"],
+                sid="CreateGrantsForAwsResources",
+                actions=["kms:CreateGrant"],
                 resources=[self.key.key_arn],
                 conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}},
             )

@@ -102,20 +102,42 @@ class JobRole(Construct):
             "ecr:GetAuthorizationToken (the registry login before any image pull) supports no resource-level "
             "permissions.",
         )
+
+        # The job logs, in the resource forms AWS gives per action: CreateLogGroup and DescribeLogStreams take a
+        # log-group (arn:...:log-group:<name>), CreateLogStream and PutLogEvents a log-stream
+        # (arn:...:log-group:<name>:log-stream:<stream>) in the Service Authorization Reference
+        # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatchlogs.html);
+        # CloudWatch Logs' own page gives a log group's ARN both without and with a trailing ":*", the latter "to
+        # refer to the ARN when specifying permissions in IAM policies for all other API actions" than tagging
+        # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/iam-access-control-overview-cwl.html): both
+        # forms, so that the job's first CreateLogGroup in a fresh account is allowed whichever ARN it is checked
+        # against. Scoped to SageMaker's two job log groups: the execution-role page grants these actions on "*"
+        # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-roles.html), no AWS page says they need it.
+        def job_log_arn(group: str, suffix: str) -> str:
+            return stack.format_arn(
+                service="logs",
+                resource="log-group",
+                resource_name=group + suffix,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+
+        groups = list(JOB_LOG_GROUPS.values())
         add_reviewed_statement(
             role,
             iam.PolicyStatement(
-                sid="WriteJobLogs",
-                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                resources=[
-                    stack.format_arn(
-                        service="logs",
-                        resource="log-group",
-                        resource_name=f"{group}:*",
-                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                    for group in JOB_LOG_GROUPS.values()
-                ],
+                sid="CreateJobLogGroups",
+                actions=["logs:CreateLogGroup", "logs:DescribeLogStreams"],
+                resources=[job_log_arn(group, suffix) for group in groups for suffix in ("", ":*")],
+            ),
+            "A log group's ARN with CloudWatch Logs' trailing :* (its own form for IAM policies), for SageMaker's "
+            "fixed training and processing log groups only.",
+        )
+        add_reviewed_statement(
+            role,
+            iam.PolicyStatement(
+                sid="WriteJobLogStreams",
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[job_log_arn(group, ":log-stream:*") for group in groups],
             ),
             "SageMaker names one log stream per job and host inside its fixed training and processing log groups.",
         )

@@ -5,7 +5,8 @@
     record_model_handler   RecordModel: the model archive's SHA-256 and version id, the model-quality report
 
 Runs on the Lambda Python 3.12 runtime: the standard library, boto3 (which the runtime includes:
-https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html) and the stdlib-only qa modules. With
+https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html; S3ObjectStore checks that its botocore can make
+conditional writes) and the stdlib-only qa modules. With
 LOCAL_S3_ROOT set (the local runner), S3 is that folder (s3://bucket/key -> <root>/bucket/key) and object
 versions live in <root>/.versions/bucket/key/<version id> (version id: the content's SHA-256 prefix).
 """
@@ -94,6 +95,12 @@ ENDED_WITHOUT_RESULT = ("Failed", "Stopped")
 # CopyObject copies objects up to 5 GB in one request
 # (https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObject.html).
 MAX_COPY_BYTES = 5 * 1024**3
+# The claim's conditional writes: PutObject's IfNoneMatch and IfMatch parameters, in botocore's S3 model since
+# 1.35.2 and 1.35.69 (both first in 1.35.69). The runtime's SDK is not pinned: "The version of the AWS SDK included
+# in the Python runtime depends on the runtime version and your AWS Region"
+# (https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html#python-sdk-included).
+CONDITIONAL_WRITE_PARAMETERS = ("IfNoneMatch", "IfMatch")
+CONDITIONAL_WRITES_BOTOCORE = "1.35.69"
 
 
 class ClaimError(RuntimeError):
@@ -195,13 +202,32 @@ class LocalObjectStore:
         return chunks(), content_version(body)
 
 
+class SdkTooOld(RuntimeError):
+    """The runtime's botocore lacks an S3 parameter the functions send: one line naming the versions."""
+
+
+def require_conditional_writes(s3: Any) -> None:
+    """Stop, before any S3 call, when the S3 client's model has no PutObject IfNoneMatch / IfMatch: an older
+    botocore would otherwise reject the claim's first conditional write with a parameter-validation error."""
+    import botocore
+
+    accepted = s3.meta.service_model.operation_model("PutObject").input_shape.members
+    missing = [name for name in CONDITIONAL_WRITE_PARAMETERS if name not in accepted]
+    if missing:
+        raise SdkTooOld(
+            f"botocore {botocore.__version__} in this Lambda runtime has no S3 PutObject {' / '.join(missing)} "
+            f"(conditional writes): the pipeline functions need botocore >= {CONDITIONAL_WRITES_BOTOCORE}"
+        )
+
+
 class S3ObjectStore:
-    """The same operations on Amazon S3 (boto3)."""
+    """The same operations on Amazon S3 (boto3), with a botocore that can make conditional writes."""
 
     def __init__(self) -> None:
         import boto3
 
         self.s3 = boto3.client("s3")
+        require_conditional_writes(self.s3)
 
     @staticmethod
     def _code(err: Exception) -> str:

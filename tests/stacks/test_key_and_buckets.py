@@ -67,9 +67,19 @@ def test_key_policy_scopes_logs_and_encrypted_deliveries_by_encryption_context(b
                         Match.object_like(
                             {
                                 "Sid": "AllowCloudWatchLogsInThisAccount",
+                                "Action": ["kms:Decrypt*", "kms:Encrypt*", "kms:GenerateDataKey*", "kms:ReEncrypt*"],
                                 "Condition": {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": Match.any_value()}},
                             }
                         ),
+                        # DescribeKey carries no encryption context (its condition keys in the Service
+                        # Authorization Reference, list_awskeymanagementservice.html): a statement of its own.
+                        {
+                            "Sid": "CloudWatchLogsDescribesTheKey",
+                            "Effect": "Allow",
+                            "Principal": {"Service": joined("logs.<region>.amazonaws.com")},
+                            "Action": "kms:DescribeKey",
+                            "Resource": "*",
+                        },
                         Match.object_like(
                             {
                                 "Sid": "EventBridgeAndAlarmsPublishToTheEncryptedTopic",
@@ -104,7 +114,8 @@ def test_key_grants_sse_kms_use_and_job_volume_grants_for_aws_resources_only(bar
             "Resource": key_arn,
         },
         {
-            "Action": ["kms:CreateGrant", "kms:DescribeKey"],
+            "Sid": "CreateGrantsForAwsResources",
+            "Action": "kms:CreateGrant",
             "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
             "Effect": "Allow",
             "Resource": key_arn,

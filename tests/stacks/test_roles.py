@@ -15,6 +15,7 @@ from stacks.registry import ACCOUNT_KEY, MAPPING_ID
 from stacks.roles import JobRole, PipelineRole
 from tests.conftest import as_list, dumps
 from tests.stacks.conftest import SUBNET_IDS, bucket_arn, efa_group_in_imported_vpc, environment, joined, new_app
+from tests.stacks.iam_reference import ACCOUNT, PARTITION, REGION, Stacks, arn_form_overlaps, reference_arn_form
 
 ARN = "arn:<partition>:{service}:<region>:{account}:{resource}"
 
@@ -130,6 +131,8 @@ def test_job_role_pulls_only_the_hugging_face_containers(roles):
 def test_roles_use_the_project_key_and_grant_it_only_for_aws_resources(roles, role_prefix):
     statements = role_statements(roles["Roles"], role_prefix)
     [grant] = with_action(statements, "kms:CreateGrant")
+    # kms:GrantIsForAWSResource applies to grant operations only (KMS grant-authorization page): CreateGrant alone.
+    assert grant["Action"] == "kms:CreateGrant"
     assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
     [use] = with_action(statements, "kms:GenerateDataKey")
     assert use["Action"] == ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"]
@@ -156,13 +159,51 @@ def test_job_role_outside_a_vpc_gets_no_ec2_permission(roles):
     assert statements and not [s for s in statements if "ec2:" in dumps(s["Action"])]
 
 
-def test_job_role_writes_logs_only_to_the_sagemaker_job_log_groups(roles):
-    [logs] = with_action(role_statements(roles["Roles"], "JobRole"), "logs:PutLogEvents")
-    # The log groups SageMaker writes job logs to (https://docs.aws.amazon.com/sagemaker/latest/dg/logging-cloudwatch.html).
-    groups = ["/aws/sagemaker/ProcessingJobs", "/aws/sagemaker/TrainingJobs"]
-    assert logs["Resource"] == [
-        joined(ARN.format(service="logs", account="<account>", resource=f"log-group:{group}:*")) for group in groups
+# The log groups SageMaker writes job logs to (https://docs.aws.amazon.com/sagemaker/latest/dg/logging-cloudwatch.html).
+JOB_LOG_GROUPS = ("/aws/sagemaker/ProcessingJobs", "/aws/sagemaker/TrainingJobs")
+# Each logs action of the job role and the resource type the Service Authorization Reference gives it
+# (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatchlogs.html).
+JOB_LOGS_ACTIONS = {
+    "logs:CreateLogGroup": "log-group",
+    "logs:DescribeLogStreams": "log-group",
+    "logs:CreateLogStream": "log-stream",
+    "logs:PutLogEvents": "log-stream",
+}
+
+
+def job_logs_resources(roles: dict[str, Template]) -> dict[str, list[str]]:
+    """Each logs action of the job role -> its resources, as concrete ARNs."""
+    template = roles["Roles"].to_json()
+    statements = [
+        Stacks({"roles": template}).concrete(s, template)
+        for s in role_statements(roles["Roles"], "JobRole")
+        if "logs:" in dumps(s["Action"])
     ]
+    return {
+        action: [r for s in statements if action in as_list(s["Action"]) for r in as_list(s["Resource"])]
+        for action in JOB_LOGS_ACTIONS
+    }
+
+
+def test_job_role_writes_logs_only_to_the_sagemaker_job_log_groups(roles):
+    resources = job_logs_resources(roles)
+    assert all(resources.values())
+    group_arns = [f"arn:{PARTITION}:logs:{REGION}:{ACCOUNT}:log-group:{group}" for group in JOB_LOG_GROUPS]
+    for arn in (r for listed in resources.values() for r in listed):
+        assert any(arn == group or arn.startswith(group + ":") for group in group_arns), arn
+
+
+@pytest.mark.parametrize("action", JOB_LOGS_ACTIONS)
+def test_each_job_logs_action_names_both_job_log_groups_in_its_reference_form(roles, action):
+    """Finding 5 (a fresh account, where the first job creates its log group): CreateLogGroup and
+    DescribeLogStreams take a log-group, arn:...:log-group:<name>, in the Service Authorization Reference; the role
+    gave every logs action only arn:...:log-group:<name>:*, a log stream's form there. Each action must name each
+    job log group in the form of its own resource type."""
+    form = reference_arn_form("logs", JOB_LOGS_ACTIONS[action])
+    resources = [r for r in job_logs_resources(roles)[action] if arn_form_overlaps(form, r)]
+    for group in JOB_LOG_GROUPS:
+        named = f"arn:{PARTITION}:logs:{REGION}:{ACCOUNT}:log-group:{group}"
+        assert any(r == named or r.startswith(named + ":") for r in resources), (action, group, resources)
 
 
 def test_pipeline_role_passes_only_the_job_role_and_registers_in_its_group(roles, dev_settings):

@@ -3,11 +3,14 @@ model record, on the local runner's S3 folder and on the moto server."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from pathlib import Path
 
 import boto3
+import botocore
+import botocore.session
 import pipeline_functions as functions
 import pytest
 from botocore.stub import Stubber
@@ -297,6 +300,30 @@ def test_the_claim_on_s3_with_conditional_writes(moto_url, monkeypatch):
         [stored] = s3.list_objects_v2(Bucket="artifacts", Prefix="claims/")["Contents"]
         claim = json.loads(s3.get_object(Bucket="artifacts", Key=stored["Key"])["Body"].read())
         assert claim["execution_arn"] == execution("b")
+
+
+def test_a_runtime_sdk_without_conditional_writes_stops_the_store_in_one_line(tmp_path, monkeypatch):
+    """The Lambda runtime's SDK "depends on the runtime version and your AWS Region" (lambda-python page,
+    Runtime-included SDK versions): with an S3 model that has no PutObject IfMatch (botocore before 1.35.69), the
+    store stops before any S3 call, in one line naming the version found and the one needed, instead of failing
+    the claim's conditional write with botocore's parameter-validation error."""
+    session = botocore.session.Session()
+    model = copy.deepcopy(session.get_component("data_loader").load_service_model("s3", "service-2"))
+    del model["shapes"]["PutObjectRequest"]["members"]["IfMatch"]
+    folder = tmp_path / "s3" / model["metadata"]["apiVersion"]
+    folder.mkdir(parents=True)
+    (folder / "service-2.json").write_text(json.dumps(model))
+    older = botocore.session.Session()
+    older.get_component("data_loader").search_paths.insert(0, str(tmp_path))
+    client = older.create_client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    monkeypatch.setattr(boto3, "client", lambda service: client)
+    monkeypatch.setattr(botocore, "__version__", "1.35.68")
+    with pytest.raises(functions.SdkTooOld) as raised:
+        functions.S3ObjectStore()
+    assert str(raised.value) == (
+        "botocore 1.35.68 in this Lambda runtime has no S3 PutObject IfMatch (conditional writes): the pipeline "
+        "functions need botocore >= 1.35.69"
+    )
 
 
 def test_a_persistent_write_conflict_fails_with_a_message_after_retries(monkeypatch):
