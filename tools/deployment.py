@@ -89,13 +89,19 @@ def check_name(option: str, value: str) -> str:
 
 
 def region_name() -> str | None:
-    """The region the environment names. AWS_REGION (which the README and the other AWS SDKs use) wins;
-    boto3 itself reads only AWS_DEFAULT_REGION and the config file, so every tool's session gets it here."""
+    """The region the environment names: AWS_REGION, else AWS_DEFAULT_REGION (None: neither is set).
+
+    AWS_REGION is the `region` setting's environment variable in the SDKs and Tools reference
+    (https://docs.aws.amazon.com/sdkref/latest/guide/feature-region.html), and the AWS CLI v2 lets it override
+    AWS_DEFAULT_REGION and the profile's `region`
+    (https://docs.aws.amazon.com/cli/latest/userguide/cli-configure-envvars.html). boto3 reads only
+    AWS_DEFAULT_REGION and the config file, so every tool's session takes its region from here (`aws_session`).
+    """
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
 
 
 def aws_session() -> Any:
-    """A boto3 session in the region of `region_name()` (None: the profile's region, if any)."""
+    """The tools' one boto3 session: in the region of `region_name()` (None: the profile's `region`, if any)."""
     import boto3
 
     return boto3.Session(region_name=region_name())
@@ -133,10 +139,11 @@ class Deployment:
         return self.settings.base_model_uri(self.bucket("artifacts"))
 
 
-def load_deployment(env_name: str, session: Any | None = None) -> Deployment:
-    """Settings of `env_name` plus the account and region of the caller's AWS session (boto3)."""
+def load_deployment(env_name: str) -> Deployment:
+    """Settings of `env_name` plus the account and region of the caller's AWS session (`aws_session`). The
+    region: the environment's `region` in cdk.json, else AWS_REGION, else AWS_DEFAULT_REGION, else the profile's."""
     settings = settings_for(env_name)
-    session = session or aws_session()
+    session = aws_session()
     region = settings.region or session.region_name
     if not region:
         fail(f"no AWS region: set AWS_REGION (or `region` in cdk.json's '{env_name}' environment)")

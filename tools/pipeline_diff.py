@@ -117,13 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", default=DEFAULT_ENV)
     parser.add_argument("--assembly", type=Path, help="the synthesized cloud assembly (default: cdk.out/<env>)")
     args = parser.parse_args(argv)
-    import boto3
     from botocore.exceptions import ClientError
 
     from tools.deployment import fail, load_deployment
 
     assembly = args.assembly or assembly_dir(args.env)
-    deployment = load_deployment(args.env, boto3.Session())
+    deployment = load_deployment(args.env)
     stack_name = deployment.settings.stack_name("pipeline")
     try:
         name, synthesized = synthesized_pipeline(assembly, stack_name)
