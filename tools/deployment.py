@@ -49,6 +49,14 @@ NAME_MAX_LENGTH = DATASET_NAME_MAX_LENGTH
 NAME_FIRST = re.compile(DATASET_NAME_FIRST)
 NAME_REST = re.compile(f"{DATASET_NAME_CHARACTER}*")
 ECHO_PREFIX = 20  # characters of a bad value echoed back in an error
+# What SageMaker answers for a pipeline or execution that does not exist: AWS, ResourceNotFound (the Errors of
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribePipelineExecution.html and
+# API_DescribePipeline.html; DescribeModelPackage names none, and answers ValidationException); moto,
+# ValidationException ("Could not find pipeline ...").
+SAGEMAKER_NOT_FOUND_CODES = frozenset({"ResourceNotFound", "ValidationException"})
+# An error body that is a web page, not an AWS error response (a proxy's, or an emulator's for an API it lacks).
+HTML_TITLE = re.compile(r"<title>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+HTML_TAG = re.compile(r"<[^>]+>")
 
 
 class ToolError(Exception):
@@ -67,6 +75,11 @@ class ToolParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         fail(f"{message} (see --help)")
+
+
+def not_found_in_region(what: str, region: str, fix: str) -> NoReturn:
+    """Fail: `what` does not exist in `region`, the one the tools use (`load_deployment`)."""
+    fail(f"{what} not found in {region}: check AWS_REGION, or {fix}")
 
 
 def short(value: str) -> str:
@@ -199,6 +212,13 @@ def staged_model_problems(s3: Any, uri: str) -> list[str]:
     return missing_model_parts(names)
 
 
+def is_sagemaker_not_found(err: Exception) -> bool:
+    """Whether `err` is SageMaker's answer for a resource that does not exist (SAGEMAKER_NOT_FOUND_CODES)."""
+    from botocore.exceptions import ClientError
+
+    return isinstance(err, ClientError) and err.response.get("Error", {}).get("Code") in SAGEMAKER_NOT_FOUND_CODES
+
+
 def pipeline_parameters(sagemaker: Any, pipeline_name: str) -> list[dict[str, Any]] | None:
     """The deployed pipeline's parameter declarations (Name, Type, DefaultValue, EnumValues); None when the
     pipeline does not exist."""
@@ -207,8 +227,7 @@ def pipeline_parameters(sagemaker: Any, pipeline_name: str) -> list[dict[str, An
     try:
         definition = sagemaker.describe_pipeline(PipelineName=pipeline_name)["PipelineDefinition"]
     except ClientError as err:
-        # AWS answers ResourceNotFound; moto, ValidationException ("Could not find pipeline").
-        if err.response["Error"]["Code"] in ("ResourceNotFound", "ValidationException"):
+        if is_sagemaker_not_found(err):
             return None
         raise
     return list(json.loads(definition).get("Parameters", []))
@@ -218,6 +237,19 @@ def pipeline_parameter_defaults(sagemaker: Any, pipeline_name: str) -> dict[str,
     """Name -> default value of the deployed pipeline's parameters; None when the pipeline does not exist."""
     parameters = pipeline_parameters(sagemaker, pipeline_name)
     return None if parameters is None else {p["Name"]: p.get("DefaultValue") for p in parameters}
+
+
+def one_line_message(error: dict[str, Any]) -> str:
+    """The Message of an AWS error response (botocore's `response["Error"]`) on one line; an HTML page in its
+    place, its title, saying so (moto answers an API it does not implement with a "500 Internal Server Error"
+    page)."""
+    text = str(error.get("Message", "")).strip()
+    if text.startswith("<"):
+        title = HTML_TITLE.search(text)
+        page = (title.group(1) if title else HTML_TAG.sub(" ", text)).strip()
+        page = page.removeprefix(str(error.get("Code", ""))).strip()  # the HTTP status is named already
+        text = f"{page} (the endpoint answered with a web page, not an AWS error: it may not implement this API)"
+    return " ".join(text.split())
 
 
 def describe_aws_failure(err: Exception) -> str | None:
@@ -235,14 +267,14 @@ def describe_aws_failure(err: Exception) -> str | None:
     if isinstance(err, bex.EndpointConnectionError | bex.ConnectTimeoutError):
         return f"cannot reach {getattr(err, 'kwargs', {}).get('endpoint_url', 'AWS')}: check the network and AWS_REGION"
     if isinstance(err, bex.ClientError):
-        code = err.response.get("Error", {}).get("Code", "")
-        message = err.response.get("Error", {}).get("Message", "")
-        operation = err.operation_name
+        error = err.response.get("Error", {})
+        code, message, operation = str(error.get("Code", "")), one_line_message(error), err.operation_name
         if code in BAD_CREDENTIAL_CODES:
             return f"AWS rejected the credentials ({code}): {CREDENTIALS_FIX}"
         if code in ("AccessDenied", "AccessDeniedException", "403"):
             return f"access denied to {operation}: use credentials allowed to deploy and run this project ({message})"
-        return f"AWS {operation} failed: {code} {message}".rstrip()
+        status = f"HTTP {code}" if code.isdigit() else code  # no error code in the body: botocore gives the status
+        return f"AWS {operation} failed: {status} {message}".rstrip()
     return None
 
 

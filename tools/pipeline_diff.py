@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from botocore.exceptions import ClientError
 
-    from tools.deployment import fail, load_deployment
+    from tools.deployment import fail, is_sagemaker_not_found, load_deployment
 
     assembly = args.assembly or assembly_dir(args.env)
     deployment = load_deployment(args.env)
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         deployed_text = sagemaker.describe_pipeline(PipelineName=name)["PipelineDefinition"]
     except ClientError as err:
-        if err.response["Error"]["Code"] not in ("ResourceNotFound", "ValidationException"):
+        if not is_sagemaker_not_found(err):
             raise
         print(f"pipeline {name} is not deployed: every step is new (make deploy ENV={args.env})")
         return 0
