@@ -51,8 +51,8 @@ NAME_REST = re.compile(f"{DATASET_NAME_CHARACTER}*")
 ECHO_PREFIX = 20  # characters of a bad value echoed back in an error
 # What SageMaker answers for a pipeline or execution that does not exist: AWS, ResourceNotFound (the Errors of
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribePipelineExecution.html and
-# API_DescribePipeline.html; DescribeModelPackage names none, and answers ValidationException); moto,
-# ValidationException ("Could not find pipeline ...").
+# API_DescribePipeline.html; API_DescribeModelPackage.html names no error of its own, and verify-model has always
+# taken its ValidationException for not found); moto, ValidationException ("Could not find pipeline ...").
 SAGEMAKER_NOT_FOUND_CODES = frozenset({"ResourceNotFound", "ValidationException"})
 # An error body that is a web page, not an AWS error response (a proxy's, or an emulator's for an API it lacks).
 HTML_TITLE = re.compile(r"<title>(.*?)</title>", re.IGNORECASE | re.DOTALL)

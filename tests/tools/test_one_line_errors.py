@@ -5,11 +5,15 @@ the pipeline or execution says so and names the region it used."""
 
 from __future__ import annotations
 
+import re
+
 import boto3
+import pytest
 from botocore.exceptions import ClientError
 
 from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli
-from tools.deployment import describe_aws_failure
+from tools.deployment import ToolError, describe_aws_failure, load_deployment
+from tools.executions import retry
 
 # What moto_server answers for an API it does not implement (Flask's error page), byte for byte.
 MOTO_500_PAGE = (
@@ -68,7 +72,6 @@ def test_retry_of_an_execution_arn_of_another_region_names_both(aws):
     """By ARN: DescribePipelineExecution in the tools' region finds nothing
     (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribePipelineExecution.html)."""
     assert boto3.client("sagemaker").list_pipelines()["PipelineSummaries"] == []  # nothing in this region
-    result = run_cli("tools.executions", "retry", "--execution", ARN, env=aws)
-    assert_one_line_error(
-        result, f"execution {EXECUTION_ID} (its ARN names {REGION}) not found in {EMPTY_REGION}: check AWS_REGION"
-    )
+    expected = f"execution {EXECUTION_ID} (its ARN names {REGION}) not found in {EMPTY_REGION}: check AWS_REGION"
+    with pytest.raises(ToolError, match=re.escape(expected)):
+        retry(load_deployment("dev"), ARN)

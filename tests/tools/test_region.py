@@ -32,7 +32,6 @@ TOOLS_THAT_TOOK_THEIR_OWN_SESSION = [
         (("tools.executions", "start", "--name", "r", "--version", "v1"), "no manifest at s3://hfqa-dev-datasets-"),
         (("tools.stage_model", "--name", "region-check", "--model", "{model}"), "staged: s3://hfqa-dev-artifacts-"),
         (("tools.verify_model", "--package", PACKAGE), "not found"),
-        *TOOLS_THAT_TOOK_THEIR_OWN_SESSION,
     ],
 )
 def test_aws_region_alone_selects_the_region(deployed, deployed_env, dev, tmp_path, command, expected):
@@ -44,7 +43,8 @@ def test_aws_region_alone_selects_the_region(deployed, deployed_env, dev, tmp_pa
 
 @pytest.mark.parametrize(("command", "expected"), TOOLS_THAT_TOOK_THEIR_OWN_SESSION)
 def test_aws_region_wins_over_aws_default_region(deployed, deployed_env, dev, tmp_path, command, expected):
-    """AWS_DEFAULT_REGION names the empty region: a tool that read it would find no pipeline there."""
+    """AWS_DEFAULT_REGION names the empty region: a tool that read it would find no pipeline there (and one
+    that read nothing but it would say "no AWS region" with AWS_REGION alone, as these two did)."""
     output = run_in(deployed, dev, tmp_path, command, {**deployed_env, "AWS_DEFAULT_REGION": EMPTY_REGION})
     assert expected in output, output
 
