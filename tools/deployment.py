@@ -49,6 +49,14 @@ NAME_MAX_LENGTH = DATASET_NAME_MAX_LENGTH
 NAME_FIRST = re.compile(DATASET_NAME_FIRST)
 NAME_REST = re.compile(f"{DATASET_NAME_CHARACTER}*")
 ECHO_PREFIX = 20  # characters of a bad value echoed back in an error
+# What SageMaker answers for a pipeline or execution that does not exist: AWS, ResourceNotFound (the Errors of
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribePipelineExecution.html and
+# API_DescribePipeline.html; API_DescribeModelPackage.html names no error of its own, and verify-model has always
+# taken its ValidationException for not found); moto, ValidationException ("Could not find pipeline ...").
+SAGEMAKER_NOT_FOUND_CODES = frozenset({"ResourceNotFound", "ValidationException"})
+# An error body that is a web page, not an AWS error response (a proxy's, or an emulator's for an API it lacks).
+HTML_TITLE = re.compile(r"<title>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+HTML_TAG = re.compile(r"<[^>]+>")
 
 
 class ToolError(Exception):
@@ -67,6 +75,11 @@ class ToolParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         fail(f"{message} (see --help)")
+
+
+def not_found_in_region(what: str, region: str, fix: str) -> NoReturn:
+    """Fail: `what` does not exist in `region`, the one the tools use (`load_deployment`)."""
+    fail(f"{what} not found in {region}: check AWS_REGION, or {fix}")
 
 
 def short(value: str) -> str:
@@ -89,13 +102,19 @@ def check_name(option: str, value: str) -> str:
 
 
 def region_name() -> str | None:
-    """The region the environment names. AWS_REGION (which the README and the other AWS SDKs use) wins;
-    boto3 itself reads only AWS_DEFAULT_REGION and the config file, so every tool's session gets it here."""
+    """The region the environment names: AWS_REGION, else AWS_DEFAULT_REGION (None: neither is set).
+
+    AWS_REGION is the `region` setting's environment variable in the SDKs and Tools reference
+    (https://docs.aws.amazon.com/sdkref/latest/guide/feature-region.html), and the AWS CLI v2 lets it override
+    AWS_DEFAULT_REGION and the profile's `region`
+    (https://docs.aws.amazon.com/cli/latest/userguide/cli-configure-envvars.html). boto3 reads only
+    AWS_DEFAULT_REGION and the config file, so every tool's session takes its region from here (`aws_session`).
+    """
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
 
 
 def aws_session() -> Any:
-    """A boto3 session in the region of `region_name()` (None: the profile's region, if any)."""
+    """The tools' one boto3 session: in the region of `region_name()` (None: the profile's `region`, if any)."""
     import boto3
 
     return boto3.Session(region_name=region_name())
@@ -133,10 +152,11 @@ class Deployment:
         return self.settings.base_model_uri(self.bucket("artifacts"))
 
 
-def load_deployment(env_name: str, session: Any | None = None) -> Deployment:
-    """Settings of `env_name` plus the account and region of the caller's AWS session (boto3)."""
+def load_deployment(env_name: str) -> Deployment:
+    """Settings of `env_name` plus the account and region of the caller's AWS session (`aws_session`). The
+    region: the environment's `region` in cdk.json, else AWS_REGION, else AWS_DEFAULT_REGION, else the profile's."""
     settings = settings_for(env_name)
-    session = session or aws_session()
+    session = aws_session()
     region = settings.region or session.region_name
     if not region:
         fail(f"no AWS region: set AWS_REGION (or `region` in cdk.json's '{env_name}' environment)")
@@ -192,6 +212,13 @@ def staged_model_problems(s3: Any, uri: str) -> list[str]:
     return missing_model_parts(names)
 
 
+def is_sagemaker_not_found(err: Exception) -> bool:
+    """Whether `err` is SageMaker's answer for a resource that does not exist (SAGEMAKER_NOT_FOUND_CODES)."""
+    from botocore.exceptions import ClientError
+
+    return isinstance(err, ClientError) and err.response.get("Error", {}).get("Code") in SAGEMAKER_NOT_FOUND_CODES
+
+
 def pipeline_parameters(sagemaker: Any, pipeline_name: str) -> list[dict[str, Any]] | None:
     """The deployed pipeline's parameter declarations (Name, Type, DefaultValue, EnumValues); None when the
     pipeline does not exist."""
@@ -200,8 +227,7 @@ def pipeline_parameters(sagemaker: Any, pipeline_name: str) -> list[dict[str, An
     try:
         definition = sagemaker.describe_pipeline(PipelineName=pipeline_name)["PipelineDefinition"]
     except ClientError as err:
-        # AWS answers ResourceNotFound; moto, ValidationException ("Could not find pipeline").
-        if err.response["Error"]["Code"] in ("ResourceNotFound", "ValidationException"):
+        if is_sagemaker_not_found(err):
             return None
         raise
     return list(json.loads(definition).get("Parameters", []))
@@ -211,6 +237,19 @@ def pipeline_parameter_defaults(sagemaker: Any, pipeline_name: str) -> dict[str,
     """Name -> default value of the deployed pipeline's parameters; None when the pipeline does not exist."""
     parameters = pipeline_parameters(sagemaker, pipeline_name)
     return None if parameters is None else {p["Name"]: p.get("DefaultValue") for p in parameters}
+
+
+def one_line_message(error: dict[str, Any]) -> str:
+    """The Message of an AWS error response (botocore's `response["Error"]`) on one line; an HTML page in its
+    place, its title, saying so (moto answers an API it does not implement with a "500 Internal Server Error"
+    page)."""
+    text = str(error.get("Message", "")).strip()
+    if text.startswith("<"):
+        title = HTML_TITLE.search(text)
+        page = (title.group(1) if title else HTML_TAG.sub(" ", text)).strip()
+        page = page.removeprefix(str(error.get("Code", ""))).strip()  # the HTTP status is named already
+        text = f"{page} (the endpoint answered with a web page, not an AWS error: it may not implement this API)"
+    return " ".join(text.split())
 
 
 def describe_aws_failure(err: Exception) -> str | None:
@@ -228,14 +267,14 @@ def describe_aws_failure(err: Exception) -> str | None:
     if isinstance(err, bex.EndpointConnectionError | bex.ConnectTimeoutError):
         return f"cannot reach {getattr(err, 'kwargs', {}).get('endpoint_url', 'AWS')}: check the network and AWS_REGION"
     if isinstance(err, bex.ClientError):
-        code = err.response.get("Error", {}).get("Code", "")
-        message = err.response.get("Error", {}).get("Message", "")
-        operation = err.operation_name
+        error = err.response.get("Error", {})
+        code, message, operation = str(error.get("Code", "")), one_line_message(error), err.operation_name
         if code in BAD_CREDENTIAL_CODES:
             return f"AWS rejected the credentials ({code}): {CREDENTIALS_FIX}"
         if code in ("AccessDenied", "AccessDeniedException", "403"):
             return f"access denied to {operation}: use credentials allowed to deploy and run this project ({message})"
-        return f"AWS {operation} failed: {code} {message}".rstrip()
+        status = f"HTTP {code}" if code.isdigit() else code  # no error code in the body: botocore gives the status
+        return f"AWS {operation} failed: {status} {message}".rstrip()
     return None
 
 

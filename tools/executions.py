@@ -28,7 +28,9 @@ from tools.deployment import (
     ToolParser,
     check_name,
     fail,
+    is_sagemaker_not_found,
     load_deployment,
+    not_found_in_region,
     pipeline_parameters,
     run_tool,
     short,
@@ -141,15 +143,34 @@ def execution_arn(deployment: Deployment, execution: str) -> str:
         return execution
     if not execution.isalnum():
         fail(f"--execution {short(execution)}: pass an execution ARN or the id at its end (see make runs)")
-    pipeline = deployment.client("sagemaker").describe_pipeline(PipelineName=deployment.settings.pipeline_name)
+    from botocore.exceptions import ClientError
+
+    pipeline_name = deployment.settings.pipeline_name
+    try:
+        pipeline = deployment.client("sagemaker").describe_pipeline(PipelineName=pipeline_name)
+    except ClientError as err:
+        if not is_sagemaker_not_found(err):
+            raise
+        not_found_in_region(f"pipeline {pipeline_name}", deployment.region, "make deploy")
     return f"{pipeline['PipelineArn']}/execution/{execution}"
 
 
 def retry(deployment: Deployment, arn: str) -> str:
     """RetryPipelineExecution of a failed or stopped execution (it resumes from the failed steps):
     https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_RetryPipelineExecution.html"""
+    from botocore.exceptions import ClientError
+
     sagemaker = deployment.client("sagemaker")
-    status = sagemaker.describe_pipeline_execution(PipelineExecutionArn=arn)["PipelineExecutionStatus"]
+    try:
+        status = sagemaker.describe_pipeline_execution(PipelineExecutionArn=arn)["PipelineExecutionStatus"]
+    except ClientError as err:
+        if not is_sagemaker_not_found(err):
+            raise
+        # arn:<partition>:sagemaker:<region>:<account>:pipeline/<name>/execution/<id>
+        arn_region = arn.split(":")[3] if arn.count(":") >= 5 else ""
+        named = f" (its ARN names {arn_region})" if arn_region not in ("", deployment.region) else ""
+        what = f"execution {arn.rsplit('/', 1)[-1]}{named}"
+        not_found_in_region(what, deployment.region, "pass an execution from make runs")
     if status in NOT_RETRYABLE:
         fail(f"execution {arn.rsplit('/', 1)[-1]} is {status}: only a failed or stopped execution can be retried")
     response = sagemaker.retry_pipeline_execution(PipelineExecutionArn=arn, ClientRequestToken=uuid.uuid4().hex)

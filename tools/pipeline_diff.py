@@ -117,13 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", default=DEFAULT_ENV)
     parser.add_argument("--assembly", type=Path, help="the synthesized cloud assembly (default: cdk.out/<env>)")
     args = parser.parse_args(argv)
-    import boto3
     from botocore.exceptions import ClientError
 
-    from tools.deployment import fail, load_deployment
+    from tools.deployment import fail, is_sagemaker_not_found, load_deployment
 
     assembly = args.assembly or assembly_dir(args.env)
-    deployment = load_deployment(args.env, boto3.Session())
+    deployment = load_deployment(args.env)
     stack_name = deployment.settings.stack_name("pipeline")
     try:
         name, synthesized = synthesized_pipeline(assembly, stack_name)
@@ -133,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         deployed_text = sagemaker.describe_pipeline(PipelineName=name)["PipelineDefinition"]
     except ClientError as err:
-        if err.response["Error"]["Code"] not in ("ResourceNotFound", "ValidationException"):
+        if not is_sagemaker_not_found(err):
             raise
         print(f"pipeline {name} is not deployed: every step is new (make deploy ENV={args.env})")
         return 0

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
-from config import read_cdk_json_context
+from config import Settings, read_cdk_json_context
 from config.loader import DEFAULT_ENV
 from config.paths import CDK_JSON
 from pipeline_steps import names
@@ -29,6 +29,7 @@ from tools.deployment import (
     describe_aws_failure,
     load_deployment,
     pipeline_parameter_defaults,
+    pipeline_parameters,
     run_tool,
     split_s3_uri,
     staged_model_problems,
@@ -44,11 +45,18 @@ MIN_BOOTSTRAP_VERSION = 6
 # Stack states in which the stack's resources exist and are usable.
 # https://docs.aws.amazon.com/AWSCloudFormation/latest/APIReference/API_Stack.html (StackStatus)
 USABLE_STACK_STATUSES = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"})
-# SageMaker quotas are named "<instance type> for <usage>"; their codes differ per instance type, so they are
-# found by name (https://docs.aws.amazon.com/general/latest/gr/sagemaker.html, Service Quotas API:
-# https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_ListServiceQuotas.html).
+# SageMaker's instance quotas are named "<instance type> for <usage>": "ml.p4d.24xlarge for training job usage",
+# "... for spot training job usage", "... for processing job usage" (each an instance count, per account and
+# Region; new accounts often have 0 for GPU types). Their codes (L-...) differ per instance type, so they are
+# found by name in what Service Quotas lists: https://docs.aws.amazon.com/general/latest/gr/sagemaker.html,
+# https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_ListServiceQuotas.html
 QUOTA_SERVICE_CODE = "sagemaker"
-QUOTAS_CONSOLE = "https://console.aws.amazon.com/servicequotas/home/services/sagemaker/quotas"
+TRAINING_USAGE = "training job usage"
+SPOT_TRAINING_USAGE = "spot training job usage"
+PROCESSING_USAGE = "processing job usage"
+# The quota's own page in the Service Quotas console (its request-increase button), in the form the General
+# Reference's quota tables link each adjustable quota: .../servicequotas/home/services/<service>/quotas/<code>.
+QUOTAS_CONSOLE = f"https://console.aws.amazon.com/servicequotas/home/services/{QUOTA_SERVICE_CODE}/quotas"
 QUOTAS_FIX = (
     "allow servicequotas:ListServiceQuotas and servicequotas:ListAWSDefaultServiceQuotas to these credentials, "
     f"or compare the quotas by hand ({QUOTAS_CONSOLE})"
@@ -131,41 +139,92 @@ def check_base_model(deployment: Deployment, env_name: str) -> Check:
     return Check("base model staged", "ok", f"{uri} (config, tokenizer, weights)")
 
 
-def sagemaker_quotas(client: Any) -> dict[str, float]:
-    """Quota name -> value: the applied values, and AWS defaults for quotas never changed in this account."""
-    values: dict[str, float] = {}
+@dataclass(frozen=True)
+class Quota:
+    code: str  # QuotaCode (L-...), what the console page and RequestServiceQuotaIncrease take
+    value: float
+
+
+@dataclass(frozen=True)
+class QuotaNeed:
+    """One SageMaker instance quota an execution draws on, and how many instances it takes."""
+
+    name: str
+    needed: int
+    optional_because: str = ""  # set: a shortfall only warns, for this reason
+
+
+def sagemaker_quotas(client: Any) -> dict[str, Quota]:
+    """Quota name -> code and value: the applied values, and AWS defaults for quotas never changed here."""
+    quotas: dict[str, Quota] = {}
     for operation in ("list_aws_default_service_quotas", "list_service_quotas"):  # applied values win
         for page in client.get_paginator(operation).paginate(ServiceCode=QUOTA_SERVICE_CODE):
-            values.update({quota["QuotaName"]: quota["Value"] for quota in page["Quotas"]})
-    return values
+            quotas.update({q["QuotaName"]: Quota(q["QuotaCode"], q["Value"]) for q in page["Quotas"]})
+    return quotas
+
+
+def quota_needs(settings: Settings, parameters: list[dict[str, Any]] | None) -> list[QuotaNeed]:
+    """What one execution with the pipeline's default parameters uses, and what the others it allows would.
+
+    `parameters`: the deployed pipeline's declarations (its TrainingInstanceType default and EnumValues, its
+    TrainingInstanceCount default are what executions get); None before deployment: the settings'.
+    FineTune draws on the spot quota when training.use_spot is on (EnableManagedSpotTraining), else on the
+    on-demand one; ValidateAndTokenize, the one processing job, on one instance (pipeline_steps/steps/context.py).
+    The Lambda steps (ClaimManifest, EstimateTrainingCost, RecordModel) start no SageMaker instance.
+    """
+    training = settings.training
+    declared = {p["Name"]: p for p in parameters or []}
+    type_parameter = declared.get(names.TRAINING_INSTANCE_TYPE, {})
+    default_type = str(type_parameter.get("DefaultValue", training.instance_type))
+    allowed = type_parameter.get("EnumValues", settings.training_instance_types)
+    count = int(declared.get(names.TRAINING_INSTANCE_COUNT, {}).get("DefaultValue", training.instance_count))
+    usage, other_usage = (
+        (SPOT_TRAINING_USAGE, TRAINING_USAGE) if training.use_spot else (TRAINING_USAGE, SPOT_TRAINING_USAGE)
+    )
+    return [
+        QuotaNeed(f"{default_type} for {usage}", count),
+        QuotaNeed(f"{default_type} for {other_usage}", count, "only needed if training.use_spot changes"),
+        *(
+            QuotaNeed(f"{name} for {usage}", count, f"only needed for TrainingInstanceType={name}")
+            for name in allowed
+            if name != default_type
+        ),
+        QuotaNeed(f"{settings.processing.preprocess_instance_type} for {PROCESSING_USAGE}", 1),
+    ]
+
+
+def increase_fix(quota: Quota, needed: int, region: str) -> str:
+    """Where to ask for `needed` in `region` (quotas are per Region unless noted:
+    https://repost.aws/knowledge-center/request-service-quota-increase-cli): the quota's console page, or the
+    RequestServiceQuotaIncrease call (ServiceCode, QuotaCode, DesiredValue):
+    https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_RequestServiceQuotaIncrease.html"""
+    return (
+        f"request {needed} in {region}: {QUOTAS_CONSOLE}/{quota.code} (or: aws service-quotas "
+        f"request-service-quota-increase --region {region} --service-code {QUOTA_SERVICE_CODE} "
+        f"--quota-code {quota.code} --desired-value {needed})"
+    )
 
 
 def check_quotas(deployment: Deployment, quotas_client: Any) -> list[Check]:
-    """FineTune's training quotas (spot and on-demand) and ValidateAndTokenize's processing quota against what
-    one execution uses."""
-    training, processing = deployment.settings.training, deployment.settings.processing
-    count = training.instance_count
-    # (quota name, needed, required by the configuration?) The purchase option not configured is a fallback.
-    wanted = [
-        (f"{training.instance_type} for spot training job usage", count, training.use_spot),
-        (f"{training.instance_type} for training job usage", count, not training.use_spot),
-        # ValidateAndTokenize, the one processing job, runs on one instance (pipeline_steps/steps/context.py).
-        # The Lambda steps (ClaimManifest, EstimateTrainingCost, RecordModel) start no SageMaker instance.
-        (f"{processing.preprocess_instance_type} for processing job usage", 1, True),
-    ]
-    values = sagemaker_quotas(quotas_client)
+    """Each quota of `quota_needs` against what Service Quotas says this account has in this Region."""
+    parameters = pipeline_parameters(deployment.client("sagemaker"), deployment.settings.pipeline_name)
+    quotas = sagemaker_quotas(quotas_client)
     checks = []
-    for quota_name, needed, required in wanted:
-        value = values.get(quota_name)
-        fix = f"request '{quota_name}' >= {needed} in Service Quotas ({QUOTAS_CONSOLE})"
-        if value is None:
-            checks.append(Check(f"quota {quota_name}", "FAIL", "not listed by Service Quotas", fix))
-        elif value >= needed:
-            checks.append(Check(f"quota {quota_name}", "ok", f"{value:g} >= {needed}"))
+    for need in quota_needs(deployment.settings, parameters):
+        quota = quotas.get(need.name)
+        status: Status = "WARN" if need.optional_because else "FAIL"
+        note = f" ({need.optional_because})" if need.optional_because else ""
+        if quota is None:
+            detail = f"not listed by Service Quotas in {deployment.region}{note}"
+            fix = f"the type may not be offered for this use in {deployment.region}: see {QUOTAS_CONSOLE}"
+            checks.append(Check(f"quota {need.name}", status, detail, fix))
+        elif quota.value >= need.needed:
+            checks.append(Check(f"quota {need.name}", "ok", f"{quota.value:g} >= {need.needed}"))
         else:
-            status: Status = "FAIL" if required else "WARN"
-            detail = f"{value:g} < {needed}" + ("" if required else " (only needed if training.use_spot changes)")
-            checks.append(Check(f"quota {quota_name}", status, detail, fix))
+            detail = f"{quota.value:g} < {need.needed}{note}"
+            checks.append(
+                Check(f"quota {need.name}", status, detail, increase_fix(quota, need.needed, deployment.region))
+            )
     return checks
 
 

@@ -63,12 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_for(args.env)
         server_arn = None
     else:
-        import boto3
-
         from reporting.record import record_from_aws
         from tools.deployment import load_deployment
 
-        deployment = load_deployment(args.env, boto3.Session())
+        deployment = load_deployment(args.env)
         settings = deployment.settings
         sagemaker = deployment.client("sagemaker")
         arn = execution_arn(sagemaker, settings.pipeline_name, execution)

@@ -15,7 +15,7 @@ from typing import Any
 
 from config.loader import DEFAULT_ENV
 from pipeline_steps.names import MODEL_METADATA_ARCHIVE_SHA256, MODEL_METADATA_ARCHIVE_VERSION_ID
-from tools.deployment import ToolParser, fail, load_deployment, run_tool, short, split_s3_uri
+from tools.deployment import ToolParser, fail, is_sagemaker_not_found, load_deployment, run_tool, split_s3_uri
 
 CHUNK = 8 * 1024 * 1024
 
@@ -53,8 +53,8 @@ def package_archive(sagemaker: Any, package: str) -> tuple[str, str, str]:
     try:
         described = sagemaker.describe_model_package(ModelPackageName=package)
     except ClientError as err:
-        if err.response["Error"]["Code"] in ("ValidationException", "ResourceNotFound"):
-            fail(f"model package {short(package)} not found: pass a model package ARN from make runs")
+        if is_sagemaker_not_found(err):
+            fail(f"model package {package} not found: pass a model package ARN from make runs")
         raise
     metadata = described.get("CustomerMetadataProperties", {})
     missing = [k for k in (MODEL_METADATA_ARCHIVE_SHA256, MODEL_METADATA_ARCHIVE_VERSION_ID) if k not in metadata]

@@ -1,12 +1,20 @@
-"""tools.preflight against the moto server, with Service Quotas stubbed (moto 5.2.5 has no SageMaker quotas
-and no ListServiceQuotas)."""
+"""tools.preflight against the moto server, with Service Quotas stubbed: moto 5.2.5's Service Quotas backend
+lists default quotas of the `vpc` service only (ListAWSDefaultServiceQuotas answers NoSuchResourceException for
+`sagemaker`) and has no ListServiceQuotas (an HTML error page). The quota names are SageMaker's
+(https://docs.aws.amazon.com/general/latest/gr/sagemaker.html); the codes here are stand-ins."""
 
 from __future__ import annotations
+
+import dataclasses
+import json
+import zlib
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 
+from config import load_settings, read_cdk_json_context
+from config.paths import CDK_JSON
 from tests.tools.conftest import (
     BOOTSTRAP_VERSION_PARAMETER,
     REGION,
@@ -16,7 +24,7 @@ from tests.tools.conftest import (
     stage_base_model,
 )
 from tools.deployment import load_deployment, split_s3_uri
-from tools.preflight import MIN_BOOTSTRAP_VERSION, check_bootstrap, preflight
+from tools.preflight import MIN_BOOTSTRAP_VERSION, check_bootstrap, check_quotas, preflight
 
 # What the dev environment uses: 1 x ml.p4d.24xlarge on spot (the estimate's default) for FineTune, one
 # ml.m5.4xlarge for ValidateAndTokenize. The Lambda steps need no SageMaker quota.
@@ -27,12 +35,20 @@ ENOUGH = {
 }
 
 
+def quota_code(name: str) -> str:
+    """A stand-in QuotaCode per quota name (real ones look alike: L- and 8 hex digits)."""
+    return f"L-{zlib.crc32(name.encode()):08X}"
+
+
 def stubbed_quotas(defaults: dict[str, float], applied: dict[str, float]) -> Stubber:
     """A Service Quotas client answering one ListAWSDefaultServiceQuotas and one ListServiceQuotas call."""
     client = boto3.client("service-quotas", region_name=REGION)
     stubber = Stubber(client)
     for operation, values in (("list_aws_default_service_quotas", defaults), ("list_service_quotas", applied)):
-        quotas = [{"QuotaName": name, "Value": value, "ServiceCode": "sagemaker"} for name, value in values.items()]
+        quotas = [
+            {"QuotaName": name, "QuotaCode": quota_code(name), "Value": value, "ServiceCode": "sagemaker"}
+            for name, value in values.items()
+        ]
         stubber.add_response(operation, {"Quotas": quotas}, {"ServiceCode": "sagemaker"})
     stubber.activate()
     return stubber
@@ -80,6 +96,68 @@ def test_the_unused_purchase_option_only_warns(deployed, tmp_path, capsys):
     assert "WARN    0 < 1 (only needed if training.use_spot changes)" in row(
         table, "quota ml.p4d.24xlarge for training"
     )
+
+
+def test_a_short_quota_names_its_increase_link_and_request(deployed, capsys):
+    """The fix of a short quota is the quota's own console page (its code, as the General Reference's quota
+    tables link it) and the RequestServiceQuotaIncrease call with the Region and the value needed:
+    https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_RequestServiceQuotaIncrease.html"""
+    name = "ml.p4d.24xlarge for spot training job usage"
+    _, table = run_preflight(stubbed_quotas({**ENOUGH, name: 0.0}, {}), capsys)
+    lines = table.splitlines()
+    fix = lines[lines.index(row(table, f"quota {name}")) + 1].strip()
+    code = quota_code(name)
+    assert fix == (
+        f"fix: request 1 in {REGION}: https://console.aws.amazon.com/servicequotas/home/services/sagemaker/quotas/"
+        f"{code} (or: aws service-quotas request-service-quota-increase --region {REGION} --service-code sagemaker "
+        f"--quota-code {code} --desired-value 1)"
+    )
+
+
+def with_parameter(definition: str, name: str, **fields: object) -> str:
+    parsed = json.loads(definition)
+    for parameter in parsed["Parameters"]:
+        if parameter["Name"] == name:
+            parameter.update(fields)
+    return json.dumps(parsed)
+
+
+def test_quotas_follow_the_deployed_pipelines_defaults_and_allowed_types(deployed, capsys):
+    """An execution gets the deployed pipeline's TrainingInstanceCount default (here 2, where the settings say
+    1), and may pick any TrainingInstanceType of its EnumValues: each allowed type's spot quota is a row, which
+    only warns (p4de is not listed by Service Quotas in this stub)."""
+    definition = with_parameter(deployed.pipeline_definition, "TrainingInstanceCount", DefaultValue=2)
+    definition = with_parameter(definition, "TrainingInstanceType", EnumValues=["ml.p4d.24xlarge", "ml.p4de.24xlarge"])
+    deployed.replace_pipeline(definition)
+    try:
+        _, table = run_preflight(stubbed_quotas(ENOUGH, {}), capsys)
+    finally:
+        deployed.replace_pipeline(deployed.pipeline_definition)
+    assert "FAIL    1 < 2" in row(table, "quota ml.p4d.24xlarge for spot training job usage")
+    assert "fix: request 2 in us-east-1" in table
+    assert "WARN    1 < 2 (only needed if training.use_spot changes)" in row(
+        table, "quota ml.p4d.24xlarge for training job usage"
+    )
+    assert "WARN    not listed by Service Quotas in us-east-1 (only needed for TrainingInstanceType=ml.p4de" in row(
+        table, "quota ml.p4de.24xlarge for spot training job usage"
+    )
+
+
+def test_before_deployment_the_settings_allowed_types_are_checked(aws):
+    """No pipeline yet: the types and count are the settings' (training.allowed_instance_types, here with the
+    V100 type, which needs fp16)."""
+    context = {
+        **read_cdk_json_context(CDK_JSON),
+        "env": "dev",
+        "training.allowed_instance_types": ["ml.p4d.24xlarge", "ml.p3dn.24xlarge"],
+        "hyperparameters.precision": "fp16",
+    }
+    deployment = dataclasses.replace(load_deployment("dev"), settings=load_settings(context))
+    stubber = stubbed_quotas({**ENOUGH, "ml.p3dn.24xlarge for spot training job usage": 0.0}, {})
+    checks = {check.name: check for check in check_quotas(deployment, stubber.client)}
+    p3dn = checks["quota ml.p3dn.24xlarge for spot training job usage"]
+    assert (p3dn.status, p3dn.detail) == ("WARN", "0 < 1 (only needed for TrainingInstanceType=ml.p3dn.24xlarge)")
+    assert checks["quota ml.p4d.24xlarge for spot training job usage"].status == "ok"
 
 
 def test_nothing_deployed_lists_every_fix(aws, capsys):

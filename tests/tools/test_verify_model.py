@@ -52,6 +52,6 @@ def test_a_recorded_digest_that_differs_is_reported(deployed, deployed_env):
     assert f"has SHA-256 {hashlib.sha256(b'weights').hexdigest()}, the package records {'0' * 64}" in line
 
 
-def test_an_unknown_package_is_one_line(deployed, deployed_env):
+def test_an_unknown_package_is_one_line_with_its_whole_arn(deployed, deployed_env):
     arn = "arn:aws:sagemaker:us-east-1:123456789012:model-package/nothing/1"
-    assert_one_line_error(run_cli("tools.verify_model", "--package", arn, env=deployed_env), "not found")
+    assert_one_line_error(run_cli("tools.verify_model", "--package", arn, env=deployed_env), f"{arn} not found")
