@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_MAX_LENGTH
+from qa.parameter_rules import short
 
 from config import ConfigError, Settings, load_settings, read_cdk_json_context
 from config.paths import CDK_JSON
@@ -48,7 +49,6 @@ BAD_CREDENTIAL_CODES = frozenset(
 NAME_MAX_LENGTH = DATASET_NAME_MAX_LENGTH
 NAME_FIRST = re.compile(DATASET_NAME_FIRST)
 NAME_REST = re.compile(f"{DATASET_NAME_CHARACTER}*")
-ECHO_PREFIX = 20  # characters of a bad value echoed back in an error
 
 
 class ToolError(Exception):
@@ -67,11 +67,6 @@ class ToolParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         fail(f"{message} (see --help)")
-
-
-def short(value: str) -> str:
-    """`value` for an error message: at most ECHO_PREFIX characters, quoted."""
-    return repr(value[:ECHO_PREFIX]) + ("..." if len(value) > ECHO_PREFIX else "")
 
 
 def check_name(option: str, value: str) -> str:

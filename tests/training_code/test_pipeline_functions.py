@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import boto3
+import botocore.session
 import pipeline_functions as functions
 import pytest
 from botocore.stub import Stubber
@@ -39,6 +40,8 @@ def event(owner: str, version: str, key: str = KEY, **parameters: object) -> dic
         "F1Threshold": 80.0,
         "MaxTrainingCostUSD": 100.0,
         "Bounds": BOUNDS,
+        "BaseModelUri": "s3://artifacts/base-models/m/",
+        "BaseModelsUri": "s3://artifacts/base-models/",
         **parameters,
     }
 
@@ -184,6 +187,24 @@ def test_a_key_that_is_no_manifest_ends_quietly_with_one_line(tmp_path, local, k
 def test_a_bad_parameter_is_one_line_naming_it_and_claims_nothing(tmp_path, local, name, value, says):
     result = functions.claim_handler(event("a", "v-1", **{name: value}))
     assert result["ParameterError"] == f"Parameter {says}."
+    assert not (tmp_path / "s3" / "artifacts").exists()
+
+
+def test_every_claim_output_fits_a_lambda_step_output_whatever_the_values(tmp_path, local):
+    """A Lambda step output value holds at most 1,024 characters (API_OutputParameter, botocore's shape:
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_OutputParameter.html), and a pipeline parameter
+    value or an S3 key may be 1,024 characters long (API_Parameter; S3 object keys): the messages quote values
+    shortened. Before, the "ignored key" line quoted the whole key and overflowed."""
+    limit = botocore.session.get_session().get_service_model("sagemaker").shape_for("OutputParameter")
+    most = limit.members["Value"].metadata["max"]
+    long_key = "datasets/" + "k" * (1024 - len("datasets/"))
+    ignored = functions.claim_handler(event("a", "v-1", key=long_key))
+    assert "is not a manifest key" in ignored["Ignored"] and len(ignored["Ignored"]) <= most
+    for name in ("Epochs", "LearningRate", "TrainingInstanceCount", "F1Threshold", "MaxTrainingCostUSD"):
+        refused = functions.claim_handler(event("a", "v-1", **{name: "9" * 1023 + "x"}))["ParameterError"]
+        assert refused.startswith(f"Parameter {name}='9999") and len(refused) <= most
+    refused = functions.claim_handler(event("a", "v-1", BaseModelUri="s3://" + "b" * 1019))["ParameterError"]
+    assert refused.startswith("Parameter BaseModelUri=") and len(refused) <= most
     assert not (tmp_path / "s3" / "artifacts").exists()
 
 
