@@ -187,9 +187,8 @@ def staged_model_problems(s3: Any, uri: str) -> list[str]:
     return missing_model_parts(names)
 
 
-def pipeline_parameters(sagemaker: Any, pipeline_name: str) -> list[dict[str, Any]] | None:
-    """The deployed pipeline's parameter declarations (Name, Type, DefaultValue, EnumValues); None when the
-    pipeline does not exist."""
+def pipeline_definition(sagemaker: Any, pipeline_name: str) -> dict[str, Any] | None:
+    """The deployed pipeline's definition; None when the pipeline does not exist."""
     from botocore.exceptions import ClientError
 
     try:
@@ -199,7 +198,14 @@ def pipeline_parameters(sagemaker: Any, pipeline_name: str) -> list[dict[str, An
         if err.response["Error"]["Code"] in ("ResourceNotFound", "ValidationException"):
             return None
         raise
-    return list(json.loads(definition).get("Parameters", []))
+    return dict(json.loads(definition))
+
+
+def pipeline_parameters(sagemaker: Any, pipeline_name: str) -> list[dict[str, Any]] | None:
+    """The deployed pipeline's parameter declarations (Name, Type, DefaultValue, EnumValues); None when the
+    pipeline does not exist."""
+    definition = pipeline_definition(sagemaker, pipeline_name)
+    return None if definition is None else list(definition.get("Parameters", []))
 
 
 def pipeline_parameter_defaults(sagemaker: Any, pipeline_name: str) -> dict[str, Any] | None:
