@@ -69,7 +69,7 @@ from qa.outputs import (
     content_version,
     model_quality_metrics,
 )
-from qa.parameter_rules import json_input, parameter_error, short
+from qa.parameter_rules import data_key_problem, json_input, parameter_error, short
 
 log = logging.getLogger("pipeline_functions")
 log.setLevel(logging.INFO)
@@ -388,6 +388,9 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
         raise ClaimError(f"s3://{bucket}/{key} (version {version}) is not valid JSON: {err}") from None
     pins = []
     for relative, source_key, version_id, size in manifest_files(manifest, bucket, key):
+        problem = data_key_problem(source_key, event[INPUT_INPUTS_PREFIX], relative)
+        if problem:
+            raise ClaimError(f"s3://{bucket}/{key} lists {problem}")
         if version_id is None:
             version_id, size = store.current_version(bucket, source_key)
         if size is not None and size > MAX_COPY_BYTES:

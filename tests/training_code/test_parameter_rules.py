@@ -11,6 +11,8 @@ from qa.parameter_rules import (
     BUCKET_NAME_MAX_LENGTH,
     METADATA_VALUE_MAX_LENGTH,
     METADATA_VALUE_SYMBOLS,
+    S3_KEY_MAX_BYTES,
+    data_key_problem,
     parameter_error,
 )
 
@@ -98,3 +100,15 @@ def test_every_message_fits_a_lambda_step_output():
         assert 0 < len(parameter_error(start_event(**{name: huge}))) <= most
     for name in ("DatasetBucket", "ManifestVersionId", "BaseModelUri"):
         assert 0 < len(parameter_error(start_event(**{name: "~" * most}))) <= most
+
+
+def test_a_data_key_and_its_pinned_copy_must_fit_an_s3_key_in_bytes():
+    """S3 object keys: at most 1,024 bytes of UTF-8 (https://docs.aws.amazon.com/AmazonS3/latest/userguide/
+    object-keys.html); the pinned copy adds inputs/<64-hex digest>/ (72 bytes), a character may take 2 bytes."""
+    assert S3_KEY_MAX_BYTES == 1024
+    longest = "train/" + "x" * (S3_KEY_MAX_BYTES - 72 - len("train/"))
+    assert data_key_problem(f"datasets/a/v1/{longest}", "inputs", longest) == ""
+    assert "would have 1025 bytes" in data_key_problem(f"datasets/a/v1/{longest}y", "inputs", longest + "y")
+    assert "would have 1025 bytes" in data_key_problem(f"datasets/a/v1/{longest[:-1]}é", "inputs", longest[:-1] + "é")
+    uploaded = "datasets/" + "n" * 100 + "/" + "v" * 100 + "/" + longest  # longer where it was uploaded
+    assert f"would have {len(uploaded)} bytes" in data_key_problem(uploaded, "inputs", longest)

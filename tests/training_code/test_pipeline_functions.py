@@ -208,6 +208,18 @@ def test_every_claim_output_fits_a_lambda_step_output_whatever_the_values(tmp_pa
     assert not (tmp_path / "s3" / "artifacts").exists()
 
 
+def test_a_file_whose_pinned_copy_would_overflow_an_s3_key_stops_the_claim_before_any_copy(tmp_path, local):
+    """S3 keys hold at most 1,024 bytes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html):
+    a dataset file's key fits where it was uploaded but not in its pinned copy, inputs/<64-hex digest>/<path>.
+    Before, the claim's CopyObject failed with S3's error (locally, the copy went through)."""
+    relative = "train/" + "/".join(letter * 200 for letter in "abcd") + "/" + "e" * 140 + ".jsonl"
+    assert len(f"datasets/squad/v1/{relative}") <= 1024 < len(f"inputs/{'0' * 64}/{relative}")
+    version = upload(local, {relative: b'{"id": "1"}\n', "validation/validation.json": b'{"data": []}'})
+    with pytest.raises(functions.ClaimError, match=r"lists 'train/.* its S3 key would have 1028 bytes"):
+        functions.claim_handler(event("a", version))
+    assert not (tmp_path / "s3" / "artifacts" / "inputs").exists()
+
+
 def test_a_run_started_without_the_manifest_version_stops_with_the_fix(local):
     result = functions.claim_handler(event("a", MANIFEST_VERSION_UNSET))
     assert result["ParameterError"].startswith("Parameter ManifestVersionId is not set: pass the manifest's S3")

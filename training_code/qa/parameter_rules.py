@@ -47,6 +47,11 @@ METADATA_VALUE_SYMBOLS = "_.:/=+-@"
 # a digit (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
 BUCKET_NAME_MAX_LENGTH = 63
 BUCKET_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
+# An S3 object key holds at most 1,024 bytes of UTF-8, its prefixes included
+# (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html). ClaimManifest copies each dataset file
+# to <inputs prefix>/<claim digest>/<its key below the manifest's folder>, the digest a SHA-256 in hex.
+S3_KEY_MAX_BYTES = 1024
+CLAIM_DIGEST_CHARACTERS = 64
 
 
 def short(value: str) -> str:
@@ -75,6 +80,19 @@ def bucket_name_problem(name: str) -> str:
     if not (name[0].isalnum() and name[-1].isalnum()):
         return "must start and end with a letter or a digit (an S3 bucket name)"
     return ""
+
+
+def data_key_problem(key: str, inputs_prefix: str, relative: str) -> str:
+    """ "" when a dataset file's key (`key`, ending in `relative`, its key below the manifest's folder) and the key
+    of its pinned copy both fit S3's key limit, else one line naming the file and the fix."""
+    pinned = f"{inputs_prefix.strip('/')}/{'0' * CLAIM_DIGEST_CHARACTERS}/{relative}"
+    size = max(len(key.encode()), len(pinned.encode()))
+    if size <= S3_KEY_MAX_BYTES:
+        return ""
+    return (
+        f"{short(relative)}: its S3 key would have {size} bytes (at {key.removesuffix(relative)} or in the pinned "
+        f"copy {inputs_prefix.strip('/')}/<claim digest>/); S3 allows {S3_KEY_MAX_BYTES}: shorten its path"
+    )
 
 
 def json_input(value: Any) -> Any:
