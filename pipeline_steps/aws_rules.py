@@ -17,6 +17,9 @@ step can run on (each `EnumValues` entry when the type is a pipeline parameter).
   `ModelPackageDescription`, at most 1,024 characters, built from `model.base_model`
   (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateModelPackage.html). Values that only
   exist at run time (parameters, step outputs) are ClaimManifest's to check (training_code/qa/parameter_rules.py).
+- A Fail step's ErrorMessage can hold at most 3,072 characters (FailStepMetadata:
+  https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_FailStepMetadata.html), counting each run-time
+  value in it at its maximum, 1,024 (API_Parameter, API_OutputParameter).
 - An instance type given by a pipeline parameter lists its `EnumValues` (else an execution may pick a type
   that no rule saw), and each parameter's default is one of them:
   https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-parameters.html
@@ -180,6 +183,34 @@ def _limit_problems(step: dict[str, Any]) -> list[str]:
     return [f"step {step['Name']}: {problem}" for problem in _over_limits(step["Arguments"], shape, "")]
 
 
+@functools.cache
+def _run_time_value_max() -> int:
+    """The most characters a run-time value holds: a parameter value (API_Parameter) or a step's output
+    (API_OutputParameter), both 1,024 in botocore's SageMaker model; a metric value is a number."""
+    model = _sagemaker_model()
+    return max(model.shape_for(name).members["Value"].metadata["max"] for name in ("Parameter", "OutputParameter"))
+
+
+def _most_characters(value: Any) -> int:
+    """The most characters `value` can hold at run time: a literal its own, a Std:Join its parts and separators,
+    any other expression a run-time value's maximum."""
+    if isinstance(value, dict) and "Std:Join" in value:
+        join = value["Std:Join"]
+        parts = join["Values"]
+        return sum(_most_characters(part) for part in parts) + len(join["On"]) * max(len(parts) - 1, 0)
+    return _run_time_value_max() if is_expression(value) else len(str(value))
+
+
+def _fail_message_problems(step: dict[str, Any]) -> list[str]:
+    if step["Type"] != "Fail":
+        return []
+    most = _sagemaker_model().shape_for("FailStepMetadata").members["ErrorMessage"].metadata["max"]
+    length = _most_characters(step["Arguments"].get("ErrorMessage", ""))
+    if length <= most:
+        return []
+    return [f"step {step['Name']}: ErrorMessage can reach {length} characters; AWS allows {most} (FailStepMetadata)"]
+
+
 def _parameter_problems(parameters: dict[str, dict[str, Any]]) -> list[str]:
     return [
         f"parameter {name}: default {spec['DefaultValue']!r} is not one of its EnumValues {spec['EnumValues']}"
@@ -196,6 +227,7 @@ def violations(definition: dict[str, Any]) -> list[str]:
         problems += _instance_type_problems(step, parameters)
         problems += _inference_instance_problems(step)
         problems += _limit_problems(step)
+        problems += _fail_message_problems(step)
     return problems
 
 

@@ -164,6 +164,22 @@ def test_a_model_package_description_longer_than_aws_allows_is_named(definition)
     ]
 
 
+def test_a_fail_message_that_run_time_values_could_push_past_aws_limit_is_named(definition):
+    """A Fail step's ErrorMessage holds at most 3,072 characters (API_FailStepMetadata:
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_FailStepMetadata.html); each parameter or step
+    output in it may be 1,024 (API_Parameter, API_OutputParameter). TrainingCostAboveLimit quotes two such values
+    beside its text: within the limit, but 900 more characters of text would not be."""
+    changed = copy.deepcopy(definition)
+    values = find_step(changed, "TrainingCostAboveLimit")["Arguments"]["ErrorMessage"]["Std:Join"]["Values"]
+    text = sum(len(v) for v in values if isinstance(v, str)) + len(values) - 1
+    assert text + 2 * 1024 <= 3072  # the real message fits
+    values.append("x" * 900)
+    assert violations(changed) == [
+        f"step TrainingCostAboveLimit: ErrorMessage can reach {text + 901 + 2 * 1024} characters; AWS allows 3072 "
+        "(FailStepMetadata)"
+    ]
+
+
 def test_training_instance_type_parameter_lists_exactly_the_validated_types(definition, settings):
     [parameter] = [p for p in definition["Parameters"] if p["Name"] == "TrainingInstanceType"]
     assert parameter["EnumValues"] == list(settings.training_instance_types)
