@@ -10,9 +10,16 @@ step can run on (each `EnumValues` entry when the type is a pipeline parameter).
   https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html and
   https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ProcessingClusterConfig.html
 - Processing: `VolumeSizeInGB` at most the local storage of such a type (API_ProcessingClusterConfig).
-- Processing `ContainerEntrypoint` / `ContainerArguments`: at most 100 items of at most 256 characters each
-  (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_AppSpecification.html; the limits are read
-  from botocore's shapes, which its ParamValidator does not enforce).
+- Every literal string of a job or registration step's Arguments has at most its botocore shape's `max`
+  characters, every list and map at most its `max` items: botocore's ParamValidator checks `min` only. E.g.
+  `ContainerArguments`, at most 100 items of at most 256 characters
+  (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_AppSpecification.html), and
+  `ModelPackageDescription`, at most 1,024 characters, built from `model.base_model`
+  (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateModelPackage.html). Values that only
+  exist at run time (parameters, step outputs) are ClaimManifest's to check (training_code/qa/parameter_rules.py).
+- A Fail step's ErrorMessage can hold at most 3,072 characters (FailStepMetadata:
+  https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_FailStepMetadata.html), counting each run-time
+  value in it at its maximum, 1,024 (API_Parameter, API_OutputParameter).
 - An instance type given by a pipeline parameter lists its `EnumValues` (else an execution may pick a type
   that no rule saw), and each parameter's default is one of them:
   https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-parameters.html
@@ -21,6 +28,7 @@ step can run on (each `EnumValues` entry when the type is a pipeline parameter).
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from typing import Any
 
 import botocore.session
@@ -134,29 +142,73 @@ def _inference_instance_problems(step: dict[str, Any]) -> list[str]:
     return problems
 
 
-@functools.cache
-def _shape_limits(shape_name: str) -> tuple[int, int]:
-    """(most items, most characters per item) of a list-of-strings shape of botocore's SageMaker model."""
-    shape = _sagemaker_model().shape_for(shape_name)
-    return shape.metadata["max"], shape.member.metadata["max"]
+# The API each job or registration step calls with its Arguments.
+STEP_OPERATIONS = {
+    "Training": "CreateTrainingJob",
+    "Processing": "CreateProcessingJob",
+    "RegisterModel": "CreateModelPackage",
+}
 
 
-def _container_argument_problems(step: dict[str, Any]) -> list[str]:
-    if step["Type"] != "Processing":
+def _over_limits(value: Any, shape: Any, path: str) -> Iterator[str]:
+    """Where a literal value holds more than its botocore shape's `max` (characters of a string, items of a list,
+    entries of a map); expressions, resolved only at run time, are skipped."""
+    if is_expression(value):
+        return
+    most = shape.metadata.get("max")
+    if shape.type_name == "string" and isinstance(value, str):
+        if most is not None and len(value) > most:
+            yield f"{path} is {len(value)} characters; AWS allows {most} ({shape.name})"
+    elif shape.type_name == "structure" and isinstance(value, dict):
+        for key, member in value.items():
+            if key in shape.members:
+                yield from _over_limits(member, shape.members[key], f"{path}.{key}" if path else key)
+    elif shape.type_name in ("list", "map") and isinstance(value, list | dict):
+        if most is not None and len(value) > most:
+            yield f"{path} has {len(value)} {'items' if shape.type_name == 'list' else 'entries'}; AWS allows {most}"
+        if isinstance(value, list):
+            for index, item in enumerate(value):
+                yield from _over_limits(item, shape.member, f"{path}[{index}]")
+        else:
+            for key, item in value.items():
+                yield from _over_limits(key, shape.key, f"{path} key {key[:20]!r}")
+                yield from _over_limits(item, shape.value, f"{path}[{key!r}]")
+
+
+def _limit_problems(step: dict[str, Any]) -> list[str]:
+    operation = STEP_OPERATIONS.get(step["Type"])
+    if operation is None:
         return []
-    problems = []
-    for field in ("ContainerEntrypoint", "ContainerArguments"):
-        values = _get(step["Arguments"], f"AppSpecification.{field}") or []
-        most_items, most_chars = _shape_limits(field)
-        if len(values) > most_items:
-            problems.append(f"step {step['Name']}: {field} has {len(values)} items; AWS allows {most_items}")
-        problems += [
-            f"step {step['Name']}: {field}[{index}] is {len(value)} characters; AWS allows {most_chars} "
-            "(API_AppSpecification)"
-            for index, value in enumerate(values)
-            if isinstance(value, str) and len(value) > most_chars
-        ]
-    return problems
+    shape = _sagemaker_model().operation_model(operation).input_shape
+    return [f"step {step['Name']}: {problem}" for problem in _over_limits(step["Arguments"], shape, "")]
+
+
+@functools.cache
+def _run_time_value_max() -> int:
+    """The most characters a run-time value holds: a parameter value (API_Parameter) or a step's output
+    (API_OutputParameter), both 1,024 in botocore's SageMaker model; a metric value is a number."""
+    model = _sagemaker_model()
+    return max(model.shape_for(name).members["Value"].metadata["max"] for name in ("Parameter", "OutputParameter"))
+
+
+def _most_characters(value: Any) -> int:
+    """The most characters `value` can hold at run time: a literal its own, a Std:Join its parts and separators,
+    any other expression a run-time value's maximum."""
+    if isinstance(value, dict) and "Std:Join" in value:
+        join = value["Std:Join"]
+        parts = join["Values"]
+        return sum(_most_characters(part) for part in parts) + len(join["On"]) * max(len(parts) - 1, 0)
+    return _run_time_value_max() if is_expression(value) else len(str(value))
+
+
+def _fail_message_problems(step: dict[str, Any]) -> list[str]:
+    if step["Type"] != "Fail":
+        return []
+    most = _sagemaker_model().shape_for("FailStepMetadata").members["ErrorMessage"].metadata["max"]
+    length = _most_characters(step["Arguments"].get("ErrorMessage", ""))
+    if length <= most:
+        return []
+    return [f"step {step['Name']}: ErrorMessage can reach {length} characters; AWS allows {most} (FailStepMetadata)"]
 
 
 def _parameter_problems(parameters: dict[str, dict[str, Any]]) -> list[str]:
@@ -174,7 +226,8 @@ def violations(definition: dict[str, Any]) -> list[str]:
     for step in all_steps(definition["Steps"]):
         problems += _instance_type_problems(step, parameters)
         problems += _inference_instance_problems(step)
-        problems += _container_argument_problems(step)
+        problems += _limit_problems(step)
+        problems += _fail_message_problems(step)
     return problems
 
 

@@ -37,7 +37,8 @@ F1_FAIL_STEP = "F1BelowThreshold"
 
 # CustomerMetadataProperties keys of a registered model package (steps/register.py; string values) that the
 # model-package notifications quote.
-MODEL_METADATA_DATASET_MANIFEST = "dataset_manifest"
+MODEL_METADATA_DATASET_BUCKET = "dataset_bucket"  # the datasets bucket of the manifest
+MODEL_METADATA_DATASET_MANIFEST = "dataset_manifest"  # its key there: datasets/<name>/<version>/manifest.json
 MODEL_METADATA_DATASET_MANIFEST_VERSION = "dataset_manifest_version_id"
 MODEL_METADATA_F1 = "evaluation_f1"
 # The model archive's SHA-256 and S3 version id (from RecordModel), which `make verify-model` checks the archive

@@ -27,7 +27,7 @@ from stacks.log_groups import LogGroupSettings, encrypted_log_group
 from stacks.nag import acknowledge, add_reviewed_statement
 
 # What pipeline_functions.py imports (stdlib, boto3 from the runtime, and these stdlib-only modules).
-FUNCTION_FILES = ("pipeline_functions.py", "qa/__init__.py", "qa/cost.py", "qa/outputs.py")
+FUNCTION_FILES = ("pipeline_functions.py", "qa/__init__.py", "qa/cost.py", "qa/outputs.py", "qa/parameter_rules.py")
 # A Lambda step waits for its function at most 10 minutes (SageMaker Pipelines step types, Lambda step:
 # https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-steps-types.html#step-type-lambda; a step
 # whose function ran 7 minutes timed out "exactly at 10 minutes which is the maximum run time for the

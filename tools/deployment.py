@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_MAX_LENGTH
+from qa.parameter_rules import short
 
 from config import ConfigError, Settings, load_settings, read_cdk_json_context
 from config.paths import CDK_JSON
@@ -48,7 +49,6 @@ BAD_CREDENTIAL_CODES = frozenset(
 NAME_MAX_LENGTH = DATASET_NAME_MAX_LENGTH
 NAME_FIRST = re.compile(DATASET_NAME_FIRST)
 NAME_REST = re.compile(f"{DATASET_NAME_CHARACTER}*")
-ECHO_PREFIX = 20  # characters of a bad value echoed back in an error
 # What SageMaker answers for a pipeline or execution that does not exist: AWS, ResourceNotFound (the Errors of
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribePipelineExecution.html and
 # API_DescribePipeline.html; API_DescribeModelPackage.html names no error of its own, and verify-model has always
@@ -80,11 +80,6 @@ class ToolParser(argparse.ArgumentParser):
 def not_found_in_region(what: str, region: str, fix: str) -> NoReturn:
     """Fail: `what` does not exist in `region`, the one the tools use (`load_deployment`)."""
     fail(f"{what} not found in {region}: check AWS_REGION, or {fix}")
-
-
-def short(value: str) -> str:
-    """`value` for an error message: at most ECHO_PREFIX characters, quoted."""
-    return repr(value[:ECHO_PREFIX]) + ("..." if len(value) > ECHO_PREFIX else "")
 
 
 def check_name(option: str, value: str) -> str:
@@ -219,9 +214,8 @@ def is_sagemaker_not_found(err: Exception) -> bool:
     return isinstance(err, ClientError) and err.response.get("Error", {}).get("Code") in SAGEMAKER_NOT_FOUND_CODES
 
 
-def pipeline_parameters(sagemaker: Any, pipeline_name: str) -> list[dict[str, Any]] | None:
-    """The deployed pipeline's parameter declarations (Name, Type, DefaultValue, EnumValues); None when the
-    pipeline does not exist."""
+def pipeline_definition(sagemaker: Any, pipeline_name: str) -> dict[str, Any] | None:
+    """The deployed pipeline's definition; None when the pipeline does not exist."""
     from botocore.exceptions import ClientError
 
     try:
@@ -230,7 +224,14 @@ def pipeline_parameters(sagemaker: Any, pipeline_name: str) -> list[dict[str, An
         if is_sagemaker_not_found(err):
             return None
         raise
-    return list(json.loads(definition).get("Parameters", []))
+    return dict(json.loads(definition))
+
+
+def pipeline_parameters(sagemaker: Any, pipeline_name: str) -> list[dict[str, Any]] | None:
+    """The deployed pipeline's parameter declarations (Name, Type, DefaultValue, EnumValues); None when the
+    pipeline does not exist."""
+    definition = pipeline_definition(sagemaker, pipeline_name)
+    return None if definition is None else list(definition.get("Parameters", []))
 
 
 def pipeline_parameter_defaults(sagemaker: Any, pipeline_name: str) -> dict[str, Any] | None:

@@ -6,18 +6,23 @@
 
 (make start / make retry / make logs.) `start` resolves the manifest's S3 version id with HeadObject (the
 trigger passes it from the S3 event) and checks every PARAMS value against the deployed pipeline's parameter
-types and allowed values before StartPipelineExecution, so a typo fails here, not after instances start.
-Range rules (Epochs > 0, ...) are the pipeline's own first step's.
+types and allowed values, then the whole execution's values against the rules its first step, ClaimManifest,
+applies (qa/parameter_rules.py: Epochs > 0, F1Threshold within its range, BaseModelUri under base-models/, ...),
+before StartPipelineExecution, so a typo or an out-of-range value fails here and starts nothing. `retry` applies
+the same rules to the execution's own values: a retry of an execution they stopped would stop the same way.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from qa.parameter_rules import parameter_error
 
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url
 from config.layout import DatasetLayout
@@ -31,7 +36,7 @@ from tools.deployment import (
     is_sagemaker_not_found,
     load_deployment,
     not_found_in_region,
-    pipeline_parameters,
+    pipeline_definition,
     run_tool,
     short,
 )
@@ -54,15 +59,48 @@ class PipelineParameter:
     allowed: tuple[str, ...] = ()  # EnumValues of a String parameter
 
 
-def deployed_parameters(sagemaker: Any, pipeline_name: str, region: str) -> dict[str, PipelineParameter]:
-    """The deployed pipeline's parameters by name; fails when the pipeline is not deployed in `region`."""
-    declared = pipeline_parameters(sagemaker, pipeline_name)
-    if declared is None:
+def deployed_definition(sagemaker: Any, pipeline_name: str, region: str) -> dict[str, Any]:
+    """The deployed pipeline's definition; fails when the pipeline is not deployed in `region`."""
+    definition = pipeline_definition(sagemaker, pipeline_name)
+    if definition is None:
         fail(f"pipeline {pipeline_name} not found in {region}: check AWS_REGION or make deploy")
+    return definition
+
+
+def declared_parameters(definition: dict[str, Any]) -> dict[str, PipelineParameter]:
+    """A definition's parameters by name."""
     return {
         p["Name"]: PipelineParameter(p["Name"], p["Type"], p.get("DefaultValue"), tuple(p.get("EnumValues", ())))
-        for p in declared
+        for p in definition.get("Parameters", [])
     }
+
+
+def claim_event(definition: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """The event ClaimManifest receives in an execution of `definition` with parameter `values` (defaults for the
+    rest): its step arguments, each parameter reference replaced by the execution's value; references known only
+    at run time (the execution's ARN) are left out."""
+    claim = next((step for step in definition.get("Steps", []) if step.get("Name") == names.CLAIM_STEP), None)
+    if claim is None:
+        fail(f"the deployed pipeline has no {names.CLAIM_STEP} step: deploy this checkout (make deploy)")
+    given = {name: parameter.default for name, parameter in declared_parameters(definition).items()} | values
+    event = {}
+    for name, argument in claim["Arguments"].items():
+        reference = argument.get("Get", "") if isinstance(argument, dict) else None
+        if reference is None:
+            event[name] = argument
+        elif reference.startswith("Parameters.") and reference.removeprefix("Parameters.") in given:
+            event[name] = given[reference.removeprefix("Parameters.")]
+    return event
+
+
+def refuse_what_the_claim_refuses(definition: dict[str, Any], values: dict[str, Any], then: str) -> None:
+    """Fail with the claim step's one line (qa.parameter_rules) when it would stop an execution with `values`."""
+    try:
+        problem = parameter_error(claim_event(definition, values))
+    except KeyError as err:
+        fail(f"the deployed {names.CLAIM_STEP} step has no {err.args[0]} input: deploy this checkout (make deploy)")
+    if problem:
+        fail(f"{problem} {then}")
 
 
 def parse_params(text: str, defined: dict[str, PipelineParameter]) -> dict[str, str]:
@@ -72,6 +110,8 @@ def parse_params(text: str, defined: dict[str, PipelineParameter]) -> dict[str, 
         name, sep, value = item.partition("=")
         if not sep or not name:
             fail(f'PARAMS item {short(item)} is not Name=value (e.g. PARAMS="Epochs=3 LearningRate=3e-5")')
+        if name in values:
+            fail(f"PARAMS {short(name)} is given twice: give each parameter once")
         if name in MATCHED_PARAMETERS:
             fail(f"PARAMS {name}: set by make start from NAME and VERSION; leave it out")
         parameter = defined.get(name)
@@ -120,7 +160,8 @@ def start(deployment: Deployment, name: str, version: str, params: str, env_name
     check_name("--version", version)
     pipeline_name = deployment.settings.pipeline_name
     sagemaker = deployment.client("sagemaker")
-    defined = deployed_parameters(sagemaker, pipeline_name, deployment.region)
+    definition = deployed_definition(sagemaker, pipeline_name, deployment.region)
+    defined = declared_parameters(definition)
     values = parse_params(params, defined)
     bucket, key = deployment.bucket("datasets"), DATASETS.manifest_key(name, version)
     dataset = {
@@ -129,6 +170,7 @@ def start(deployment: Deployment, name: str, version: str, params: str, env_name
         names.MANIFEST_VERSION_ID: manifest_version_id(deployment.client("s3"), bucket, key, env_name),
     }
     values.update({k: v for k, v in dataset.items() if k in defined})
+    refuse_what_the_claim_refuses(definition, values, f"Nothing started ({names.CLAIM_STEP} would stop it).")
     response = sagemaker.start_pipeline_execution(
         PipelineName=pipeline_name,
         PipelineParameters=[{"Name": k, "Value": v} for k, v in values.items()],
@@ -171,8 +213,16 @@ def retry(deployment: Deployment, arn: str) -> str:
         named = f" (its ARN names {arn_region})" if arn_region not in ("", deployment.region) else ""
         what = f"execution {arn.rsplit('/', 1)[-1]}{named}"
         not_found_in_region(what, deployment.region, "pass an execution from make runs")
+    execution = arn.rsplit("/", 1)[-1]
     if status in NOT_RETRYABLE:
-        fail(f"execution {arn.rsplit('/', 1)[-1]} is {status}: only a failed or stopped execution can be retried")
+        fail(f"execution {execution} is {status}: only a failed or stopped execution can be retried")
+    definition = sagemaker.describe_pipeline_definition_for_execution(PipelineExecutionArn=arn)["PipelineDefinition"]
+    listed = sagemaker.list_pipeline_parameters_for_execution(PipelineExecutionArn=arn)["PipelineParameters"]
+    refuse_what_the_claim_refuses(
+        json.loads(definition),
+        {p["Name"]: p["Value"] for p in listed},
+        f"Execution {execution} ran with it, and a retry would stop the same way: start a new one (make start).",
+    )
     response = sagemaker.retry_pipeline_execution(PipelineExecutionArn=arn, ClientRequestToken=uuid.uuid4().hex)
     return str(response["PipelineExecutionArn"])
 

@@ -42,9 +42,10 @@ from qa.data import (
     split_entries,
     summarize_problems,
 )
+from qa.parameter_rules import data_key_problem
 
 from config.aws_locations import execution_console_url
-from config.layout import DatasetLayout
+from config.layout import ArtifactLayout, DatasetLayout
 from config.loader import DEFAULT_ENV
 from pipeline_steps import names
 from tools.deployment import (
@@ -198,6 +199,10 @@ def validate_dataset(dataset_dir: Path, name: str, version: str) -> list[tuple[P
         fail(f"{dataset_dir} has no {' or '.join(missing)} data under {missing[0]}/: accepted are {ACCEPTED_FORMATS}")
     every_entry = [entry for split in SPLITS for entry in entries[split]]
     keyed = upload_files(dataset_dir, every_entry)
+    for _, key in keyed:
+        problem = data_key_problem(DATASETS.prefix(name, version) + key, ArtifactLayout().inputs, key)
+        if problem:
+            fail(f"{problem}, or --name/--version")
     check_own_manifest(
         dataset_dir, [key for _, key in keyed], [e.relative_to(dataset_dir).as_posix() for e in every_entry]
     )

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import re
 import time
@@ -28,8 +27,6 @@ from qa.cost import run_estimate
 from qa.outputs import (
     ANY_DATASETS_BUCKET,
     BASE_MODEL_URI,
-    BOUND_MAX_INSTANCE_COUNT,
-    BOUND_MIN_F1_THRESHOLD,
     CLAIM_CLAIMED_BY,
     CLAIM_DUPLICATE,
     CLAIM_IGNORED,
@@ -46,9 +43,7 @@ from qa.outputs import (
     EPOCHS,
     ESTIMATED_COST_OUTPUT,
     EVALUATION_FILE,
-    F1_THRESHOLD,
     INPUT_ARTIFACTS_BUCKET,
-    INPUT_BOUNDS,
     INPUT_CLAIMS_PREFIX,
     INPUT_COST_MODEL,
     INPUT_EXACT_MATCH,
@@ -57,15 +52,12 @@ from qa.outputs import (
     INPUT_INPUTS_PREFIX,
     INPUT_MODEL_ARCHIVE_URI,
     INPUT_STATS_URI,
-    LEARNING_RATE,
     LOCAL_EXECUTIONS_ENV,
     LOCAL_S3_ROOT_ENV,
     LOCAL_VERSIONS_DIR,
     MANIFEST_KEY,
     MANIFEST_V2_FORMAT,
     MANIFEST_VERSION_ID,
-    MANIFEST_VERSION_UNSET,
-    MAX_TRAINING_COST,
     PINNED_MANIFEST_FILE,
     RECORD_MODEL_SHA256,
     RECORD_MODEL_VERSION_ID,
@@ -78,6 +70,7 @@ from qa.outputs import (
     content_version,
     model_quality_metrics,
 )
+from qa.parameter_rules import data_key_problem, json_input, parameter_error, short
 
 log = logging.getLogger("pipeline_functions")
 log.setLevel(logging.INFO)
@@ -316,62 +309,9 @@ def execution_status(execution_arn: str) -> str:
     return str(response["PipelineExecutionStatus"])
 
 
-def _json(value: Any) -> Any:
-    """A structured input: the definition passes it as JSON text (Lambda step inputs are flat values)."""
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def split_uri(uri: str) -> tuple[str, str]:
     bucket, _, key = uri.removeprefix("s3://").partition("/")
     return bucket, key
-
-
-# ------------------------------------------------------------------------------------------ parameter check
-
-
-def _number(event: dict[str, Any], name: str, kind: type) -> tuple[float | None, str]:
-    raw = event.get(name)
-    try:
-        value = kind(float(raw)) if kind is int and float(raw).is_integer() else kind(raw)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None, f"{name}={raw!r} is not {'an integer' if kind is int else 'a number'}"
-    if isinstance(value, float) and not math.isfinite(value):
-        return None, f"{name}={raw!r} is not a finite number"
-    return value, ""
-
-
-def parameter_error(event: dict[str, Any]) -> str:
-    """ "" when the execution's parameters are usable, else one line naming the parameter, value and rule."""
-    bounds = _json(event[INPUT_BOUNDS])
-    rules: list[tuple[str, type, Any, str]] = [
-        (EPOCHS, float, lambda v: v > 0, "must be > 0"),
-        (LEARNING_RATE, float, lambda v: v > 0, "must be > 0"),
-        (
-            TRAINING_INSTANCE_COUNT,
-            int,
-            lambda v: 1 <= v <= bounds[BOUND_MAX_INSTANCE_COUNT],
-            f"must be between 1 and {bounds[BOUND_MAX_INSTANCE_COUNT]} (training.max_instance_count)",
-        ),
-        (
-            F1_THRESHOLD,
-            float,
-            lambda v: bounds[BOUND_MIN_F1_THRESHOLD] <= v <= 100,
-            f"must be between {bounds[BOUND_MIN_F1_THRESHOLD]:g} and 100",
-        ),
-        (MAX_TRAINING_COST, float, lambda v: v >= 0, "must be >= 0"),
-    ]
-    for name, kind, valid, rule in rules:
-        value, problem = _number(event, name, kind)
-        if problem:
-            return f"Parameter {problem}."
-        if not valid(value):
-            return f"Parameter {name}={event[name]!r} {rule}."
-    if event.get(MANIFEST_VERSION_ID) in (None, "", MANIFEST_VERSION_UNSET):
-        return (
-            f"Parameter {MANIFEST_VERSION_ID} is not set: pass the manifest's S3 version id "
-            "(aws s3api head-object --query VersionId), or start runs by uploading the manifest."
-        )
-    return ""
 
 
 # ----------------------------------------------------------------------------------------------- the claim
@@ -474,6 +414,9 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
         raise ClaimError(f"s3://{bucket}/{key} (version {version}) is not valid JSON: {err}") from None
     pins = []
     for relative, source_key, version_id, size in manifest_files(manifest, bucket, key):
+        problem = data_key_problem(source_key, event[INPUT_INPUTS_PREFIX], relative)
+        if problem:
+            raise ClaimError(f"s3://{bucket}/{key} lists {problem}")
         if version_id is None:
             version_id, size = store.current_version(bucket, source_key)
         if size is not None and size > MAX_COPY_BYTES:
@@ -495,7 +438,8 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
 
 
 def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
-    """ClaimManifest. Outputs: qa.outputs.CLAIM_OUTPUTS (all strings)."""
+    """ClaimManifest. Outputs: qa.outputs.CLAIM_OUTPUTS, all strings of at most 1,024 characters (a Lambda step
+    output's limit, API_OutputParameter): the messages quote the values they name shortened (qa.parameter_rules)."""
     result = {
         CLAIM_PARAMETER_ERROR: "",
         CLAIM_IGNORED: "",
@@ -505,7 +449,7 @@ def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
     }
     key = event.get(MANIFEST_KEY, "")
     if not MANIFEST_KEY_PATTERN.fullmatch(str(key)):
-        result[CLAIM_IGNORED] = f"{key!r} is not a manifest key ({MANIFEST_KEY_FORM}): nothing to do"
+        result[CLAIM_IGNORED] = f"{short(str(key))} is not a manifest key ({MANIFEST_KEY_FORM}): nothing to do"
         log.warning(result[CLAIM_IGNORED])
         return result
     problem = parameter_error(event)
@@ -537,7 +481,7 @@ def estimate_cost_handler(event: dict[str, Any], context: Any = None) -> dict[st
     model_config = json.loads(store.get(*split_uri(event[BASE_MODEL_URI].rstrip("/") + "/config.json"))[0])
     lengths = {split: _lengths(stats["splits"][split]["length_histogram"]) for split in SPLITS}
     estimate = run_estimate(
-        _json(event[INPUT_COST_MODEL]),
+        json_input(event[INPUT_COST_MODEL]),
         model_config,
         lengths[TRAIN_SPLIT],
         lengths[VALIDATION_SPLIT],

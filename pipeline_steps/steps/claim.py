@@ -16,6 +16,7 @@ from qa.outputs import (
     CLAIM_PARAMETER_ERROR,
     DUPLICATE_NO,
     INPUT_ARTIFACTS_BUCKET,
+    INPUT_BASE_MODELS_URI,
     INPUT_BOUNDS,
     INPUT_CLAIMS_PREFIX,
     INPUT_EXECUTION_ARN,
@@ -57,6 +58,8 @@ def build(ctx: BuildContext) -> LambdaStep:
             names.F1_THRESHOLD: params.f1_threshold,
             names.MAX_TRAINING_COST: params.max_training_cost,
             INPUT_BOUNDS: json.dumps(bounds, sort_keys=True),
+            names.BASE_MODEL_URI: params.base_model_uri,
+            INPUT_BASE_MODELS_URI: f"s3://{ctx.artifacts_bucket}/{settings.layout.base_models}/",
         },
         outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in CLAIM_OUTPUTS],
     )

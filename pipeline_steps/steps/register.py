@@ -81,13 +81,17 @@ def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> Condi
         customer_metadata_properties={
             names.MODEL_METADATA_ARCHIVE_SHA256: outputs[RECORD_MODEL_SHA256],
             names.MODEL_METADATA_ARCHIVE_VERSION_ID: outputs[RECORD_MODEL_VERSION_ID],
-            names.MODEL_METADATA_DATASET_MANIFEST: Join(
-                on="", values=["s3://", params.dataset_bucket, "/", params.manifest_key]
-            ),
+            # CustomerMetadataProperties is a map of strings, values of 1-256 characters
+            # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateModelPackage.html). The manifest's
+            # bucket and key go in two values, each bounded by construction: a bucket name has at most 63
+            # characters (ClaimManifest checks it), a manifest key datasets/<name>/<version>/manifest.json at most
+            # 224 (names and versions of at most 100, qa/outputs.py); as one s3:// URI they could reach 293.
+            names.MODEL_METADATA_DATASET_BUCKET: params.dataset_bucket,
+            names.MODEL_METADATA_DATASET_MANIFEST: params.manifest_key,
+            # At most 256 characters of the value pattern: ClaimManifest refuses others (qa/parameter_rules.py).
             names.MODEL_METADATA_DATASET_MANIFEST_VERSION: params.manifest_version_id,
-            # For the approval notification (stacks/notifications.py). CustomerMetadataProperties is a map of
-            # strings, values of 1-256 characters (https://docs.aws.amazon.com/sagemaker/latest/APIReference/
-            # API_CreateModelPackage.html): the metric's float goes through Std:Join, which yields a string.
+            # For the approval notification (stacks/notifications.py): the metric's float goes through Std:Join,
+            # which yields a string.
             names.MODEL_METADATA_F1: Join(on="", values=[f1]),
         },
         description=f"{ctx.settings.model.base_model} fine-tuned for extractive question answering",

@@ -156,3 +156,47 @@ def test_container_arguments_are_exactly_what_preprocess_py_parses(definition):
     assert {name: str(args[name]) for name in passed} == {
         name: value if name != "skip_invalid" else str(value == "true") for name, value in passed.items()
     }
+
+
+def resolved(value: Any, run_time: dict[str, str]) -> str:
+    """A definition value with each `Get` replaced by its run-time value and each Std:Join joined."""
+    if isinstance(value, dict) and "Get" in value:
+        return run_time[value["Get"]]
+    if isinstance(value, dict) and "Std:Join" in value:
+        join = value["Std:Join"]
+        return join["On"].join(resolved(v, run_time) for v in join["Values"])
+    return str(value)
+
+
+def test_model_metadata_fits_the_api_for_the_longest_values_the_claim_accepts(definition):
+    """CustomerMetadataProperties: keys of 1-128 and values of 1-256 characters of one pattern
+    (API_CreateModelPackage, https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateModelPackage.html;
+    botocore's CustomerMetadataKey/Value). RegisterModel runs after FineTune is billed, so every value must fit for
+    the longest start ClaimManifest lets through: a 63-character bucket, a dataset name and version of 100
+    characters each, a 256-character ManifestVersionId. Before, `dataset_manifest` was the s3:// URI: 293."""
+    from pipeline_functions import MANIFEST_KEY_PATTERN
+    from qa.parameter_rules import metadata_value_problem, parameter_error
+
+    from tests.training_code.test_parameter_rules import S3_VERSION_ID, start_event
+
+    bucket, key = "b" * 63, f"datasets/{'n' * 100}/{'v' * 100}/manifest.json"
+    start = start_event(DatasetBucket=bucket, ManifestKey=key, ManifestVersionId="a" * 256)
+    assert MANIFEST_KEY_PATTERN.fullmatch(key) and parameter_error(start) == ""
+    parameters = ("DatasetBucket", "ManifestKey", "ManifestVersionId")
+    run_time = {f"Parameters.{name}": str(start[name]) for name in parameters}
+    run_time |= {
+        "Steps.RecordModel.OutputParameters['ModelSha256']": "f" * 64,
+        # S3 documents version ids of up to 1,024 bytes, and this one exists only after FineTune: a real one.
+        "Steps.RecordModel.OutputParameters['ModelVersionId']": S3_VERSION_ID,
+        "Steps.FineTune.FinalMetricDataList['eval:f1'].Value": "87.123456789",
+    }
+    model = sagemaker_model()
+    key_shape, value_shape = model.shape_for("CustomerMetadataKey"), model.shape_for("CustomerMetadataValue")
+    # The pattern qa.parameter_rules implements (Unicode categories L, Z, N and _.:/=+-@), for keys and values.
+    assert key_shape.metadata["pattern"] == "([\\p{L}\\p{Z}\\p{N}_.:\\/=+\\-@]*)${1,128}"
+    metadata = step(definition, "RegisterModel-RegisterModel")["Arguments"]["CustomerMetadataProperties"]
+    for name, value in metadata.items():
+        assert key_shape.metadata["min"] <= len(name) <= key_shape.metadata["max"] and not metadata_value_problem(name)
+        text = resolved(value, run_time)
+        assert value_shape.metadata["min"] <= len(text) <= value_shape.metadata["max"], (name, len(text))
+        assert not metadata_value_problem(text), name

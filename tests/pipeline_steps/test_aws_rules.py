@@ -142,8 +142,41 @@ def test_container_arguments_longer_than_aws_allows_are_named(definition):
     assert all(len(a) <= 256 for a in arguments if isinstance(a, str))  # the real definition fits
     arguments.append("x" * 257)
     assert violations(changed) == [
-        f"step ValidateAndTokenize: ContainerArguments[{len(arguments) - 1}] is 257 characters; AWS allows 256 "
-        "(API_AppSpecification)"
+        f"step ValidateAndTokenize: AppSpecification.ContainerArguments[{len(arguments) - 1}] is 257 characters; "
+        "AWS allows 256 (ContainerArgument)"
+    ]
+
+
+def test_a_model_package_description_longer_than_aws_allows_is_named(definition):
+    """ModelPackageDescription holds at most 1,024 characters (API_CreateModelPackage, botocore's
+    EntityDescription: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateModelPackage.html); it
+    is built from the model.base_model setting, which has no length limit of its own. botocore's ParamValidator
+    checks no maximum, so before this rule a 1,025-character description synthesized; so did 101 arguments."""
+    changed = copy.deepcopy(definition)
+    register = find_step(changed, "RegisterModel-RegisterModel")["Arguments"]
+    assert len(register["ModelPackageDescription"]) <= 1024  # the real definition fits
+    register["ModelPackageDescription"] = "x" * 1025
+    find_step(changed, "ValidateAndTokenize")["Arguments"]["AppSpecification"]["ContainerArguments"][:] = ["a"] * 101
+    assert violations(changed) == [
+        "step ValidateAndTokenize: AppSpecification.ContainerArguments has 101 items; AWS allows 100",
+        "step RegisterModel-RegisterModel: ModelPackageDescription is 1025 characters; AWS allows 1024 "
+        "(EntityDescription)",
+    ]
+
+
+def test_a_fail_message_that_run_time_values_could_push_past_aws_limit_is_named(definition):
+    """A Fail step's ErrorMessage holds at most 3,072 characters (API_FailStepMetadata:
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_FailStepMetadata.html); each parameter or step
+    output in it may be 1,024 (API_Parameter, API_OutputParameter). TrainingCostAboveLimit quotes two such values
+    beside its text: within the limit, but 900 more characters of text would not be."""
+    changed = copy.deepcopy(definition)
+    values = find_step(changed, "TrainingCostAboveLimit")["Arguments"]["ErrorMessage"]["Std:Join"]["Values"]
+    text = sum(len(v) for v in values if isinstance(v, str)) + len(values) - 1
+    assert text + 2 * 1024 <= 3072  # the real message fits
+    values.append("x" * 900)
+    assert violations(changed) == [
+        f"step TrainingCostAboveLimit: ErrorMessage can reach {text + 901 + 2 * 1024} characters; AWS allows 3072 "
+        "(FailStepMetadata)"
     ]
 
 

@@ -5,6 +5,8 @@ events themselves come from moto's CloudWatch Logs."""
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import UTC, datetime
 
 import boto3
@@ -13,7 +15,15 @@ from botocore.stub import ANY, Stubber
 
 from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli
 from tools.deployment import ToolError, load_deployment
-from tools.executions import deployed_parameters, log_lines, parse_params, retry, step_logs
+from tools.executions import (
+    declared_parameters,
+    deployed_definition,
+    log_lines,
+    parse_params,
+    retry,
+    start,
+    step_logs,
+)
 
 START = ("tools.executions", "start", "--name", "squad", "--version", "v1")
 MANIFEST_KEY = "datasets/squad/v1/manifest.json"
@@ -44,7 +54,7 @@ def test_start_pins_the_manifest_version_and_passes_the_params(deployed, deploye
 
 @pytest.fixture
 def defined(deployed):
-    return deployed_parameters(deployed.client("sagemaker"), deployed.pipeline_name, REGION)
+    return declared_parameters(deployed_definition(deployed.client("sagemaker"), deployed.pipeline_name, REGION))
 
 
 @pytest.mark.parametrize(
@@ -56,6 +66,7 @@ def defined(deployed):
         ("Epoch=3", "the pipeline has no such parameter (did you mean Epochs?)"),
         ("Epochs", "is not Name=value"),
         ("ManifestKey=x", "set by make start from NAME and VERSION"),
+        ("Epochs=3 LearningRate=1e-5 Epochs=4", "PARAMS 'Epochs' is given twice: give each parameter once"),
     ],
 )
 def test_params_are_checked_against_the_deployed_definition(defined, params, message):
@@ -72,6 +83,27 @@ def executions(deployed) -> list[str]:
 def test_start_without_the_manifest_is_one_line_and_starts_nothing(deployed, deployed_env):
     before = executions(deployed)
     assert_one_line_error(run_cli(*START, env=deployed_env), f"no manifest at s3://{deployed.datasets_bucket}/")
+    assert executions(deployed) == before
+
+
+def test_start_refuses_what_the_first_step_would_refuse_and_starts_nothing(deployed, deployed_env):
+    """Issue 29: make start sent these, the execution started, and ClaimManifest then stopped it. The rules are the
+    claim's own (qa/parameter_rules.py), applied to the event it would receive from the deployed definition."""
+    deployed.client("s3").put_object(Bucket=deployed.datasets_bucket, Key=MANIFEST_KEY, Body=b"{}")
+    before = executions(deployed)
+    assert_one_line_error(
+        run_cli(*START, "--params", "Epochs=0", env=deployed_env),
+        "Parameter Epochs='0' must be > 0. Nothing started (ClaimManifest would stop it).",
+    )
+    deployment = load_deployment("dev")
+    for params, says in (
+        ("F1Threshold=150", "Parameter F1Threshold='150' must be between 0 and 100."),
+        ("TrainingInstanceCount=100", "Parameter TrainingInstanceCount='100' must be between 1 and 8"),
+        ("BaseModelUri=s3://nope/x/", "Parameter BaseModelUri='s3://nope/x/' must be a folder under s3://"),
+        ("Epochs=1 Epochs=2", "PARAMS 'Epochs' is given twice"),
+    ):
+        with pytest.raises(ToolError, match=re.escape(says)):
+            start(deployment, "squad", "v1", params, "dev")
     assert executions(deployed) == before
 
 
@@ -102,10 +134,26 @@ def stubbed_sagemaker():
     return client, Stubber(client)
 
 
+def stub_execution_values(stub, definition: dict, values: dict[str, str]) -> None:
+    """The definition and parameter values an execution ran with (DescribePipelineDefinitionForExecution,
+    ListPipelineParametersForExecution; moto 5.2.5 has the second only)."""
+    stub.add_response(
+        "describe_pipeline_definition_for_execution",
+        {"PipelineDefinition": json.dumps(definition)},
+        {"PipelineExecutionArn": ARN},
+    )
+    stub.add_response(
+        "list_pipeline_parameters_for_execution",
+        {"PipelineParameters": [{"Name": k, "Value": v} for k, v in values.items()]},
+        {"PipelineExecutionArn": ARN},
+    )
+
+
 @pytest.mark.parametrize("status", ["Failed", "Stopped"])
-def test_retry_a_failed_execution(status):
+def test_retry_a_failed_execution(status, deployed):
     client, stub = stubbed_sagemaker()
     stub.add_response("describe_pipeline_execution", {"PipelineExecutionStatus": status}, {"PipelineExecutionArn": ARN})
+    stub_execution_values(stub, json.loads(deployed.pipeline_definition), {"Epochs": "3", "ManifestVersionId": "v-1"})
     stub.add_response(
         "retry_pipeline_execution",
         {"PipelineExecutionArn": ARN},
@@ -114,6 +162,18 @@ def test_retry_a_failed_execution(status):
     with stub:
         assert retry(StubbedDeployment(client), ARN) == ARN  # type: ignore[arg-type]
         stub.assert_no_pending_responses()
+
+
+def test_an_execution_the_first_step_stopped_is_not_retried(deployed):
+    """Its parameters break ClaimManifest's rules: a retry would stop the same way, so none is requested."""
+    client, stub = stubbed_sagemaker()
+    stub.add_response(
+        "describe_pipeline_execution", {"PipelineExecutionStatus": "Failed"}, {"PipelineExecutionArn": ARN}
+    )
+    stub_execution_values(stub, json.loads(deployed.pipeline_definition), {"Epochs": "0", "ManifestVersionId": "v-1"})
+    with stub, pytest.raises(ToolError, match=r"Epochs='0' must be > 0\. Execution abc123 ran with it, and a retry"):
+        retry(StubbedDeployment(client), ARN)  # type: ignore[arg-type]
+    stub.assert_no_pending_responses()
 
 
 def test_a_running_execution_is_not_retried():

@@ -416,3 +416,28 @@ def test_a_format_the_validation_does_not_read_gets_the_accepted_formats(tmp_pat
         (tmp_path / split / "data.xlsx").write_bytes(b"x")
     with pytest.raises(ToolError, match=r"has no train or validation data under train/: accepted are SQuAD v1\.1 JSON"):
         validate_dataset(tmp_path, "x", "v1")
+
+
+def deep_copy_of_the_sample(tmp_path, relative_bytes: int):
+    """The sample dataset with its train file moved to a nested path of `relative_bytes` bytes below the version
+    folder (its own manifest.json dropped: it lists the old path)."""
+    dataset = tmp_path / f"d{relative_bytes}"
+    shutil.copytree(SAMPLE, dataset)
+    (dataset / "manifest.json").unlink()
+    folders = "/".join(letter * 200 for letter in "abcd")
+    stem = "e" * (relative_bytes - len(f"train/{folders}/.jsonl"))
+    relative = f"train/{folders}/{stem}.jsonl"
+    assert len(relative.encode()) == relative_bytes
+    (dataset / relative).parent.mkdir(parents=True)
+    (dataset / "train" / "train.jsonl").rename(dataset / relative)
+    return dataset
+
+
+def test_a_file_whose_pinned_copy_would_overflow_an_s3_key_is_refused_before_any_upload(tmp_path):
+    """An S3 object key holds at most 1,024 bytes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/
+    object-keys.html), and ClaimManifest copies each file to inputs/<64-hex claim digest>/<its path>: 72 bytes
+    of prefix, so a path of 952 bytes is the longest that works. Before, a longer one uploaded, and the
+    execution's first step failed on CopyObject."""
+    assert validate_dataset(deep_copy_of_the_sample(tmp_path, 952), "sq", "v1")
+    with pytest.raises(ToolError, match=r"would have 1025 bytes .*S3 allows 1024: shorten its path, or --name"):
+        validate_dataset(deep_copy_of_the_sample(tmp_path, 953), "sq", "v1")

@@ -42,6 +42,8 @@ def event(owner: str, version: str, key: str = KEY, **parameters: object) -> dic
         "F1Threshold": 80.0,
         "MaxTrainingCostUSD": 100.0,
         "Bounds": BOUNDS,
+        "BaseModelUri": "s3://artifacts/base-models/m/",
+        "BaseModelsUri": "s3://artifacts/base-models/",
         **parameters,
     }
 
@@ -188,6 +190,36 @@ def test_a_bad_parameter_is_one_line_naming_it_and_claims_nothing(tmp_path, loca
     result = functions.claim_handler(event("a", "v-1", **{name: value}))
     assert result["ParameterError"] == f"Parameter {says}."
     assert not (tmp_path / "s3" / "artifacts").exists()
+
+
+def test_every_claim_output_fits_a_lambda_step_output_whatever_the_values(tmp_path, local):
+    """A Lambda step output value holds at most 1,024 characters (API_OutputParameter, botocore's shape:
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_OutputParameter.html), and a pipeline parameter
+    value or an S3 key may be 1,024 characters long (API_Parameter; S3 object keys): the messages quote values
+    shortened. Before, the "ignored key" line quoted the whole key and overflowed."""
+    limit = botocore.session.get_session().get_service_model("sagemaker").shape_for("OutputParameter")
+    most = limit.members["Value"].metadata["max"]
+    long_key = "datasets/" + "k" * (1024 - len("datasets/"))
+    ignored = functions.claim_handler(event("a", "v-1", key=long_key))
+    assert "is not a manifest key" in ignored["Ignored"] and len(ignored["Ignored"]) <= most
+    for name in ("Epochs", "LearningRate", "TrainingInstanceCount", "F1Threshold", "MaxTrainingCostUSD"):
+        refused = functions.claim_handler(event("a", "v-1", **{name: "9" * 1023 + "x"}))["ParameterError"]
+        assert refused.startswith(f"Parameter {name}='9999") and len(refused) <= most
+    refused = functions.claim_handler(event("a", "v-1", BaseModelUri="s3://" + "b" * 1019))["ParameterError"]
+    assert refused.startswith("Parameter BaseModelUri=") and len(refused) <= most
+    assert not (tmp_path / "s3" / "artifacts").exists()
+
+
+def test_a_file_whose_pinned_copy_would_overflow_an_s3_key_stops_the_claim_before_any_copy(tmp_path, local):
+    """S3 keys hold at most 1,024 bytes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html):
+    a dataset file's key fits where it was uploaded but not in its pinned copy, inputs/<64-hex digest>/<path>.
+    Before, the claim's CopyObject failed with S3's error (locally, the copy went through)."""
+    relative = "train/" + "/".join(letter * 200 for letter in "abcd") + "/" + "e" * 140 + ".jsonl"
+    assert len(f"datasets/squad/v1/{relative}") <= 1024 < len(f"inputs/{'0' * 64}/{relative}")
+    version = upload(local, {relative: b'{"id": "1"}\n', "validation/validation.json": b'{"data": []}'})
+    with pytest.raises(functions.ClaimError, match=r"lists 'train/.* its S3 key would have 1028 bytes"):
+        functions.claim_handler(event("a", version))
+    assert not (tmp_path / "s3" / "artifacts" / "inputs").exists()
 
 
 def test_a_run_started_without_the_manifest_version_stops_with_the_fix(local):

@@ -187,6 +187,7 @@ INPUT_ARTIFACTS_BUCKET = "ArtifactsBucket"  # ClaimManifest: where claims and pi
 INPUT_CLAIMS_PREFIX = "ClaimsPrefix"
 INPUT_INPUTS_PREFIX = "InputsPrefix"
 INPUT_BOUNDS = "Bounds"  # ClaimManifest: {BOUND_MAX_INSTANCE_COUNT: int, BOUND_MIN_F1_THRESHOLD: float}
+INPUT_BASE_MODELS_URI = "BaseModelsUri"  # ClaimManifest: s3://<artifacts>/base-models/, where BaseModelUri must lie
 BOUND_MAX_INSTANCE_COUNT = "MaxInstanceCount"
 BOUND_MIN_F1_THRESHOLD = "MinF1Threshold"
 INPUT_STATS_URI = "StatsUri"  # EstimateTrainingCost: s3://.../STATS_FILE

@@ -1,0 +1,114 @@
+"""qa/parameter_rules.py, the one home of the start-parameter rules (ClaimManifest and `make start` / `make retry`),
+at each AWS limit: the longest allowed value passes, one character more is refused before any instance starts."""
+
+from __future__ import annotations
+
+import json
+
+import botocore.session
+import pytest
+from qa.parameter_rules import (
+    BUCKET_NAME_MAX_LENGTH,
+    METADATA_VALUE_MAX_LENGTH,
+    METADATA_VALUE_SYMBOLS,
+    S3_KEY_MAX_BYTES,
+    data_key_problem,
+    parameter_error,
+)
+
+MODELS = "s3://artifacts/base-models/"
+# An S3 version id as S3's pages show one.
+S3_VERSION_ID = "3sL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY+MTRCxf3vjVBH40Nr8X8gdRQBpUMLUo"
+
+
+def start_event(**values: object) -> dict[str, object]:
+    """A claim event (the claim step's inputs) whose parameters are all usable, with `values` replaced."""
+    return {
+        "DatasetBucket": "datasets",
+        "ManifestKey": "datasets/squad/v1/manifest.json",
+        "ManifestVersionId": S3_VERSION_ID,
+        "Epochs": 2.0,
+        "LearningRate": 3e-5,
+        "TrainingInstanceCount": 1,
+        "F1Threshold": 80.0,
+        "MaxTrainingCostUSD": 100.0,
+        "Bounds": json.dumps({"MaxInstanceCount": 8, "MinF1Threshold": 0.0}),
+        "BaseModelUri": f"{MODELS}bert-large-uncased-whole-word-masking/",
+        "BaseModelsUri": MODELS,
+        **values,
+    }
+
+
+def sagemaker_shape(name: str):
+    return botocore.session.get_session().get_service_model("sagemaker").shape_for(name)
+
+
+def test_a_usable_start_passes():
+    assert parameter_error(start_event()) == ""
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({"Epochs": "0"}, "Parameter Epochs='0' must be > 0."),
+        ({"F1Threshold": "150"}, "Parameter F1Threshold='150' must be between 0 and 100."),
+        ({"TrainingInstanceCount": "100"}, "TrainingInstanceCount='100' must be between 1 and 8"),
+        ({"BaseModelUri": "s3://nope/x/"}, f"Parameter BaseModelUri='s3://nope/x/' must be a folder under {MODELS}"),
+        ({"BaseModelUri": MODELS}, "Parameter BaseModelUri="),
+        ({"BaseModelUri": "s3://artifacts/base-models-other/m/"}, "must be a folder under"),
+    ],
+)
+def test_the_values_make_start_sent_are_refused_naming_the_parameter_and_the_range(values, says):
+    """The values issue 29 saw `make start` send, which the pipeline's first step then rejected."""
+    assert says in parameter_error(start_event(**values))
+
+
+def test_the_manifest_version_id_is_refused_past_the_metadata_and_container_argument_limits():
+    """ManifestVersionId becomes a CustomerMetadataProperties value (1-256 characters of letters, separators,
+    numbers and _.:/=+-@: API_CreateModelPackage, https://docs.aws.amazon.com/sagemaker/latest/APIReference/
+    API_CreateModelPackage.html) and a ContainerArguments item (at most 256: API_AppSpecification). S3 version
+    ids may be up to 1,024 bytes, so RegisterModel could fail after FineTune was billed."""
+    value = sagemaker_shape("CustomerMetadataValue")
+    assert value.metadata["max"] == METADATA_VALUE_MAX_LENGTH == sagemaker_shape("ContainerArgument").metadata["max"]
+    # The character class the rule implements (Unicode categories L, Z, N and these symbols).
+    assert value.metadata["pattern"] == "([\\p{L}\\p{Z}\\p{N}_.:\\/=+\\-@]*)${1,256}"
+    assert METADATA_VALUE_SYMBOLS == "_.:/=+-@"
+    longest = "a" * (METADATA_VALUE_MAX_LENGTH - len(METADATA_VALUE_SYMBOLS) - 1) + " " + METADATA_VALUE_SYMBOLS
+    assert len(longest) == METADATA_VALUE_MAX_LENGTH
+    assert parameter_error(start_event(ManifestVersionId=longest)) == ""
+    assert "has 257 characters: at most 256" in parameter_error(start_event(ManifestVersionId=longest + "a"))
+    assert "contains '~'" in parameter_error(start_event(ManifestVersionId="abc~def"))
+
+
+def test_the_dataset_bucket_is_an_s3_bucket_name():
+    """It is recorded as a CustomerMetadataProperties value; a bucket name has 3-63 characters
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html)."""
+    longest = "b" * BUCKET_NAME_MAX_LENGTH
+    assert parameter_error(start_event(DatasetBucket=longest)) == ""
+    assert "must be 3 to 63 lowercase" in parameter_error(start_event(DatasetBucket=longest + "b"))
+    assert "must start and end" in parameter_error(start_event(DatasetBucket="-datasets"))
+
+
+def test_every_message_fits_a_lambda_step_output():
+    """Each message is ClaimManifest's ParameterError output: at most 1,024 characters (API_OutputParameter:
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_OutputParameter.html), whatever the values, which
+    may each be 1,024 characters long (API_Parameter Value)."""
+    most = sagemaker_shape("OutputParameter").members["Value"].metadata["max"]
+    assert sagemaker_shape("Parameter").members["Value"].metadata["max"] == most
+    huge = "9" * (most - 1) + "x"
+    for name in ("Epochs", "LearningRate", "TrainingInstanceCount", "F1Threshold", "MaxTrainingCostUSD"):
+        assert 0 < len(parameter_error(start_event(**{name: huge}))) <= most
+    for name in ("DatasetBucket", "ManifestVersionId", "BaseModelUri"):
+        assert 0 < len(parameter_error(start_event(**{name: "~" * most}))) <= most
+
+
+def test_a_data_key_and_its_pinned_copy_must_fit_an_s3_key_in_bytes():
+    """S3 object keys: at most 1,024 bytes of UTF-8 (https://docs.aws.amazon.com/AmazonS3/latest/userguide/
+    object-keys.html); the pinned copy adds inputs/<64-hex digest>/ (72 bytes), a character may take 2 bytes."""
+    assert S3_KEY_MAX_BYTES == 1024
+    longest = "train/" + "x" * (S3_KEY_MAX_BYTES - 72 - len("train/"))
+    assert data_key_problem(f"datasets/a/v1/{longest}", "inputs", longest) == ""
+    assert "would have 1025 bytes" in data_key_problem(f"datasets/a/v1/{longest}y", "inputs", longest + "y")
+    assert "would have 1025 bytes" in data_key_problem(f"datasets/a/v1/{longest[:-1]}é", "inputs", longest[:-1] + "é")
+    uploaded = "datasets/" + "n" * 100 + "/" + "v" * 100 + "/" + longest  # longer where it was uploaded
+    assert f"would have {len(uploaded)} bytes" in data_key_problem(uploaded, "inputs", longest)
