@@ -83,9 +83,14 @@ def service_statements(template):
                     yield resource_type, statement
 
 
-# The one unconditioned service statement: EventBridge's sns:Publish on the topic, as the EventBridge guide shows it
-# (a condition key EventBridge does not send would lose every notification; see stacks/notifications.py).
-UNSCOPED_BY_DESIGN = [("AWS::SNS::TopicPolicy", "EventBridgeRulesPublish")]
+# The unconditioned service statements, as the AWS pages show them (a condition key EventBridge does not send would
+# lose every notification or dead letter): EventBridge's KMS use for the encrypted dead-letter queue
+# (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html; see
+# stacks/data.py) and its sns:Publish on the topic (the EventBridge guide; see stacks/notifications.py).
+UNSCOPED_BY_DESIGN = [
+    ("AWS::KMS::Key", "EventBridgeSendsToTheEncryptedDeadLetterQueue"),
+    ("AWS::SNS::TopicPolicy", "EventBridgeRulesPublish"),
+]
 
 
 def test_every_service_principal_in_a_resource_policy_is_scoped(dev, prod):

@@ -6,9 +6,11 @@ Sources: SNS developer guide, sns-key-management "compatibility with AWS service
 kms:Decrypt and kms:GenerateDataKey* in the key policy; aws:SourceAccount/aws:SourceArn "is not supported for
 EventBridge-to-encrypted topics"; awslabs/landing-zone-accelerator-on-aws#407 shows the silent FailedInvocations);
 EventBridge user guide eb-use-resource-based (topic policy: events.amazonaws.com may sns:Publish) and eb-rule-dlq
-(queue policy: sqs:SendMessage for the rule, aws:SourceArn). SNS and SQS put the topic/queue ARN in the KMS
-encryption context (aws:sns:topicArn, aws:sqs:arn): the only condition keys EventBridge's deliveries carry that a
-key policy can use. What no test here can show: that AWS delivers; moto does not model key or topic policies.
+(queue policy: sqs:SendMessage for the rule, aws:SourceArn). SNS puts the topic ARN in the KMS encryption context
+(aws:sns:topicArn). SQS developer guide, sqs-key-management "compatibility with AWS services": an event source's
+key statement is kms:GenerateDataKey and kms:Decrypt, Resource "*", no condition; no AWS page shows which
+condition keys EventBridge's dead-letter KMS calls carry. What no test here can show: that AWS delivers; moto does
+not model key or topic policies.
 """
 
 from __future__ import annotations
@@ -21,9 +23,16 @@ from tests.conftest import as_list, resources_of_type
 
 EVENTS = "events.amazonaws.com"
 ALARMS = "cloudwatch.amazonaws.com"
-# Condition keys present in the KMS requests SNS and SQS make for an EventBridge delivery.
-KEYS_EVENTBRIDGE_DELIVERIES_SEND = {"kms:EncryptionContext:aws:sns:topicArn", "kms:EncryptionContext:aws:sqs:arn"}
+# Condition keys an AWS page shows in the KMS requests made for an EventBridge delivery (SNS's topic context).
+KEYS_EVENTBRIDGE_DELIVERIES_SEND = {"kms:EncryptionContext:aws:sns:topicArn"}
 DELIVERY_KMS_ACTIONS = {"kms:Decrypt", "kms:GenerateDataKey"}
+# sqs-key-management#compatibility-with-aws-services, the statement for a service event source.
+SQS_PAGE_EVENT_SOURCE_STATEMENT = {
+    "Effect": "Allow",
+    "Principal": {"Service": EVENTS},
+    "Action": ["kms:Decrypt", "kms:GenerateDataKey"],  # CDK sorts the page's [GenerateDataKey, Decrypt]
+    "Resource": "*",
+}
 
 
 def render(value: Any) -> str:
@@ -127,9 +136,9 @@ def test_eventbridge_and_the_alarm_may_publish_to_the_encrypted_topic(env):
 
 def test_eventbridge_may_park_failed_starts_in_the_encrypted_dead_letter_queue(env):
     pipeline = env.templates["pipeline"]
-    [(logical, queue)] = resources_of_type(pipeline, "AWS::SQS::Queue").items()
-    name = queue["Properties"]["QueueName"]
-    assert key_allows_delivery(env, EVENTS, "kms:EncryptionContext:aws:sqs:arn", arn("sqs", name))
+    [logical] = resources_of_type(pipeline, "AWS::SQS::Queue")
+    [dead_letters] = [s for s in key_statements(env) if s.get("Sid") == "EventBridgeSendsToTheEncryptedDeadLetterQueue"]
+    assert {k: v for k, v in dead_letters.items() if k != "Sid"} == SQS_PAGE_EVENT_SOURCE_STATEMENT
     [policy] = resources_of_type(pipeline, "AWS::SQS::QueuePolicy").values()
     [rule] = [r for r, v in resources_of_type(pipeline, "AWS::Events::Rule").items() if "DeadLetterConfig" in str(v)]
     assert any(
@@ -153,7 +162,6 @@ def test_no_kms_statement_for_eventbridge_uses_a_condition_key_it_does_not_send(
     assert statements, "the key policies grant EventBridge nothing: its encrypted deliveries would fail"
     for statement in statements:
         assert condition_keys(statement) <= KEYS_EVENTBRIDGE_DELIVERIES_SEND, statement["Sid"]
-        assert condition_keys(statement), f"{statement['Sid']}: unscoped"
 
 
 def test_kms_statement_check_catches_the_silent_deny():
