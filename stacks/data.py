@@ -20,8 +20,6 @@ from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
 # IAM: "The Sid element supports ASCII uppercase letters (A-Z), lowercase letters (a-z), and numbers (0-9)."
 # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_sid.html
 _STATEMENT_ID = re.compile(r"[A-Za-z0-9]+")
-# Services that publish to the project's encrypted topic: EventBridge rules and CloudWatch alarms.
-TOPIC_PUBLISHERS = ("events.amazonaws.com", "cloudwatch.amazonaws.com")
 # What a service needs from the key to write to an encrypted topic (sns-key-management, below).
 ENCRYPTED_DELIVERY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey*"]
 
@@ -42,7 +40,7 @@ def statement_id(*words: str) -> str:
 class ProjectKey(Construct):
     """Customer-managed KMS key with yearly rotation, used by every bucket, queue, topic and job.
 
-    `topic_name` names the encrypted topic (of the pipeline stack) whose deliveries may use the key."""
+    `topic_name` names the encrypted topic (of the pipeline stack) whose alarm deliveries may use the key."""
 
     def __init__(
         self,
@@ -85,16 +83,15 @@ class ProjectKey(Construct):
         )
 
         topic_arn = stack.format_arn(service="sns", resource=topic_name)
-        # Services that write to the encrypted topic use this key through SNS, which names the topic in the
-        # encryption context of every KMS call: that, not aws:SourceAccount/aws:SourceArn (which EventBridge does
-        # not send for these deliveries, so they would deny silently), scopes the grant.
-        # https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services
-        # (EventBridge and CloudWatch alarms to an encrypted topic: kms:Decrypt, kms:GenerateDataKey*),
-        # awslabs/landing-zone-accelerator-on-aws#407.
+        # CloudWatch alarms write to the encrypted topic through SNS, which names the topic in the encryption
+        # context of every KMS call: that scopes the grant
+        # (https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services:
+        # kms:Decrypt, kms:GenerateDataKey*). The topic's other publisher, the notification function, has its KMS
+        # actions in its role (stacks/notifications.py).
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="EventBridgeAndAlarmsPublishToTheEncryptedTopic",
-                principals=[iam.ServicePrincipal(service) for service in TOPIC_PUBLISHERS],
+                sid="AlarmsPublishToTheEncryptedTopic",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                 actions=ENCRYPTED_DELIVERY_ACTIONS,
                 resources=["*"],
                 conditions={"StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": topic_arn}},

@@ -53,7 +53,7 @@ def test_key_rotates_and_follows_the_removal_policy_of_the_environment(bare_stac
     template.has_resource_properties("AWS::KMS::Alias", {"AliasName": f"alias/{settings.name_prefix}"})
 
 
-def test_key_policy_scopes_logs_and_topic_deliveries_by_encryption_context(bare_stack, dev_settings):
+def test_key_policy_scopes_logs_and_alarm_deliveries_by_encryption_context(bare_stack, dev_settings):
     """The dead-letter statement as the SQS developer guide gives it for an AWS service event source: no condition
     (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html)."""
     template = key_template(bare_stack, dev_settings)
@@ -72,8 +72,8 @@ def test_key_policy_scopes_logs_and_topic_deliveries_by_encryption_context(bare_
                         ),
                         Match.object_like(
                             {
-                                "Sid": "EventBridgeAndAlarmsPublishToTheEncryptedTopic",
-                                "Principal": {"Service": ["cloudwatch.amazonaws.com", "events.amazonaws.com"]},
+                                "Sid": "AlarmsPublishToTheEncryptedTopic",
+                                "Principal": {"Service": "cloudwatch.amazonaws.com"},
                                 "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
                                 "Condition": {"StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": topic_arn}},
                             }
