@@ -12,9 +12,10 @@ from constructs import IConstruct
 
 # checkov's Lambda findings, accepted for every function of the app (ours and CDK's custom-resource handlers).
 LAMBDA_FINDINGS = {
-    "CKV_AWS_116": "no DLQ: Lambda steps and CloudFormation invoke synchronously; a DLQ only gets async failures",
+    "CKV_AWS_116": "no DLQ: Lambda steps and CloudFormation invoke synchronously (a DLQ only gets async failures); "
+    "the notification function's failures are retried by Lambda and stay in its log group",
     "CKV_AWS_115": "no reserved concurrency: it fails in accounts with under 100 unreserved (new accounts)",
-    "CKV_AWS_117": "outside the VPC: calls only S3/SageMaker under a least-privilege role, runs no user code",
+    "CKV_AWS_117": "outside the VPC: calls only S3/SageMaker/SNS under a least-privilege role, runs no user code",
 }
 # The bucket that receives the other buckets' server access logs cannot log into itself (a loop of logs).
 ACCESS_LOG_BUCKET_FINDINGS = {"CKV_AWS_18": "the access-log destination itself: logging it would loop"}

@@ -20,9 +20,7 @@ from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
 # IAM: "The Sid element supports ASCII uppercase letters (A-Z), lowercase letters (a-z), and numbers (0-9)."
 # https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_sid.html
 _STATEMENT_ID = re.compile(r"[A-Za-z0-9]+")
-# Services that publish to the project's encrypted topic: EventBridge rules and CloudWatch alarms.
-TOPIC_PUBLISHERS = ("events.amazonaws.com", "cloudwatch.amazonaws.com")
-# What a service needs from the key to write to an encrypted topic or queue (sns-key-management, above).
+# What a service needs from the key to write to an encrypted topic (sns-key-management, below).
 ENCRYPTED_DELIVERY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey*"]
 
 
@@ -42,8 +40,7 @@ def statement_id(*words: str) -> str:
 class ProjectKey(Construct):
     """Customer-managed KMS key with yearly rotation, used by every bucket, queue, topic and job.
 
-    `topic_name` and `dead_letter_queue_name` name the encrypted topic and queue (of the pipeline stack) whose
-    deliveries may use the key."""
+    `topic_name` names the encrypted topic (of the pipeline stack) whose alarm deliveries may use the key."""
 
     def __init__(
         self,
@@ -53,7 +50,6 @@ class ProjectKey(Construct):
         name_prefix: str,
         removal: RemovalPolicy,
         topic_name: str,
-        dead_letter_queue_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.key = kms.Key(
@@ -98,30 +94,32 @@ class ProjectKey(Construct):
         )
 
         topic_arn = stack.format_arn(service="sns", resource=topic_name)
-        queue_arn = stack.format_arn(service="sqs", resource=dead_letter_queue_name)
-        # Services that write to the encrypted topic and queue use this key through SNS and SQS, which name the
-        # topic and queue in the encryption context of every KMS call: that, not aws:SourceAccount/aws:SourceArn
-        # (which EventBridge does not send for these deliveries, so they would deny silently), scopes the grant.
-        # https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services
-        # (EventBridge and CloudWatch alarms to an encrypted topic: kms:Decrypt, kms:GenerateDataKey*),
-        # https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html
-        # (encryption context aws:sqs:arn), awslabs/landing-zone-accelerator-on-aws#407.
+        # CloudWatch alarms write to the encrypted topic through SNS, which names the topic in the encryption
+        # context of every KMS call: that scopes the grant
+        # (https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services:
+        # kms:Decrypt, kms:GenerateDataKey*). The topic's other publisher, the notification function, has its KMS
+        # actions in its role (stacks/notifications.py).
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="EventBridgeAndAlarmsPublishToTheEncryptedTopic",
-                principals=[iam.ServicePrincipal(service) for service in TOPIC_PUBLISHERS],
+                sid="AlarmsPublishToTheEncryptedTopic",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                 actions=ENCRYPTED_DELIVERY_ACTIONS,
                 resources=["*"],
                 conditions={"StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": topic_arn}},
             )
         )
+        # EventBridge writes the trigger's dead letters to the encrypted queue: the statement as the SQS developer
+        # guide gives it for an AWS service event source, kms:GenerateDataKey and kms:Decrypt, no condition
+        # (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html#compatibility-with-aws-services).
+        # No AWS page shows the encryption context (aws:sqs:arn) or aws:SourceArn in EventBridge's dead-letter KMS
+        # calls, and a key the call lacks denies it silently; the queue policy (stacks/trigger.py) still lets only
+        # the trigger's rule send (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-rule-dlq.html).
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="EventBridgeSendsToTheEncryptedDeadLetterQueue",
                 principals=[iam.ServicePrincipal("events.amazonaws.com")],
-                actions=ENCRYPTED_DELIVERY_ACTIONS,
+                actions=["kms:GenerateDataKey", "kms:Decrypt"],
                 resources=["*"],
-                conditions={"StringEquals": {"kms:EncryptionContext:aws:sqs:arn": queue_arn}},
             )
         )
 
@@ -271,7 +269,6 @@ class DataStack(Stack):
             name_prefix=settings.name_prefix,
             removal=removal,
             topic_name=settings.notification_topic_name,
-            dead_letter_queue_name=settings.trigger_dead_letter_queue_name,
         )
         self.bucket_names = {
             purpose: settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION) for purpose in BUCKET_PURPOSES

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 from qa.outputs import STATS_OUTPUT
@@ -26,8 +27,17 @@ from stacks.data import ProjectKey, SecureBucket
 from stacks.log_groups import LogGroupSettings, encrypted_log_group
 from stacks.nag import acknowledge, add_reviewed_statement
 
-# What pipeline_functions.py imports (stdlib, boto3 from the runtime, and these stdlib-only modules).
-FUNCTION_FILES = ("pipeline_functions.py", "qa/__init__.py", "qa/cost.py", "qa/outputs.py", "qa/parameter_rules.py")
+# What pipeline_functions.py and notification_function.py import (stdlib, boto3 from the runtime, and these
+# stdlib-only modules).
+FUNCTION_FILES = (
+    "pipeline_functions.py",
+    "notification_function.py",
+    "qa/__init__.py",
+    "qa/cost.py",
+    "qa/notifications.py",
+    "qa/outputs.py",
+    "qa/parameter_rules.py",
+)
 # A Lambda step waits for its function at most 10 minutes (SageMaker Pipelines step types, Lambda step:
 # https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-steps-types.html#step-type-lambda; a step
 # whose function ran 7 minutes timed out "exactly at 10 minutes which is the maximum run time for the
@@ -64,7 +74,7 @@ def stage_function_code(build_dir: Path) -> Path:
 
 
 class PipelineFunction(Construct):
-    """One function: its own role, its own log group."""
+    """One function of the bundle: its own role, its own log group. `purpose` ends both descriptions."""
 
     def __init__(
         self,
@@ -73,28 +83,30 @@ class PipelineFunction(Construct):
         *,
         name_prefix: str,
         log_groups: LogGroupSettings,
-        key: ProjectKey,
+        key: kms.IKey,
         code: lambda_.Code,
-        field: str,
+        handler: str,
+        timeout: Duration,
+        purpose: str,
+        environment: dict[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.role = iam.Role(
-            self, "Role", assumed_by=LAMBDA, description=f"{name_prefix}: pipeline step {construct_id}"
-        )
+        self.role = iam.Role(self, "Role", assumed_by=LAMBDA, description=f"{name_prefix}: {purpose}")
         # Encrypted with the project key, whose policy lets CloudWatch Logs use it for this account's log groups.
-        self.log_group = encrypted_log_group(self, "Logs", lifetime=log_groups, key=key.key)
+        self.log_group = encrypted_log_group(self, "Logs", lifetime=log_groups, key=key)
         self.log_group.grant_write(self.role)
         self.function = lambda_.Function(
             self,
             "Function",
             runtime=RUNTIME,
-            handler=FUNCTION_HANDLERS[field],
+            handler=handler,
             code=code,
             role=self.role,
-            timeout=Duration.seconds(TIMEOUTS[field]),
+            timeout=timeout,
             memory_size=1024,  # CPU scales with memory: the record function hashes a model archive
             log_group=self.log_group,
-            description=f"{name_prefix}: SageMaker pipeline step {construct_id}",
+            description=f"{name_prefix}: SageMaker {purpose}",
+            environment=environment,
         )
         acknowledge(
             self.function,
@@ -122,10 +134,19 @@ class PipelineFunctions(Construct):
         build_dir: Path,
     ) -> None:
         super().__init__(scope, construct_id)
-        code = lambda_.Code.from_asset(str(stage_function_code(build_dir)))
+        # The bundle, shared with the notification function (stacks/notifications.py).
+        self.code = code = lambda_.Code.from_asset(str(stage_function_code(build_dir)))
         self.claim, self.estimate, self.record = (
             PipelineFunction(
-                self, name, name_prefix=name_prefix, log_groups=log_groups, key=key, code=code, field=field
+                self,
+                name,
+                name_prefix=name_prefix,
+                log_groups=log_groups,
+                key=key.key,
+                code=code,
+                handler=FUNCTION_HANDLERS[field],
+                timeout=Duration.seconds(TIMEOUTS[field]),
+                purpose=f"pipeline step {name}",
             )
             for name, field in (
                 (names.CLAIM_STEP, "claim_function_arn"),

@@ -1,72 +1,78 @@
 """Construct: an encrypted SNS topic told what each execution did, which models wait for approval, and what a
 person decided; plus an alarm when the trigger parks a start in its dead-letter queue.
 
-Who may use the topic and its key, as the AWS pages require:
-- EventBridge publishes to a topic through the topic's resource policy (principal events.amazonaws.com, action
-  sns:Publish: https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-resource-based.html#eb-sns-permissions).
-  That statement carries no condition: the EventBridge guide's SNS example has none, an older version of it said
-  topic policies for EventBridge may not carry conditions, and a condition key the service does not send denies
-  silently (every notification lost), while the worst an unconditioned publish grant allows is an extra message.
-- Its KMS calls for the encrypted topic are allowed in the key policy (stacks/data.py, ProjectKey), scoped by the
-  encryption context SNS itself sends, never by aws:SourceAccount/aws:SourceArn, which "is not supported for
-  EventBridge-to-encrypted topics" (https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services;
-  awslabs/landing-zone-accelerator-on-aws#407).
-- CloudWatch alarms publish with aws:SourceArn/aws:SourceAccount, which they send
-  (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Notify_Users_Alarm_Changes.html).
+The messages are written by a function (training_code/notification_function.py, NotifyTopic) that the rules
+invoke with the event as it is and that publishes with the SNS API: an input transformer cannot carry a failure
+reason or an approval note safely, as EventBridge "doesn't escape values extracted by Input Path" into the
+template (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-transform-target-input.html), and AWS
+documents no template that is not a quoted string or JSON ("For Strings, quotes are required").
 
-What the events carry (https://docs.aws.amazon.com/sagemaker/latest/dg/automating-sagemaker-with-eventbridge.html):
-an execution's status change has no parameters and no failure reason; a step's status change has
-`failureReason` when it failed; a model package's state change has the package with its
-CustomerMetadataProperties. So failures are told by the failing step (once: a Fail step's message names the
-parameter, the cost or the F1), successes by the execution, the model by its package.
+Who may use the topic and its key, as the AWS pages require:
+- The function publishes with its role: sns:Publish on the topic, and kms:GenerateDataKey + kms:Decrypt on the
+  topic's key ("The publisher must have the kms:GenerateDataKey and kms:Decrypt permissions",
+  https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#send-to-encrypted-topic).
+- CloudWatch alarms publish with aws:SourceArn/aws:SourceAccount, which they send
+  (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/Notify_Users_Alarm_Changes.html); their KMS
+  use is in the key policy (stacks/data.py, ProjectKey).
+
+The rules match only fields of the developer guide's event examples
+(https://docs.aws.amazon.com/sagemaker/latest/dg/automating-sagemaker-with-eventbridge.html): an execution's
+currentPipelineExecutionStatus, a step's stepName and currentStepStatus, a package's ModelPackageGroupName and
+ModelApprovalStatus. A failed execution is told by its failing step (once, with its reason: a Fail step's message
+names the parameter, the cost or the F1), a success by the execution, a run that trained nothing by FirstDelivery
+(the function reads the claim step's outputs to tell a duplicate from a real run), the model by its package.
 """
 
 from __future__ import annotations
 
-import jsii
-from aws_cdk import Aws, Duration
+from aws_cdk import ArnFormat, Aws, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
-from aws_cdk.interfaces.aws_events import IRuleRef
 from constructs import Construct
+from qa.notifications import (
+    CLAIM_STEP_ENV,
+    DATASET_METADATA_KEY_ENV,
+    DETAILS_ENV,
+    EXECUTION_STATUS_CHANGE,
+    F1_METADATA_KEY_ENV,
+    FIRST_DELIVERY_STEP_ENV,
+    HANDLER,
+    MODEL_PACKAGE_STATE_CHANGE,
+    PENDING_APPROVAL,
+    PIPELINE_NAME_ENV,
+    STEP_STATUS_CHANGE,
+    TOPIC_ARN_ENV,
+)
 
 from config.aws_locations import pipeline_console_url
-from pipeline_steps.names import FIRST_DELIVERY_STEP, MODEL_METADATA_DATASET_MANIFEST, MODEL_METADATA_F1
+from pipeline_steps.names import (
+    CLAIM_STEP,
+    FIRST_DELIVERY_STEP,
+    MODEL_METADATA_DATASET_MANIFEST,
+    MODEL_METADATA_F1,
+)
+from stacks.functions import PipelineFunction
+from stacks.log_groups import LogGroupSettings
+from stacks.nag import add_reviewed_statement
 
 SAGEMAKER_SOURCE = ["aws.sagemaker"]
-EXECUTION_STATUS_CHANGE = "SageMaker Model Building Pipeline Execution Status Change"
-STEP_STATUS_CHANGE = "SageMaker Model Building Pipeline Execution Step Status Change"
-MODEL_PACKAGE_STATE_CHANGE = "SageMaker Model Package State Change"
 # Failed executions are told by their failing step (with its reason); these by the execution.
 EXECUTION_STATUSES_TOLD = ["Succeeded", "Stopped"]
 DECISIONS = ["Approved", "Rejected"]
-
-
-@jsii.implements(events.IRuleTarget)
-class TopicTarget:
-    """The topic as a rule target, with a message from an input transformer (the topic policy is set once by
-    PipelineNotifications)."""
-
-    def __init__(self, topic: sns.ITopic, message: events.RuleTargetInput) -> None:
-        self.topic = topic
-        self.message = message
-
-    def bind(self, rule: IRuleRef, id: str | None = None) -> events.RuleTargetConfig:  # IRuleTarget's signature
-        return events.RuleTargetConfig(arn=self.topic.topic_arn, input=self.message)
-
-
-def _field(path: str) -> str:
-    return events.EventField.from_path(path)
+NOTIFY_TIMEOUT = Duration.seconds(60)  # two API calls at most
 
 
 class PipelineNotifications(Construct):
-    """SNS topic (+ optional e-mail) fed by EventBridge rules, and the alarm of the trigger's dead-letter queue."""
+    """SNS topic (+ optional e-mail) written to by the NotifyTopic function, which EventBridge rules invoke; and
+    the alarm of the trigger's dead-letter queue."""
 
     def __init__(
         self,
@@ -80,6 +86,9 @@ class PipelineNotifications(Construct):
         key: kms.IKey,
         email: str | None,
         env_name: str,
+        name_prefix: str,
+        code: lambda_.Code,
+        log_groups: LogGroupSettings,
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(
@@ -87,81 +96,96 @@ class PipelineNotifications(Construct):
         )
         if email:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
-        self.topic.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="EventBridgeRulesPublish",
-                principals=[iam.ServicePrincipal("events.amazonaws.com")],
-                actions=["sns:Publish"],
-                resources=[self.topic.topic_arn],
-            )
-        )
         # The SageMaker AI console's page of the pipeline; `make runs` lists its executions with every step.
-        where = f"Details: make runs ENV={env_name} | {pipeline_console_url(Aws.REGION, pipeline_name)}"
-        execution = _field("$.detail.pipelineExecutionArn")
+        details = f"Details: make runs ENV={env_name} | {pipeline_console_url(Aws.REGION, pipeline_name)}"
+        self.notifier = PipelineFunction(
+            self,
+            "NotifyTopic",
+            name_prefix=name_prefix,
+            log_groups=log_groups,
+            key=key,
+            code=code,
+            handler=HANDLER,
+            timeout=NOTIFY_TIMEOUT,
+            purpose="pipeline notifications: formats each event and publishes it to the topic",
+            environment={
+                TOPIC_ARN_ENV: self.topic.topic_arn,
+                PIPELINE_NAME_ENV: pipeline_name,
+                DETAILS_ENV: details,
+                CLAIM_STEP_ENV: CLAIM_STEP,
+                FIRST_DELIVERY_STEP_ENV: FIRST_DELIVERY_STEP,
+                F1_METADATA_KEY_ENV: MODEL_METADATA_F1,
+                DATASET_METADATA_KEY_ENV: MODEL_METADATA_DATASET_MANIFEST,
+            },
+        )
+        self._grant_notifier(key, pipeline_name)
         self.execution_rule = self._rule(
             "ExecutionFinished",
             "A pipeline execution succeeded or was stopped",
             EXECUTION_STATUS_CHANGE,
             {"pipelineArn": [pipeline_arn], "currentPipelineExecutionStatus": EXECUTION_STATUSES_TOLD},
-            f"[{pipeline_name}] execution {_field('$.detail.currentPipelineExecutionStatus')}: {execution}. "
-            "A real run also reports its registered model (F1, dataset); a duplicate delivery reports that it "
-            f"trained nothing. {where}",
         )
         self.step_failed_rule = self._rule(
             "StepFailed",
             "A pipeline step failed: its reason ends the execution (told once, by the step)",
             STEP_STATUS_CHANGE,
             {"pipelineArn": [pipeline_arn], "currentStepStatus": ["Failed"]},
-            f"[{pipeline_name}] execution FAILED at step {_field('$.detail.stepName')}: "
-            f"{_field('$.detail.failureReason')} (execution {execution}). {where}",
         )
         self.duplicate_rule = self._rule(
             "DuplicateDelivery",
-            "A repeated delivery of a claimed dataset version ended at the first-delivery check",
+            "FirstDelivery finished: the function tells a duplicate delivery (or a key that is no manifest)",
             STEP_STATUS_CHANGE,
-            {
-                "pipelineArn": [pipeline_arn],
-                "stepName": [FIRST_DELIVERY_STEP],
-                "currentStepStatus": ["Succeeded"],
-                # A condition step's metadata is its outcome (PipelineExecutionStepMetadata.Condition.Outcome).
-                "metadata": {"condition": {"outcome": ["False"]}},
-            },
-            f"[{pipeline_name}] duplicate delivery, nothing trained: the dataset version is claimed by another "
-            f"execution (execution {execution} ends Succeeded). {where}",
+            {"pipelineArn": [pipeline_arn], "stepName": [FIRST_DELIVERY_STEP], "currentStepStatus": ["Succeeded"]},
         )
-        package = _field("$.detail.ModelPackageArn")
-        metadata = "$.detail.CustomerMetadataProperties"
-        f1 = _field(f"{metadata}.{MODEL_METADATA_F1}")
-        dataset = _field(f"{metadata}.{MODEL_METADATA_DATASET_MANIFEST}")
-        quality = f"F1 {f1} on {dataset}, report {_field('$.detail.ModelMetrics.ModelQuality.Statistics.S3Uri')}"
         self.approval_rule = self._rule(
             "ModelPendingApproval",
             "A real run registered a model that waits for manual approval",
             MODEL_PACKAGE_STATE_CHANGE,
-            {"ModelPackageGroupName": [model_package_group_name], "ModelApprovalStatus": ["PendingManualApproval"]},
-            f"[{pipeline_name}] model {package} is waiting for approval: {quality} "
-            f"(execution {_field('$.detail.MetadataProperties.GeneratedBy')}). {where}",
+            {"ModelPackageGroupName": [model_package_group_name], "ModelApprovalStatus": [PENDING_APPROVAL]},
         )
         self.decision_rule = self._rule(
             "ModelApprovalDecided",
-            "A person approved or rejected a registered model",
+            "A registered model is approved or rejected",
             MODEL_PACKAGE_STATE_CHANGE,
-            {
-                "ModelPackageGroupName": [model_package_group_name],
-                "ModelApprovalStatus": DECISIONS,
-                "UpdatedModelPackageFields": ["ModelApprovalStatus"],
-            },
-            f"[{pipeline_name}] model {package} was {_field('$.detail.ModelApprovalStatus')} "
-            f"({_field('$.detail.ApprovalDescription')}): {quality}. {where}",
+            {"ModelPackageGroupName": [model_package_group_name], "ModelApprovalStatus": DECISIONS},
         )
 
-    def _rule(self, construct_id: str, description: str, detail_type: str, detail: dict, message: str) -> events.Rule:
+    def _grant_notifier(self, key: kms.IKey, pipeline_name: str) -> None:
+        role = self.notifier.role
+        role.add_to_principal_policy(
+            iam.PolicyStatement(sid="PublishNotifications", actions=["sns:Publish"], resources=[self.topic.topic_arn])
+        )
+        # sns-key-management#send-to-encrypted-topic (module docstring): the publisher's two KMS actions.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="EncryptNotifications", actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[key.key_arn]
+            )
+        )
+        add_reviewed_statement(
+            role,
+            iam.PolicyStatement(
+                sid="ReadClaimOutputs",
+                actions=["sagemaker:ListPipelineExecutionSteps"],
+                resources=[
+                    Stack.of(self).format_arn(
+                        service="sagemaker",
+                        resource="pipeline",
+                        resource_name=f"{pipeline_name}/execution/*",
+                        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+                    )
+                ],
+            ),
+            "NotifyTopic lists the steps of this one pipeline's executions (ListPipelineExecutionSteps) to read the "
+            "claim step's outputs when FirstDelivery ends; execution ids are random.",
+        )
+
+    def _rule(self, construct_id: str, description: str, detail_type: str, detail: dict) -> events.Rule:
         return events.Rule(
             self,
             construct_id,
             description=description,
             event_pattern=events.EventPattern(source=SAGEMAKER_SOURCE, detail_type=[detail_type], detail=detail),
-            targets=[TopicTarget(self.topic, events.RuleTargetInput.from_text(message))],
+            targets=[targets.LambdaFunction(self.notifier.function)],
         )
 
     def alarm_on_dead_letters(self, queue: sqs.IQueue, what: str) -> cloudwatch.Alarm:

@@ -174,6 +174,9 @@ class PipelineStack(Stack):
             key=data.project_key.key,
             email=settings.notification_email,
             env_name=settings.env_name,
+            name_prefix=settings.name_prefix,
+            code=self.functions.code,
+            log_groups=LogGroupSettings.of(settings),
         )
         self.notifications.alarm_on_dead_letters(
             self.trigger.dead_letter_queue, "Dataset trigger: a pipeline start failed after every retry"

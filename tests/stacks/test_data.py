@@ -83,9 +83,11 @@ def service_statements(template):
                     yield resource_type, statement
 
 
-# The one unconditioned service statement: EventBridge's sns:Publish on the topic, as the EventBridge guide shows it
-# (a condition key EventBridge does not send would lose every notification; see stacks/notifications.py).
-UNSCOPED_BY_DESIGN = [("AWS::SNS::TopicPolicy", "EventBridgeRulesPublish")]
+# The one unconditioned service statement: EventBridge's KMS use for the encrypted dead-letter queue, as the SQS
+# developer guide shows it for an AWS service event source (a condition key EventBridge does not send would lose
+# every dead letter; see stacks/data.py):
+# https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html
+UNSCOPED_BY_DESIGN = [("AWS::KMS::Key", "EventBridgeSendsToTheEncryptedDeadLetterQueue")]
 
 
 def test_every_service_principal_in_a_resource_policy_is_scoped(dev, prod):
@@ -99,8 +101,8 @@ def test_every_service_principal_in_a_resource_policy_is_scoped(dev, prod):
                 if not any(key.startswith(SCOPING_KEYS) for key in condition_keys):
                     unscoped.append((resource_type, statement.get("Sid")))
     assert unscoped == UNSCOPED_BY_DESIGN * 2  # dev and prod
-    # logs, events + alarms (topic), events (queue) on the key; two log-delivery bucket statements; the queue; the
-    # topic's alarm statement
+    # logs, alarms (topic), events (queue) on the key; two log-delivery bucket statements; the queue; the topic's
+    # alarm statement
     assert found >= 8
 
 
