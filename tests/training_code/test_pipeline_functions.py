@@ -211,6 +211,18 @@ def test_a_manifest_naming_a_missing_file_or_leaving_its_folder_fails_with_the_k
         functions.claim_handler(event("b", escaping))
 
 
+def test_a_manifest_key_outside_the_split_folders_is_refused_before_any_job(tmp_path, local):
+    """What the upload wrote for a DatasetDict folder before (`train.jsonl` at the dataset root): the claim copied
+    it and ValidateAndTokenize, a billed processing job, rejected it (its reader takes a key's first segment as the
+    split). The claim, a Lambda step (no instance), refuses it now, copying nothing."""
+    version = upload(local, {"train.jsonl": b'{"id": "1"}\n', "validation/validation.jsonl": b'{"id": "2"}\n'})
+    with pytest.raises(
+        functions.ClaimError, match=r"lists 'train\.jsonl', which is not under train/ or validation/: upload the"
+    ):
+        functions.claim_handler(event("a", version))
+    assert not list((tmp_path / "s3" / "artifacts").glob("inputs/*/*"))
+
+
 def write_stats_and_model(store) -> dict:
     stats = {
         "splits": {

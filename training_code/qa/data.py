@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qa.outputs import MANIFEST_V2_FORMAT, SPLITS
+from qa.outputs import MANIFEST_V2_FORMAT, SPLITS, manifest_key_split
 
 ACCEPTED_FORMATS = (
     "SQuAD v1.1 JSON (.json), JSON Lines (.jsonl), Parquet (.parquet), CSV (.csv) or a datasets save_to_disk "
@@ -162,8 +162,8 @@ def read_manifest(manifest_path: Path, data_dir: Path) -> tuple[dict[str, list[P
     files: dict[str, list[Path]] = {s: [] for s in SPLITS}
     problems = []
     for index, key in enumerate(keys, start=1):
-        split = key.split("/", 1)[0] if isinstance(key, str) else None
-        if split not in SPLITS or "/" not in key:
+        split = manifest_key_split(key)
+        if split is None:
             problems.append(
                 Problem(
                     name, f"entry {index}", None, None, f"{key!r} is not under train/ or validation/", MANIFEST_HINT
@@ -613,7 +613,8 @@ def convert_columnar(
     dataset_dir: Path, files: list[tuple[Path, str]], workdir: Path
 ) -> tuple[list[tuple[Path, str]], dict[str, dict[str, str]]]:
     """Replace each validated Parquet/Arrow file and save_to_disk folder by a JSON Lines file of its records
-    (`<split>/<name>.jsonl` beside where it was), written under `workdir`: the processing image reads JSON
+    (`<split>/<name>.jsonl` beside where it was; inside a split folder that is itself a save_to_disk folder, as
+    DatasetDict.save_to_disk writes them), written under `workdir`: the processing image reads JSON
     Lines, JSON and CSV with the standard library, and has no pyarrow. Returns the files to upload and, per
     converted key, what it was converted from ({"key", "format"}), for the manifest. Runs where the dataset is
     uploaded from (the upload tool, the local runner), never on the image; ValueError if a converted file would
@@ -643,7 +644,11 @@ def convert_entry(
     """Write one Parquet/Arrow file or save_to_disk folder's records as `workdir/<its key>.jsonl`; record the
     source in `converted`; (the JSON Lines file, its key)."""
     source = entry.relative_to(dataset_dir).as_posix()
-    key = f"{source.removesuffix(entry.suffix) if entry.is_file() else source}.jsonl"
+    stem = source.removesuffix(entry.suffix) if entry.is_file() else source
+    # A manifest key's first segment names its split (qa.outputs.manifest_key_split): a DatasetDict.save_to_disk
+    # folder's split folders (train/, validation/) are save_to_disk folders themselves, whose JSON Lines
+    # copy stays in the split folder rather than going beside it, to the dataset root.
+    key = f"{stem}.jsonl" if manifest_key_split(f"{stem}.jsonl") else f"{stem}/{stem}.jsonl"
     target = workdir / key
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("w", encoding="utf-8") as out:
