@@ -266,6 +266,30 @@ def test_the_estimate_prices_this_executions_choice_with_qa_cost(local):
     assert unknown["EstimatedCostUSD"] == UNKNOWN_COST_USD  # the guard stops a run it cannot price
 
 
+def test_the_estimate_prices_every_feature_of_a_heavily_windowed_dataset(local):
+    """Issue 29's dataset: 160 examples, 82,464 features of up to 384 tokens. The estimate reads the features from
+    the length histogram (one count per feature, tests/training_code/test_data_validation.py checks preprocess.py
+    writes it so), so with the deployed default model, BERT-large, it prices them all; MiniLM (the demo) trains
+    them in seconds, so its estimate hardly moves. (This held before issue 29 too: the dataset is refused for its
+    windows per example, by ValidateAndTokenize, not by the cost ceiling.)"""
+    from qa.cost import BERT_LARGE
+
+    local.put("artifacts", "base-models/m/config.json", json.dumps(BERT_LARGE).encode())
+
+    def estimate(train_features: int) -> float:
+        stats = {
+            "splits": {
+                "train": {"features": train_features, "length_histogram": {"352-383": train_features}},
+                "validation": {"features": 40, "length_histogram": {"352-383": 40}},
+            }
+        }
+        local.put("artifacts", "processed/e/stats/stats.json", json.dumps(stats).encode())
+        return functions.estimate_cost_handler(estimate_event(Epochs=2.0))["EstimatedCostUSD"]
+
+    expected = run_estimate(cost_model(), BERT_LARGE, {383: 82_464}, {383: 40}, "ml.p4d.24xlarge", 1, 2.0)
+    assert estimate(82_464) == expected["training_on_demand_usd"] > estimate(160) + 1.5
+
+
 def test_the_record_hashes_the_archive_and_writes_the_model_quality_report(local):
     archive = b"model archive bytes" * 1000
     version = local.put("artifacts", "models/job/output/model.tar.gz", archive)
