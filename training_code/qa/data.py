@@ -88,6 +88,7 @@ class LoadReport:
     problems: list[Problem] = field(default_factory=list)
     invalid_records: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
     valid_records: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
+    sources: dict[str, tuple[str, str]] = field(default_factory=dict)  # record id -> (file, location) first seen
 
 
 def summarize_problems(problems: list[Problem], limit: int = 200) -> str:
@@ -548,29 +549,28 @@ def split_entries(split_dir: Path) -> list[Path]:
 def load_dataset_files(files: dict[str, list[Path]], root: Path, keep_records: bool = True) -> LoadReport:
     """Read and validate every file; valid records are normalized to the flattened schema and kept in the
     report. With `keep_records=False` (validation only) they are counted, not kept: memory then stays
-    bounded by one record (plus the ids seen, for the duplicate check) for every streamed format."""
+    bounded by one record (plus where each id was first seen: the duplicate check) for every streamed format."""
     report = LoadReport()
-    seen_ids: dict[str, str] = {}
     for split in SPLITS:
         for path in dataset_entries(files.get(split, [])):
             display = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
             for location, record in _read_records(path, display, report.problems):
                 problems = validate_record(record, display, location)
                 record_id = record.get("id") if isinstance(record, dict) else None
-                if isinstance(record_id, str) and record_id in seen_ids:
+                if isinstance(record_id, str) and record_id in report.sources:
                     problems.append(
                         Problem(
                             display,
                             location,
                             record_id,
                             "id",
-                            f"duplicate id (first seen at {seen_ids[record_id]})",
+                            f"duplicate id (first seen at {':'.join(report.sources[record_id])})",
                             "ids must be unique across all files",
                             record_level=True,
                         )
                     )
                 elif isinstance(record_id, str):
-                    seen_ids[record_id] = f"{display}:{location}"
+                    report.sources[record_id] = (display, location)
                 if problems:
                     report.problems.extend(problems)
                     report.invalid_records[split] += 1
