@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from qa.features import DEFAULT_MAX_WINDOWS_PER_EXAMPLE
 
 from config.costs import TRAINING_USD_PER_HOUR, hardware_facts, young_daly_minutes
 from config.images import (
@@ -222,6 +223,13 @@ class ProcessingSettings(StrictModel):
     image_uri: str | None = Field(None, min_length=1, description="Overrides the default CPU image.")
     volume_size_gb: int = Field(50, gt=0, le=16384)
     max_runtime_seconds: int = Field(4 * 3600, gt=0, le=5 * 24 * 3600)
+    max_windows_per_example: int = Field(
+        DEFAULT_MAX_WINDOWS_PER_EXAMPLE,
+        gt=0,
+        description="The most windows (max_seq_length tokens, doc_stride overlap) one record's context may make: "
+        "ValidateAndTokenize refuses a record over it, naming its file, line, id and field (SkipInvalidRecords=true "
+        "drops it), before any GPU is billed. 100 windows at 384/128 are a context of about 24,000 tokens.",
+    )
 
 
 class EvaluationSettings(StrictModel):

@@ -68,6 +68,7 @@ from qa.outputs import (
     TRAINING_INSTANCE_TYPE,
     VALIDATION_SPLIT,
     content_version,
+    manifest_key_split,
     model_quality_metrics,
 )
 from qa.parameter_rules import data_key_problem, json_input, parameter_error, short
@@ -376,7 +377,8 @@ def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> str:
 
 def manifest_files(manifest: Any, bucket: str, manifest_key: str) -> list[tuple[str, str, str | None, int | None]]:
     """(key relative to the manifest's folder, source key, pinned version id or None, size) per listed file.
-    Manifest v2 pins versions; the older ManifestFile array does not."""
+    Manifest v2 pins versions; the older ManifestFile array does not. Each key must lie under a split folder
+    (qa.outputs.manifest_key_split), as ValidateAndTokenize reads them: refused here, before any job is billed."""
     folder = manifest_key.rsplit("/", 1)[0] + "/"
     if isinstance(manifest, dict) and manifest.get("format") == MANIFEST_V2_FORMAT:
         entries = [(f.get("key"), f.get("version_id"), f.get("size")) for f in manifest.get("files", [])]
@@ -393,6 +395,11 @@ def manifest_files(manifest: Any, bucket: str, manifest_key: str) -> list[tuple[
     for relative, version_id, size in entries:
         if not isinstance(relative, str) or not relative or relative.startswith("/") or ".." in relative.split("/"):
             raise ClaimError(f"s3://{bucket}/{manifest_key} lists {relative!r}: keys must be relative, without '..'")
+        if manifest_key_split(relative) is None:
+            raise ClaimError(
+                f"s3://{bucket}/{manifest_key} lists {relative!r}, which is not under {'/ or '.join(SPLITS)}/: "
+                "upload the dataset again with make upload-dataset"
+            )
         files.append((relative, folder + relative, version_id, size))
     if not files:
         raise ClaimError(f"s3://{bucket}/{manifest_key} lists no files")

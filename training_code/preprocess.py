@@ -26,9 +26,22 @@ from pathlib import Path
 from typing import Any
 
 from qa.cli import setup_logging, str2bool
-from qa.data import COLUMNS, columnar_reader_missing, load_dataset_files, read_manifest, summarize_problems
+from qa.data import (
+    COLUMNS,
+    LoadReport,
+    Problem,
+    columnar_reader_missing,
+    load_dataset_files,
+    read_manifest,
+    summarize_problems,
+)
 from qa.feature_files import EXAMPLES_FILE, write_features
-from qa.features import length_limit_error, prepare_train_features, prepare_validation_features
+from qa.features import (
+    DEFAULT_MAX_WINDOWS_PER_EXAMPLE,
+    length_limit_error,
+    prepare_train_features,
+    prepare_validation_features,
+)
 from qa.outputs import (
     PINNED_MANIFEST_FILE,
     PROCESSING_DATA_INPUT,
@@ -58,6 +71,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output-dir", type=Path, default=Path(PROCESSING_OUTPUT_DIR))
     parser.add_argument("--max-seq-length", type=int, default=384)
     parser.add_argument("--doc-stride", type=int, default=128)
+    parser.add_argument(
+        "--max-windows-per-example",
+        type=int,
+        default=DEFAULT_MAX_WINDOWS_PER_EXAMPLE,
+        help="refuse (or with --skip-invalid drop) a record whose context makes more windows than this",
+    )
     parser.add_argument("--skip-invalid", type=str2bool, default=False, help="true: drop bad records, count them")
     parser.add_argument("--num-workers", type=int, default=0, help="tokenizer processes; 0 = one per core")
     parser.add_argument(
@@ -111,6 +130,68 @@ def tokenize_split(split: str, records: list[dict], tokenizer: Any, args: argpar
     return columns
 
 
+def window_problems(
+    report: LoadReport, features: dict[str, dict[str, list]], args: argparse.Namespace
+) -> list[Problem]:
+    """A record-level problem, at the record's file and line, per example whose context makes more than
+    --max-windows-per-example windows."""
+    problems = []
+    for split in SPLITS:
+        for record_id, windows in Counter(features[split]["example_id"]).items():
+            if windows > args.max_windows_per_example:
+                file, location = report.sources[record_id]
+                problems.append(
+                    Problem(
+                        file,
+                        location,
+                        record_id,
+                        "context",
+                        f"makes {windows} windows of {args.max_seq_length} tokens (doc stride {args.doc_stride}), more "
+                        f"than the {args.max_windows_per_example} allowed (processing.max_windows_per_example)",
+                        "split the context into passages, one record per passage that holds the answer",
+                        record_level=True,
+                    )
+                )
+    return problems
+
+
+def drop_examples(report: LoadReport, features: dict[str, dict[str, list]], record_ids: set[str]) -> None:
+    """Remove these examples (their records and every feature of theirs), counted as invalid records."""
+    if not record_ids:
+        return
+    for split in SPLITS:
+        kept = [i for i, example_id in enumerate(features[split]["example_id"]) if example_id not in record_ids]
+        features[split] = {name: [values[i] for i in kept] for name, values in features[split].items()}
+        records = [record for record in report.records[split] if record["id"] not in record_ids]
+        report.invalid_records[split] += len(report.records[split]) - len(records)
+        report.records[split] = records
+
+
+def rejected(problems: list[Problem], skip_invalid: bool, log: Any) -> bool:
+    """True, after printing them, when problems stop the job (any, or with --skip-invalid those of whole files);
+    else False, after logging the records that are skipped."""
+    fatal = [p for p in problems if not (skip_invalid and p.record_level)]
+    if fatal:
+        print(summarize_problems(fatal), file=sys.stderr)
+        print(
+            f"error: dataset rejected ({len(fatal)} problem(s)); fix them, or pass --skip-invalid true to drop "
+            "invalid records",
+            file=sys.stderr,
+        )
+        return True
+    for problem in problems:
+        log.warning("skipped invalid record: %s", problem)
+    return False
+
+
+def none_left(report: LoadReport) -> bool:
+    """True, after printing which, when a split has no valid record left."""
+    empty = [split for split in SPLITS if not report.records[split]]
+    if empty:
+        print(f"error: no valid {' or '.join(empty)} records left", file=sys.stderr)
+    return bool(empty)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     log = setup_logging()
@@ -122,21 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     report = load_dataset_files(files, args.data_dir) if not problems else None
     if report is not None:
         problems = report.problems
-    fatal = [p for p in problems if not (args.skip_invalid and p.record_level)]
-    if fatal:
-        print(summarize_problems(fatal), file=sys.stderr)
-        print(
-            f"error: dataset rejected ({len(fatal)} problem(s)); fix them, or pass --skip-invalid true to drop "
-            "invalid records",
-            file=sys.stderr,
-        )
+    if rejected(problems, args.skip_invalid, log):
         return 1
     assert report is not None
-    for problem in problems:
-        log.warning("skipped invalid record: %s", problem)
-    empty = [split for split in SPLITS if not report.records[split]]
-    if empty:
-        print(f"error: no valid {' or '.join(empty)} records left", file=sys.stderr)
+    if none_left(report):
         return 1
 
     from transformers import AutoConfig, AutoTokenizer
@@ -158,9 +228,15 @@ def main(argv: list[str] | None = None) -> int:
         "doc_stride": args.doc_stride,
         "splits": {},
     }
+    tokenized = {split: tokenize_split(split, report.records[split], tokenizer, args) for split in SPLITS}
+    too_many_windows = window_problems(report, tokenized, args)
+    if rejected(too_many_windows, args.skip_invalid, log):
+        return 1
+    drop_examples(report, tokenized, {str(problem.record_id) for problem in too_many_windows})
+    if none_left(report):
+        return 1
     for split in SPLITS:
-        records = report.records[split]
-        features = tokenize_split(split, records, tokenizer, args)
+        records, features = report.records[split], tokenized[split]
         out = args.output_dir / split
         write_features(out, features)
         if split == VALIDATION_SPLIT:
@@ -171,8 +247,10 @@ def main(argv: list[str] | None = None) -> int:
         stats["splits"][split] = {
             "examples": len(records),
             "features": len(lengths),
-            "truncated_examples": sum(1 for n in Counter(features["example_id"]).values() if n > 1),
+            # Examples whose context is cut into several overlapping windows (no text is truncated).
+            "windowed_examples": sum(1 for n in Counter(features["example_id"]).values() if n > 1),
             "invalid_records": report.invalid_records[split],
+            # One count per feature: EstimateTrainingCost prices every feature from it.
             "length_histogram": _length_histogram(lengths),
         }
         log.info("%s: %d examples -> %d features", split, len(records), len(lengths))

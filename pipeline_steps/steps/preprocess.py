@@ -69,6 +69,8 @@ def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
             str(hps.max_seq_length),
             "--doc-stride",
             str(hps.doc_stride),
+            "--max-windows-per-example",
+            str(ctx.settings.processing.max_windows_per_example),
             "--skip-invalid",
             params.skip_invalid_records,
             "--manifest-version",

@@ -167,25 +167,26 @@ class LocalRun:
 @pytest.fixture(scope="module")
 def reclaimed_run_of_user_formats(dev, tmp_path_factory) -> LocalRun:
     """One tiny run for two behaviours, sparing CI's two cores a pipeline run (tests/conftest.py keeps this module
-    on one worker). The dataset as users keep it (issue 22): train as a Parquet file plus a CSV file, validation
-    as a `save_to_disk` folder. Its training job is reclaimed (SIGKILL to every process) just after step 10, with
-    a checkpoint every 4 steps, and retried."""
+    on one worker). The dataset as users keep it (issues 22, 29): train as a Parquet file plus a CSV file,
+    validation as the split of a `DatasetDict.save_to_disk` folder (validation/ is itself a save_to_disk folder).
+    Its training job is reclaimed (SIGKILL to every process) just after step 10, with a checkpoint every 4 steps,
+    and retried."""
     import csv
 
-    from datasets import Dataset
+    from datasets import Dataset, DatasetDict
     from qa.data import SPLITS, load_dataset_files, split_entries
 
     tmp_path = tmp_path_factory.mktemp("reclaimed-formats")
     records = load_dataset_files({split: split_entries(SAMPLE / split) for split in SPLITS}, SAMPLE).records
     dataset = tmp_path / "formats"
-    (dataset / "train").mkdir(parents=True)
+    DatasetDict({"validation": Dataset.from_list(records["validation"])}).save_to_disk(str(dataset))
+    (dataset / "train").mkdir()
     half = len(records["train"]) // 2
     Dataset.from_list(records["train"][:half]).to_parquet(str(dataset / "train" / "part-a.parquet"))
     with (dataset / "train" / "part-b.csv").open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(records["train"][0]))
         writer.writeheader()
         writer.writerows({**r, "answers": json.dumps(r["answers"])} for r in records["train"][half:])
-    Dataset.from_list(records["validation"]).save_to_disk(str(dataset / "validation" / "saved"))
 
     work_dir = tmp_path / "run"
     reclaim = ("--hyperparameter", "checkpoint_steps=4", "--interrupt-training-after-steps", "10")
@@ -195,13 +196,14 @@ def reclaimed_run_of_user_formats(dev, tmp_path_factory) -> LocalRun:
     return LocalRun(work_dir, code, out.getvalue(), records)
 
 
-def test_parquet_csv_and_save_to_disk_copies_of_the_sample_run_end_to_end(dev, reclaimed_run_of_user_formats):
+def test_parquet_csv_and_dataset_dict_copies_of_the_sample_run_end_to_end(dev, reclaimed_run_of_user_formats):
     """The runner uploads them as `make upload-dataset` does (columnar data as JSON Lines: the processing image
-    has no pyarrow), and the pipeline validates, trains, evaluates and registers."""
+    has no pyarrow; a DatasetDict split's copy under its split folder, where ValidateAndTokenize's manifest reader
+    looks), and the pipeline validates, trains, evaluates and registers."""
     run = reclaimed_run_of_user_formats
     assert run.exit_code == 0, run.out[-4000:]
     assert "converted train/part-a.parquet (parquet) to JSON Lines: train/part-a.jsonl" in run.out
-    assert "converted validation/saved (save_to_disk) to JSON Lines: validation/saved.jsonl" in run.out
+    assert "converted validation (save_to_disk) to JSON Lines: validation/validation.jsonl" in run.out
     rows = table(run.out)
     assert ("ValidateAndTokenize", "Succeeded") in rows and ("RegisterModel-RegisterModel", "Succeeded") in rows
     [stats] = (run.work_dir / "s3").rglob("processed/*/stats/stats.json")

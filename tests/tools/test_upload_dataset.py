@@ -10,13 +10,15 @@ import threading
 import time
 from datetime import UTC, datetime
 
+import pipeline_functions
 import pytest
-from qa.data import SPLITS, convert_columnar, load_dataset_files
-from qa.outputs import MANIFEST_V2_FORMAT
+from qa.data import SPLITS, convert_columnar, load_dataset_files, read_manifest
+from qa.outputs import LOCAL_S3_ROOT_ENV, MANIFEST_V2_FORMAT, PINNED_MANIFEST_FILE
 
 from tests.conftest import ROOT
 from tests.tools.conftest import assert_one_line_error, run_cli, stage_base_model
 from tests.training_code.test_dataset_formats import FORMATS, sample_records, write_copy  # noqa: F401  (fixture)
+from tests.training_code.test_pipeline_functions import event
 from tools.deployment import ToolError
 from tools.upload_dataset import (
     UploadPlan,
@@ -441,3 +443,50 @@ def test_a_file_whose_pinned_copy_would_overflow_an_s3_key_is_refused_before_any
     assert validate_dataset(deep_copy_of_the_sample(tmp_path, 952), "sq", "v1")
     with pytest.raises(ToolError, match=r"would have 1025 bytes .*S3 allows 1024: shorten its path, or --name"):
         validate_dataset(deep_copy_of_the_sample(tmp_path, 953), "sq", "v1")
+
+
+def test_a_dataset_dict_folder_goes_through_upload_claim_and_the_preprocess_reader(
+    deployed,
+    tmp_path,
+    monkeypatch,
+    sample_records,  # noqa: F811
+):
+    """`DatasetDict.save_to_disk` writes one save_to_disk folder per split at the folder's root (train/,
+    validation/). Their JSON Lines copies must stay under train/ and validation/: ValidateAndTokenize's manifest
+    reader takes a key's first segment as its split, and a key at the dataset root (`train.jsonl`, what the upload
+    sent before) passed the upload and the claim and was rejected by the billed processing job. Here the folder
+    goes through the upload (moto's S3), ClaimManifest's pinning (S3ObjectStore on moto: CopyObject at each
+    VersionId, https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObject.html) and the reader."""
+    from datasets import Dataset, DatasetDict
+
+    monkeypatch.delenv(LOCAL_S3_ROOT_ENV, raising=False)
+    records = {split: sample_records[split][:5] for split in SPLITS}
+    dataset = tmp_path / "dataset-dict"
+    DatasetDict({split: Dataset.from_list(records[split]) for split in SPLITS}).save_to_disk(str(dataset))
+    files, converted_from = convert_columnar(dataset, validate_dataset(dataset, "dict", "v1"), tmp_path / "converted")
+    keys = [key for _, key in files]
+    assert keys == ["train/train.jsonl", "validation/validation.jsonl"]
+    assert converted_from == {
+        key: {"key": split, "format": "save_to_disk"} for key, split in zip(keys, SPLITS, strict=True)
+    }
+    response = upload(UploadPlan(deployed.datasets_bucket, "dict", "v1", files, converted_from), deployed.client("s3"))
+
+    claim = pipeline_functions.claim_handler(
+        event(
+            "a",
+            response["VersionId"],
+            key="datasets/dict/v1/manifest.json",
+            DatasetBucket=deployed.datasets_bucket,
+            ArtifactsBucket=deployed.artifacts_bucket,
+        )
+    )
+    assert claim["Duplicate"] == "false" and claim["InputUri"], claim
+    bucket, prefix = pipeline_functions.split_uri(claim["InputUri"])
+    s3, pinned = deployed.client("s3"), tmp_path / "pinned"
+    for name in (PINNED_MANIFEST_FILE, *keys):
+        (pinned / name).parent.mkdir(parents=True, exist_ok=True)
+        (pinned / name).write_bytes(s3.get_object(Bucket=bucket, Key=prefix + name)["Body"].read())
+    split_files, problems = read_manifest(pinned / PINNED_MANIFEST_FILE, pinned)
+    assert not problems, problems
+    report = load_dataset_files(split_files, pinned)
+    assert not report.problems and report.records == records

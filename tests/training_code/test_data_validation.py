@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import preprocess
@@ -207,3 +208,35 @@ def test_the_manifest_version_is_recorded_in_the_stats(tmp_path, pretrained_dir)
     assert run_preprocess(root, tmp_path / "ok", pretrained_dir, "--manifest-version", "3HL4kqtJlcpXroDTDmJ") == 0
     stats = json.loads((tmp_path / "ok" / "stats" / "stats.json").read_text())
     assert stats["manifest_version"] == "3HL4kqtJlcpXroDTDmJ"
+
+
+def test_a_context_over_the_window_bound_is_refused_in_one_line_or_dropped(tmp_path, pretrained_dir, capsys):
+    """Issue 29: 160 examples with ~450 KB contexts became 82,464 features (515 windows a question, nearly all without
+    the answer) and nothing refused them before FineTune. A record whose context makes more windows than
+    --max-windows-per-example (processing.max_windows_per_example) is a record-level problem at its file and line;
+    SkipInvalidRecords drops it. The stats say how many examples were windowed, and count every feature."""
+    from qa.feature_files import read_features
+
+    long = with_(id="long", context="Paris is the capital of France. " + "It rains there in the autumn. " * 400)
+    root = write_dataset(tmp_path / "d", [GOOD, long])
+    bound = ("--max-windows-per-example", "4")
+    assert run_preprocess(root, tmp_path / "refused", pretrained_dir, *bound) == 1
+    err = capsys.readouterr().err
+    [line] = [line for line in err.splitlines() if "id=long" in line]
+    assert re.fullmatch(
+        r"  - train/a\.jsonl:line 2 id=long field=context: makes \d+ windows of 384 tokens \(doc stride 128\), more "
+        r"than the 4 allowed \(processing\.max_windows_per_example\) \(fix: split the context into passages.*\)",
+        line,
+    )
+    assert not (tmp_path / "refused" / "train").exists()
+
+    assert run_preprocess(root, tmp_path / "dropped", pretrained_dir, *bound, "--skip-invalid", "true") == 0
+    train = json.loads((tmp_path / "dropped" / "stats" / "stats.json").read_text())["splits"]["train"]
+    assert (train["examples"], train["invalid_records"], train["windowed_examples"]) == (1, 1, 0)
+    assert read_features(tmp_path / "dropped" / "train")["example_id"] == ["q1"]
+
+    assert run_preprocess(root, tmp_path / "kept", pretrained_dir) == 0  # within the default bound
+    train = json.loads((tmp_path / "kept" / "stats" / "stats.json").read_text())["splits"]["train"]
+    features = read_features(tmp_path / "kept" / "train")["example_id"]
+    assert train["windowed_examples"] == 1 and train["features"] == len(features) > 4
+    assert sum(train["length_histogram"].values()) == train["features"]  # what the cost step prices

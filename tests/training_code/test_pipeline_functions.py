@@ -246,6 +246,18 @@ def test_a_manifest_naming_a_missing_file_or_leaving_its_folder_fails_with_the_k
         functions.claim_handler(event("b", escaping))
 
 
+def test_a_manifest_key_outside_the_split_folders_is_refused_before_any_job(tmp_path, local):
+    """What the upload wrote for a DatasetDict folder before (`train.jsonl` at the dataset root): the claim copied
+    it and ValidateAndTokenize, a billed processing job, rejected it (its reader takes a key's first segment as the
+    split). The claim, a Lambda step (no instance), refuses it now, copying nothing."""
+    version = upload(local, {"train.jsonl": b'{"id": "1"}\n', "validation/validation.jsonl": b'{"id": "2"}\n'})
+    with pytest.raises(
+        functions.ClaimError, match=r"lists 'train\.jsonl', which is not under train/ or validation/: upload the"
+    ):
+        functions.claim_handler(event("a", version))
+    assert not list((tmp_path / "s3" / "artifacts").glob("inputs/*/*"))
+
+
 def write_stats_and_model(store) -> dict:
     stats = {
         "splits": {
@@ -287,6 +299,30 @@ def test_the_estimate_prices_this_executions_choice_with_qa_cost(local):
     assert functions.estimate_cost_handler(estimate_event(TrainingInstanceCount=2))["EstimatedCostUSD"] > one
     unknown = functions.estimate_cost_handler(estimate_event(TrainingInstanceType="ml.p5.48xlarge"))
     assert unknown["EstimatedCostUSD"] == UNKNOWN_COST_USD  # the guard stops a run it cannot price
+
+
+def test_the_estimate_prices_every_feature_of_a_heavily_windowed_dataset(local):
+    """Issue 29's dataset: 160 examples, 82,464 features of up to 384 tokens. The estimate reads the features from
+    the length histogram (one count per feature, tests/training_code/test_data_validation.py checks preprocess.py
+    writes it so), so with the deployed default model, BERT-large, it prices them all; MiniLM (the demo) trains
+    them in seconds, so its estimate hardly moves. (This held before issue 29 too: the dataset is refused for its
+    windows per example, by ValidateAndTokenize, not by the cost ceiling.)"""
+    from qa.cost import BERT_LARGE
+
+    local.put("artifacts", "base-models/m/config.json", json.dumps(BERT_LARGE).encode())
+
+    def estimate(train_features: int) -> float:
+        stats = {
+            "splits": {
+                "train": {"features": train_features, "length_histogram": {"352-383": train_features}},
+                "validation": {"features": 40, "length_histogram": {"352-383": 40}},
+            }
+        }
+        local.put("artifacts", "processed/e/stats/stats.json", json.dumps(stats).encode())
+        return functions.estimate_cost_handler(estimate_event(Epochs=2.0))["EstimatedCostUSD"]
+
+    expected = run_estimate(cost_model(), BERT_LARGE, {383: 82_464}, {383: 40}, "ml.p4d.24xlarge", 1, 2.0)
+    assert estimate(82_464) == expected["training_on_demand_usd"] > estimate(160) + 1.5
 
 
 def test_the_record_hashes_the_archive_and_writes_the_model_quality_report(local):

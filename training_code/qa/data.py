@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qa.outputs import MANIFEST_V2_FORMAT, SPLITS
+from qa.outputs import MANIFEST_V2_FORMAT, SPLITS, manifest_key_split
 
 ACCEPTED_FORMATS = (
     "SQuAD v1.1 JSON (.json), JSON Lines (.jsonl), Parquet (.parquet), CSV (.csv) or a datasets save_to_disk "
@@ -88,6 +88,7 @@ class LoadReport:
     problems: list[Problem] = field(default_factory=list)
     invalid_records: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
     valid_records: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))
+    sources: dict[str, tuple[str, str]] = field(default_factory=dict)  # record id -> (file, location) first seen
 
 
 def summarize_problems(problems: list[Problem], limit: int = 200) -> str:
@@ -162,8 +163,8 @@ def read_manifest(manifest_path: Path, data_dir: Path) -> tuple[dict[str, list[P
     files: dict[str, list[Path]] = {s: [] for s in SPLITS}
     problems = []
     for index, key in enumerate(keys, start=1):
-        split = key.split("/", 1)[0] if isinstance(key, str) else None
-        if split not in SPLITS or "/" not in key:
+        split = manifest_key_split(key)
+        if split is None:
             problems.append(
                 Problem(
                     name, f"entry {index}", None, None, f"{key!r} is not under train/ or validation/", MANIFEST_HINT
@@ -548,29 +549,28 @@ def split_entries(split_dir: Path) -> list[Path]:
 def load_dataset_files(files: dict[str, list[Path]], root: Path, keep_records: bool = True) -> LoadReport:
     """Read and validate every file; valid records are normalized to the flattened schema and kept in the
     report. With `keep_records=False` (validation only) they are counted, not kept: memory then stays
-    bounded by one record (plus the ids seen, for the duplicate check) for every streamed format."""
+    bounded by one record (plus where each id was first seen: the duplicate check) for every streamed format."""
     report = LoadReport()
-    seen_ids: dict[str, str] = {}
     for split in SPLITS:
         for path in dataset_entries(files.get(split, [])):
             display = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
             for location, record in _read_records(path, display, report.problems):
                 problems = validate_record(record, display, location)
                 record_id = record.get("id") if isinstance(record, dict) else None
-                if isinstance(record_id, str) and record_id in seen_ids:
+                if isinstance(record_id, str) and record_id in report.sources:
                     problems.append(
                         Problem(
                             display,
                             location,
                             record_id,
                             "id",
-                            f"duplicate id (first seen at {seen_ids[record_id]})",
+                            f"duplicate id (first seen at {':'.join(report.sources[record_id])})",
                             "ids must be unique across all files",
                             record_level=True,
                         )
                     )
                 elif isinstance(record_id, str):
-                    seen_ids[record_id] = f"{display}:{location}"
+                    report.sources[record_id] = (display, location)
                 if problems:
                     report.problems.extend(problems)
                     report.invalid_records[split] += 1
@@ -613,7 +613,8 @@ def convert_columnar(
     dataset_dir: Path, files: list[tuple[Path, str]], workdir: Path
 ) -> tuple[list[tuple[Path, str]], dict[str, dict[str, str]]]:
     """Replace each validated Parquet/Arrow file and save_to_disk folder by a JSON Lines file of its records
-    (`<split>/<name>.jsonl` beside where it was), written under `workdir`: the processing image reads JSON
+    (`<split>/<name>.jsonl` beside where it was; inside a split folder that is itself a save_to_disk folder, as
+    DatasetDict.save_to_disk writes them), written under `workdir`: the processing image reads JSON
     Lines, JSON and CSV with the standard library, and has no pyarrow. Returns the files to upload and, per
     converted key, what it was converted from ({"key", "format"}), for the manifest. Runs where the dataset is
     uploaded from (the upload tool, the local runner), never on the image; ValueError if a converted file would
@@ -643,7 +644,11 @@ def convert_entry(
     """Write one Parquet/Arrow file or save_to_disk folder's records as `workdir/<its key>.jsonl`; record the
     source in `converted`; (the JSON Lines file, its key)."""
     source = entry.relative_to(dataset_dir).as_posix()
-    key = f"{source.removesuffix(entry.suffix) if entry.is_file() else source}.jsonl"
+    stem = source.removesuffix(entry.suffix) if entry.is_file() else source
+    # A manifest key's first segment names its split (qa.outputs.manifest_key_split): a DatasetDict.save_to_disk
+    # folder's split folders (train/, validation/) are save_to_disk folders themselves, whose JSON Lines
+    # copy stays in the split folder rather than going beside it, to the dataset root.
+    key = f"{stem}.jsonl" if manifest_key_split(f"{stem}.jsonl") else f"{stem}/{stem}.jsonl"
     target = workdir / key
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("w", encoding="utf-8") as out:

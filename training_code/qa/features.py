@@ -14,6 +14,11 @@ MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 LABELS = ("start_positions", "end_positions")
 # transformers' stand-in for "no limit" in model_max_length is int(1e30); real limits are far below this.
 NO_LIMIT = 1_000_000
+# The most windows one example may make before ValidateAndTokenize refuses it (config.settings
+# processing.max_windows_per_example): at 384 tokens, stride 128, a context of about 24,000 tokens. Beyond it nearly
+# every training window of the example holds no answer (labelled with the CLS token), and one question costs the
+# features of a hundred.
+DEFAULT_MAX_WINDOWS_PER_EXAMPLE = 100
 
 
 def model_max_length(tokenizer: Any, config: Any) -> int | None:

@@ -33,6 +33,17 @@ TRAIN_SPLIT = "train"
 VALIDATION_SPLIT = "validation"
 SPLITS = (TRAIN_SPLIT, VALIDATION_SPLIT)
 
+
+def manifest_key_split(key: object) -> str | None:
+    """The split a dataset manifest's key belongs to: its first path segment, a folder in SPLITS
+    ("train/part-1.jsonl" -> "train"); None for any other key ("train.jsonl", "test/x.jsonl"). The rule of
+    ValidateAndTokenize's manifest reader (qa/data.py), which ClaimManifest applies before any job starts."""
+    if not isinstance(key, str) or "/" not in key:
+        return None
+    split = key.split("/", 1)[0]
+    return split if split in SPLITS else None
+
+
 # ValidateAndTokenize (processing job): where its inputs land and its outputs are read from (ProcessingInput /
 # ProcessingOutput LocalPath); one output folder, and ProcessingOutput, per name in PREPROCESS_OUTPUTS.
 PROCESSING_INPUT_DIR = "/opt/ml/processing/input"
