@@ -291,6 +291,9 @@ class Stacks:
             )
         if function == "Fn::ImportValue":
             return self._export(self.concrete(argument, template))
+        if function == "Fn::FindInMap":
+            mapping, key, attribute = (self.concrete(part, template) for part in argument)
+            return str(template["Mappings"][mapping][key][attribute])
         raise NotImplementedError(f"{function} in an IAM statement: teach iam_reference.Stacks.concrete it")
 
     def _substitute(self, name: str, variables: dict[str, Any], template: dict[str, Any]) -> str:

@@ -83,11 +83,17 @@ def service_statements(template):
                     yield resource_type, statement
 
 
-# The one unconditioned service statement: EventBridge's KMS use for the encrypted dead-letter queue, as the SQS
+# The unconditioned service statements: EventBridge's KMS use for the encrypted dead-letter queue, as the SQS
 # developer guide shows it for an AWS service event source (a condition key EventBridge does not send would lose
 # every dead letter; see stacks/data.py):
 # https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html
-UNSCOPED_BY_DESIGN = [("AWS::KMS::Key", "EventBridgeSendsToTheEncryptedDeadLetterQueue")]
+# And CloudWatch Logs' kms:DescribeKey (key metadata only): DescribeKey carries no encryption context, and no AWS page
+# names a key CloudWatch Logs sends with it (stacks/data.py; AWS's own CloudWatchLogsAPIKeyAccess managed policy also
+# grants DescribeKey in a statement of its own, without the encryption-context condition).
+UNSCOPED_BY_DESIGN = [
+    ("AWS::KMS::Key", "CloudWatchLogsDescribesTheKey"),
+    ("AWS::KMS::Key", "EventBridgeSendsToTheEncryptedDeadLetterQueue"),
+]
 
 
 def test_every_service_principal_in_a_resource_policy_is_scoped(dev, prod):
