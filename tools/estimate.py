@@ -213,7 +213,10 @@ def seed_job(shape: ModelShape, name: str, count: int) -> tuple[JobEstimate, flo
         per_device_batch=4,
         gradient_bytes=4,  # 2021: fp16 AMP keeps fp32 gradients, all-reduced as they are
     )
-    terms = replace(c.training_job_terms(), image_mb=c.SEED_IMAGE_PULL_SECONDS * c.IMAGE_PULL_MB_PER_SECOND)
+    # Its estimator leaves inter-container traffic encryption off, the SageMaker SDK's default.
+    terms = replace(
+        c.training_job_terms(encrypted=False), image_mb=c.SEED_IMAGE_PULL_SECONDS * c.IMAGE_PULL_MB_PER_SECOND
+    )
     job = training_job(workload, c.hardware_facts(name)[0], terms, count)
     # run_qa.py tokenizes in one process (preprocessing_num_workers unset) on every node, before training.
     tokenize = (SQUAD_TRAIN_EXAMPLES + SQUAD_VALIDATION_EXAMPLES) / c.TOKENIZE_EXAMPLES_PER_VCPU_SECOND
@@ -316,7 +319,7 @@ def report(args: argparse.Namespace) -> int:
         gradient_accumulation_steps=hps.gradient_accumulation_steps,
         gradient_bytes=c.gradient_bytes(hps.precision),
     )
-    terms = c.training_job_terms()
+    terms = c.training_job_terms(settings.training.encrypt_inter_container_traffic)
     measured = c.measured_mfu(GPU_RESULT)
     configured = (settings.training.instance_type, settings.training.instance_count)
     deadline = settings.training.deadline_minutes * 60
@@ -441,6 +444,7 @@ def _notes(
         f"{(c.CPU_IMAGE_CEILING_MB - c.CPU_IMAGE_MB) / c.IMAGE_PULL_MB_PER_SECOND / 60:.1f} min longer",
         "time = FLOPs / (GPUs x peak dense bf16 x MFU x data-parallel efficiency); DP efficiency: bf16 gradient "
         f"all-reduce at measured bus bandwidth (NVIDIA/nccl#527), {c.ALLREDUCE_OVERLAP:.0%} of the backward hides it",
+        _encryption_note(settings.training.encrypt_inter_container_traffic),
         *sorted(sources),
         f"tokenization: inside FineTune it would save the CPU cold start "
         f"({_minutes(cpu_job.startup) if cpu_job else 'n/a'} on a cache miss) but it costs less in its cached CPU "
@@ -460,6 +464,16 @@ def _notes(
     if cheapest is None:
         lines.append(f"no configuration finishes within training.deadline_minutes ({deadline / 60:g} min)")
     return "\n".join(lines)
+
+
+def _encryption_note(encrypted: bool) -> str:
+    if not encrypted:
+        return "inter-container traffic encryption: off (training.encrypt_inter_container_traffic)"
+    return (
+        "inter-container traffic encryption: on (training.encrypt_inter_container_traffic): the all-reduce across "
+        f"instances is counted {c.ENCRYPTED_INTERNODE_ALLREDUCE_SLOWDOWN:g}x slower (assumption: AWS says it can "
+        f"increase distributed training time and publishes no figure, {c.ENCRYPTION_SOURCE}); 1 instance: no effect"
+    )
 
 
 def seed_pipeline(shape: ModelShape, name: str, count: int) -> Pipeline:

@@ -54,6 +54,18 @@ def test_the_default_meets_the_targets_and_states_its_cold_starts(capsys):
     assert "Young/Daly interval" in out
 
 
+def test_the_encryption_slowdown_is_stated_as_an_assumption_with_the_aws_page(capsys):
+    """Inter-container traffic encryption is on by default; AWS says it can slow distributed training and gives
+    no figure (https://docs.aws.amazon.com/sagemaker/latest/dg/train-encrypt.html)."""
+    assert main(["--env", "dev"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "inter-container traffic encryption: on (training.encrypt_inter_container_traffic): the all-reduce across "
+        "instances is counted 2x slower (assumption: " in out
+    )
+    assert "https://docs.aws.amazon.com/sagemaker/latest/dg/train-encrypt.html); 1 instance: no effect" in out
+
+
 def test_the_seed_article_runs_are_modelled_beside_the_article(capsys):
     assert main(["--env", "dev"]) == 0
     out = capsys.readouterr().out
@@ -134,7 +146,7 @@ def test_the_cost_guard_prices_finetune_with_the_same_figures_as_the_table():
     job = training_job(
         Workload(ModelShape.from_config(BERT_LARGE), train, validation, 2.0, 8),
         costs.hardware_facts(name)[0],
-        costs.training_job_terms(),
+        costs.training_job_terms(settings.training.encrypt_inter_container_traffic),
         1,
     )
     guard = run_estimate(costs.cost_model(settings), BERT_LARGE, train, validation, name, 1, 2.0)

@@ -9,9 +9,13 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+import torch
+from qa.answering import QuestionAnswerer
 from qa.base_model import load_question_answering_model
 
 from config.paths import TRAINING_CODE
+from local_runner.demo_models import build_tiny_model
 
 log = logging.getLogger("qa")
 
@@ -68,3 +72,31 @@ def test_library_reports_are_printed_once_even_where_ci_is_set(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "REPORT" not in result.stdout
     assert result.stderr.count("REPORT") == 1
+
+
+def checkpoint_dtypes(model_dir) -> set[torch.dtype]:
+    from safetensors import safe_open
+
+    with safe_open(str(model_dir / "model.safetensors"), "pt") as weights:
+        return {weights.get_tensor(key).dtype for key in weights.keys()}  # noqa: SIM118 (no __iter__)
+
+
+@pytest.mark.parametrize("saved_dtype", [torch.float16, torch.bfloat16])
+def test_a_half_precision_checkpoint_trains_and_serves_in_float32(saved_dtype, tmp_path):
+    """transformers 5 loads a checkpoint in its own dtype by default (dtype="auto"): half-precision master weights
+    would make fp16's GradScaler refuse to unscale, and evaluation and the endpoint would compute in another
+    precision than float32."""
+    from transformers import AutoModel, AutoTokenizer
+
+    base = build_tiny_model(tmp_path / "base", dropout=0.0)
+    AutoModel.from_pretrained(str(base)).to(saved_dtype).save_pretrained(base)
+    assert checkpoint_dtypes(base) == {saved_dtype}
+    model = load_question_answering_model(str(base), log)
+    assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}
+
+    trained = tmp_path / "trained"
+    model.to(saved_dtype).save_pretrained(trained)
+    AutoTokenizer.from_pretrained(str(base)).save_pretrained(trained)
+    assert checkpoint_dtypes(trained) == {saved_dtype}
+    served = QuestionAnswerer(trained, "cpu").model
+    assert {parameter.dtype for parameter in served.parameters()} == {torch.float32}

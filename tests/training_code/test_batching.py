@@ -4,11 +4,18 @@ batches random across epochs on small datasets and cuts padding on large ones.""
 from __future__ import annotations
 
 import random
+from importlib.metadata import version
 
 import pytest
 import torch
+from packaging.version import Version
 from qa.batching import DynamicPaddingCollator, LengthGroupedSampler, builds_sdpa_masks
 from qa.features import LABELS, MODEL_INPUTS
+
+# transformers 5 builds attention masks with masking_utils (`create_bidirectional_mask`), which takes a prepared 4-D
+# mask as it is; 4.49 (the SMDDP image's) has no masking_utils, so the collator keeps the 2-D mask there by design
+# (qa.batching.builds_sdpa_masks). `make test-images` runs these tests under both.
+MASKING_UTILS = Version(version("transformers")).major >= 5
 
 
 def random_features(count: int, seed: int = 0) -> list[dict]:
@@ -112,6 +119,7 @@ def test_length_grouping_cuts_padding_against_random_batches():
     assert grouped < 0.8 * padded_tokens(random_order)
 
 
+@pytest.mark.skipif(not MASKING_UTILS, reason="transformers < 5: no masking_utils, the 2-D mask is kept by design")
 @pytest.mark.parametrize("padding_side", ["right", "left"])
 def test_prepared_sdpa_masks_give_the_model_the_same_attention(tiny_model_dir, tokenizer, padding_side):
     """No mask for a batch without padding, the 4-D key mask otherwise: bit-identical logits and gradients to
@@ -146,3 +154,11 @@ def test_eager_attention_keeps_the_2d_mask(tiny_model_dir):
 
     model = AutoModelForQuestionAnswering.from_pretrained(str(tiny_model_dir), attn_implementation="eager")
     assert not builds_sdpa_masks(model)
+
+
+@pytest.mark.skipif(MASKING_UTILS, reason="transformers >= 5 builds masks with masking_utils: prepared masks are used")
+def test_transformers_without_masking_utils_keeps_the_2d_mask(tiny_model_dir):
+    from transformers import AutoModelForQuestionAnswering
+
+    model = AutoModelForQuestionAnswering.from_pretrained(str(tiny_model_dir))
+    assert model.config._attn_implementation == "sdpa" and not builds_sdpa_masks(model)

@@ -22,7 +22,7 @@ from qa.cost import (
 from config import costs
 from config.costs import hardware_facts, training_job_terms
 
-TERMS = training_job_terms()
+TERMS = training_job_terms(encrypted=False)
 
 
 def p4d() -> Hardware:
@@ -92,6 +92,42 @@ def test_multi_node_efficiency_comes_from_the_measured_bus_bandwidth():
     assert fp32.efficiency < two.efficiency
     single_gpu = hardware_facts("ml.p3.2xlarge")[0]
     assert step_time(workload, single_gpu, TERMS, 1).efficiency == 1
+
+
+def test_inter_container_encryption_slows_the_all_reduce_across_instances_only():
+    """AWS: encryption "can increase training time, especially if you are using distributed deep learning
+    algorithms", and "doesn't affect training jobs with a single compute instance"
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/train-encrypt.html). The slowdown factor is an assumption
+    (config/costs.py): AWS publishes none."""
+    clear, encrypted = training_job_terms(encrypted=False), training_job_terms(encrypted=True)
+    one_clear, one_encrypted = (training_job(squad_like(), p4d(), terms, 1) for terms in (clear, encrypted))
+    assert one_encrypted.phases == one_clear.phases and one_encrypted.step == one_clear.step
+    two_clear, two_encrypted = (training_job(squad_like(), p4d(), terms, 2) for terms in (clear, encrypted))
+    assert two_encrypted.step.allreduce == pytest.approx(
+        costs.ENCRYPTED_INTERNODE_ALLREDUCE_SLOWDOWN * two_clear.step.allreduce
+    )
+    assert two_encrypted.wall_seconds > two_clear.wall_seconds
+    assert (two_encrypted.on_demand_usd or 0) > (two_clear.on_demand_usd or 0)
+
+
+def test_the_guard_counts_the_encryption_the_settings_turn_on():
+    from config import load_settings, read_cdk_json_context
+
+    settings = load_settings(read_cdk_json_context())
+    assert settings.training.encrypt_inter_container_traffic  # the default
+    unencrypted = settings.model_copy(
+        update={"training": settings.training.model_copy(update={"encrypt_inter_container_traffic": False})}
+    )
+
+    squad = squad_like()
+
+    def usd(chosen, count: int) -> float:
+        lengths = squad.train_lengths, squad.validation_lengths
+        estimate = run_estimate(costs.cost_model(chosen), BERT_LARGE, *lengths, "ml.p4d.24xlarge", count, 2.0)
+        return estimate["training_on_demand_usd"]
+
+    assert usd(settings, 1) == usd(unencrypted, 1)
+    assert usd(settings, 2) > usd(unencrypted, 2)
 
 
 def test_multi_node_p3_is_network_bound_where_p4d_is_not():

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import tarfile
 
 import pytest
 from qa.answering import QuestionAnswerer, stack_logits, window_logits
 from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches, score
 from qa.feature_files import EXAMPLES_FILE, FEATURES_FILE
+from qa.metrics import squad_scores
 from qa.outputs import (
     EVALUATION_EXACT_MATCH_PATH,
     EVALUATION_F1_PATH,
@@ -18,9 +20,14 @@ from qa.outputs import (
     METRIC_EVAL_EXACT_MATCH,
     METRIC_EVAL_F1,
     PREDICTIONS_FILE,
+    SAGEMAKER_PROGRAM_ENV,
+    SERVING_PROGRAM,
+    STATS_FILE,
+    STATS_OUTPUT,
     VALIDATION_CHANNEL,
 )
 
+from local_runner.serving import LocalEndpoint
 from tests.training_code.conftest import FINISHED_RUN
 from tests.training_code.runner import run_training
 
@@ -78,6 +85,41 @@ def test_training_evaluates_once_and_equals_a_single_process_evaluation(finished
     assert report == reference.report()
     assert predictions == reference.predictions
     assert len(predictions) == 84 and any(predictions.values())
+
+
+@pytest.mark.slow
+def test_the_gate_f1_is_the_f1_of_the_model_the_endpoint_serves(finished_run, sample_features, tmp_path):
+    """CheckF1 compares FineTune's `eval:f1`, parsed from the evaluation line by the job's metric definitions
+    (SageMaker's FinalMetricDataList), and evaluation.json records it. Asked the same validation questions,
+    windowed as preprocess.py windowed them, the packaged model answers through the inference toolkit's
+    contract (one container process: model_fn, then predict_fn; inference.py) exactly as the gate scored it.
+    The run is the 2-process one: the gate's logits were gathered from both ranks."""
+    work, run = finished_run(2)
+    [line] = run.lines("evaluation: ")
+    gate_f1 = re.search(EVALUATION_METRIC_REGEXES[METRIC_EVAL_F1], line)
+    assert gate_f1 is not None
+    report = json.loads((work / "model" / EVALUATION_FILE).read_text())
+    gate_predictions = json.loads((work / "output-data" / PREDICTIONS_FILE).read_text())
+
+    archive = tmp_path / "model.tar.gz"  # what SageMaker uploads of SM_MODEL_DIR
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted((work / "model").iterdir()):
+            tar.add(path, arcname=path.name)
+    container = {"ModelDataUrl": str(archive), "Environment": {SAGEMAKER_PROGRAM_ENV: SERVING_PROGRAM}}
+    examples = ValidationSet.load(sample_features / VALIDATION_CHANNEL).examples
+    stats = json.loads((sample_features / STATS_OUTPUT / STATS_FILE).read_text())
+    request = {
+        "inputs": [{"question": e["question"], "context": e["context"]} for e in examples],
+        "parameters": {"max_seq_length": stats["max_seq_length"], "doc_stride": stats["doc_stride"]},
+    }
+    with LocalEndpoint(container, archive, tmp_path / "endpoint") as endpoint:
+        answers = endpoint.invoke(request)
+    served = {example["id"]: answer["answer"] for example, answer in zip(examples, answers, strict=True)}
+    served_f1 = squad_scores(served, {e["id"]: e["answers"]["text"] for e in examples})["f1"]
+
+    assert served == gate_predictions and any(served.values())
+    assert f"{served_f1:.4f}" == gate_f1.group(1)
+    assert round(served_f1, 4) == json_path(report, EVALUATION_F1_PATH)
 
 
 def test_an_empty_validation_channel_stops_the_job_before_training(tmp_path, tiny_model_dir, sample_features):

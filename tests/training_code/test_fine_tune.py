@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import copy
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
-from qa import checkpoints
-from qa.fine_tune import LossInterval, Progress, Schedule, resume
+from qa import checkpoints, fine_tune
+from qa.answering import window_logits
+from qa.base_model import load_question_answering_model
+from qa.evaluation import ValidationSet
+from qa.fine_tune import LossInterval, Progress, Schedule, batch_collator, evaluate, resume
+from qa.outputs import VALIDATION_CHANNEL
 
 
 @dataclass
@@ -130,3 +137,81 @@ def test_throughput_is_measured_after_the_device_finished_the_interval():
     # 16 samples whose work ends 0.3 s after the log call: at most 16 / 0.3 samples per second.
     assert entry["samples_per_second"] <= 16 / 0.3
     assert interval.batches == 0 and float(interval.total) == 0.0 and interval.grad_norm is None
+
+
+@pytest.fixture
+def bf16_accelerator() -> Iterator[Accelerator]:
+    """A one-process CPU Accelerator in bf16 mixed precision: `prepare` wraps a model's forward in autocast, as on
+    a GPU with bf16 (fp16 on V100s)."""
+    yield Accelerator(cpu=True, mixed_precision="bf16")
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+@pytest.fixture
+def tf32_matmuls() -> Iterator[None]:
+    """TF32 matmuls on, as `build` turns them on for training on GPUs (a flag only, on a CPU)."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    yield
+    torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_evaluation_scores_in_float32_as_the_endpoint_serves_and_training_keeps_autocast(
+    bf16_accelerator, tf32_matmuls, tiny_model_dir, tokenizer, sample_features, tmp_path, monkeypatch
+):
+    """The F1 that decides registration is the endpoint's: inference.py serves float32 weights without autocast
+    and without TF32 (qa.answering.QuestionAnswerer). Evaluating through `unwrap_model` with its default
+    keep_fp32_wrapper=True kept the autocast forward, so the gate scored bf16 logits. The training step after an
+    evaluation still runs under autocast: unwrapping takes the wrapper off the module that training calls."""
+    accelerator = bf16_accelerator
+    model = load_question_answering_model(str(tiny_model_dir), logging.getLogger("qa"))
+    served = copy.deepcopy(model).eval()  # the same float32 weights, never prepared: as the endpoint loads them
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    prepared, optimizer = accelerator.prepare(model, optimizer)
+    head_dtypes: list[torch.dtype] = []
+    head = accelerator.unwrap_model(prepared).qa_outputs
+    head.register_forward_hook(lambda _, __, out: head_dtypes.append(out.dtype))  # autocast: bf16 out of a Linear
+
+    validation = ValidationSet.load(sample_features / VALIDATION_CHANNEL)
+    features = validation.features[:14]
+    examples = [e for e in validation.examples if e["id"] in {f["example_id"] for f in features}]
+    batches = [list(range(0, 7)), list(range(7, 14))]
+    collator = batch_collator(tokenizer, served)
+    expected = window_logits(served, collator, features, batches, "cpu")
+    head_dtypes.clear()
+    autocast = window_logits(prepared, collator, features, batches, "cpu")
+    assert set(head_dtypes) == {torch.bfloat16}
+    assert any(not (a[1] == b[1]).all() for a, b in zip(autocast, expected, strict=True))
+
+    evaluated, tf32_while_evaluating = [], []
+
+    def recording_window_logits(*args):
+        tf32_while_evaluating.append(torch.backends.cuda.matmul.allow_tf32)
+        evaluated.extend(window_logits(*args))
+        return evaluated
+
+    monkeypatch.setattr(fine_tune, "window_logits", recording_window_logits)
+    run = SimpleNamespace(
+        validation=ValidationSet(features, examples),
+        accelerator=accelerator,
+        args=SimpleNamespace(eval_batch_size=7, output_dir=tmp_path / "model", output_data_dir=tmp_path / "data"),
+        model=prepared,
+        tokenizer=tokenizer,
+        schedule=Schedule(global_batch=4, updates_per_epoch=1, total_steps=1, warmup_steps=0),
+    )
+    prepared.train()
+    head_dtypes.clear()
+    assert evaluate(run, Progress()) is not None  # type: ignore[arg-type]
+    assert set(head_dtypes) == {torch.float32} and tf32_while_evaluating == [False]
+    by_feature = {index: (starts, ends) for index, starts, ends in expected}
+    assert len(evaluated) == len(features)
+    for index, starts, ends in evaluated:
+        assert np.array_equal(starts, by_feature[index][0]) and np.array_equal(ends, by_feature[index][1])
+
+    # Training goes on as before the evaluation: train mode, autocast, TF32 as `build` set it.
+    assert prepared.training and torch.backends.cuda.matmul.allow_tf32
+    head_dtypes.clear()
+    batch = collator([{k: f[k] for k in ("input_ids", "token_type_ids", "attention_mask")} for f in features[:4]])
+    labels = torch.zeros(4, dtype=torch.long)
+    accelerator.backward(prepared(**batch, start_positions=labels, end_positions=labels).loss)
+    assert set(head_dtypes) == {torch.bfloat16}

@@ -54,14 +54,18 @@ def stack_logits(results: Sequence[WindowLogits], count: int) -> tuple[np.ndarra
 
 
 class QuestionAnswerer:
-    """A model and its tokenizer on one device, saved by train.py (`save_pretrained`) into `model_dir`."""
+    """A model (in float32, as evaluation scores it) and its tokenizer on one device, saved by train.py
+    (`save_pretrained`) into `model_dir`."""
 
     def __init__(self, model_dir: Path | str, device: str) -> None:
         from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
+        from qa.base_model import FLOAT32_WEIGHTS
+
         self.device = device
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        self.model = AutoModelForQuestionAnswering.from_pretrained(str(model_dir)).to(device).eval()
+        model = AutoModelForQuestionAnswering.from_pretrained(str(model_dir), **FLOAT32_WEIGHTS)
+        self.model = model.to(device).eval()
         self.collator = DynamicPaddingCollator.for_tokenizer(self.tokenizer)
 
     def logits(self, features: list[dict[str, Any]], batch_size: int) -> tuple[np.ndarray, np.ndarray]:

@@ -194,6 +194,9 @@ class JobTerms:
     archive_mb_per_second: float  # SageMaker tars and gzips /opt/ml/model into model.tar.gz, then uploads it
     allreduce_overlap: float  # share of the backward pass that hides the gradient all-reduce
     bucket_mb: float  # DDP bucket (fp32 MB): the last one's all-reduce is always exposed
+    # How many times longer an all-reduce across instances takes: inter-container traffic encryption (1: off).
+    # Within one instance nothing is encrypted, so a 1-node job never pays it.
+    internode_allreduce_slowdown: float
 
     @classmethod
     def from_dict(cls, terms: Mapping) -> JobTerms:
@@ -222,8 +225,11 @@ def step_time(workload: Workload, hardware: Hardware, terms: JobTerms, nodes: in
     if hardware.gpus * nodes == 1:
         return StepTime(compute, 0.0, 0.0)
     wire = workload.model.parameters * workload.gradient_bytes
-    allreduce = wire / (hardware.allreduce_gbs(nodes) * 1e9)
-    last_bucket = min(wire, terms.bucket_mb * 1e6 * workload.gradient_bytes / 4) / (hardware.allreduce_gbs(nodes) * 1e9)
+    bandwidth = hardware.allreduce_gbs(nodes) * 1e9
+    if nodes > 1:
+        bandwidth /= terms.internode_allreduce_slowdown
+    allreduce = wire / bandwidth
+    last_bucket = min(wire, terms.bucket_mb * 1e6 * workload.gradient_bytes / 4) / bandwidth
     exposed = max(last_bucket, allreduce - terms.allreduce_overlap * BACKWARD_SHARE * compute)
     return StepTime(compute, allreduce, exposed)
 

@@ -13,6 +13,8 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -471,21 +473,45 @@ def save(run: TrainingRun, progress: Progress) -> None:
         log.info("model saved to %s", output_dir)
 
 
+@contextmanager
+def served_precision(accelerator: Accelerator, prepared: torch.nn.Module) -> Iterator[torch.nn.Module]:
+    """The prepared model's own module in eval mode, computing as the endpoint does (inference.py): float32
+    weights without Accelerate's mixed-precision forward, and no TF32 matmuls (PyTorch's default, which the
+    endpoint keeps; `build` turns them on for training). Afterwards the module is as training left it.
+
+    `unwrap_model(keep_fp32_wrapper=False)` (Accelerate 1.4.0 and 1.12.0 alike) takes the autocast forward off
+    the module itself: it pops `_original_forward` and rebinds `forward`, both set by `prepare`; DDP calls that
+    same module, so both go back, or training after an evaluation would run in float32.
+    """
+    module = accelerator.unwrap_model(prepared)
+    autocast_forward = {
+        name: module.__dict__[name] for name in ("forward", "_original_forward") if name in module.__dict__
+    }
+    training, tf32 = module.training, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        plain = accelerator.unwrap_model(prepared, keep_fp32_wrapper=False)
+        yield plain.eval()
+    finally:
+        module.__dict__.update(autocast_forward)
+        module.train(training)
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+
+
 def evaluate(run: TrainingRun, progress: Progress) -> Evaluation | None:
-    """SQuAD EM/F1 of the trained model on the validation set, data-parallel over every process (see
-    qa.evaluation): the main process prints the evaluation line once, writes the evaluation report into the
-    model dir and the predictions into the output data dir, logs the scores to TensorBoard and the log history,
-    and returns them (None elsewhere)."""
+    """SQuAD EM/F1 of the trained model on the validation set in the precision the endpoint serves (see
+    served_precision), data-parallel over every process (see qa.evaluation): the main process prints the
+    evaluation line once, writes the evaluation report into the model dir and the predictions into the output
+    data dir, logs the scores to TensorBoard and the log history, and returns them (None elsewhere)."""
     if run.validation is None:
         return None
     accelerator, args, features = run.accelerator, run.args, run.validation.features
     started = time.perf_counter()
     batches = length_sorted_batches(features, args.eval_batch_size)
     mine = batches[accelerator.process_index :: accelerator.num_processes]
-    model = accelerator.unwrap_model(run.model)
-    model.eval()
-    collator = batch_collator(run.tokenizer, model)
-    logits = gather_object(window_logits(model, collator, features, mine, accelerator.device))
+    with served_precision(accelerator, run.model) as model:
+        collator = batch_collator(run.tokenizer, model)
+        logits = gather_object(window_logits(model, collator, features, mine, accelerator.device))
     evaluation = None
     if accelerator.is_main_process:
         evaluation = score(run.validation, *stack_logits(logits, len(features)))
