@@ -73,6 +73,16 @@ def stage_function_code(build_dir: Path) -> Path:
     return target
 
 
+def pipeline_executions_arn(scope: Construct, pipeline_name: str) -> str:
+    """Every execution of one pipeline: the resource form of its execution actions."""
+    return Stack.of(scope).format_arn(
+        service="sagemaker",
+        resource="pipeline",
+        resource_name=f"{pipeline_name}/execution/*",
+        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+    )
+
+
 class PipelineFunction(Construct):
     """One function of the bundle: its own role, its own log group. `purpose` ends both descriptions."""
 
@@ -209,14 +219,7 @@ class PipelineFunctions(Construct):
             iam.PolicyStatement(
                 sid="DescribeOwnerExecutions",
                 actions=["sagemaker:DescribePipelineExecution"],
-                resources=[
-                    Stack.of(self).format_arn(
-                        service="sagemaker",
-                        resource="pipeline",
-                        resource_name=f"{pipeline_name}/execution/*",
-                        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-                    )
-                ],
+                resources=[pipeline_executions_arn(self, pipeline_name)],
             ),
             "ClaimManifest may only describe executions of this one pipeline (DescribePipelineExecution), to learn "
             "whether a claim's owner failed.",

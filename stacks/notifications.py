@@ -25,7 +25,7 @@ names the parameter, the cost or the F1), a success by the execution, a run that
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Aws, Duration, Stack
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_events as events
@@ -59,7 +59,7 @@ from pipeline_steps.names import (
     MODEL_METADATA_DATASET_MANIFEST,
     MODEL_METADATA_F1,
 )
-from stacks.functions import PipelineFunction
+from stacks.functions import PipelineFunction, pipeline_executions_arn
 from stacks.log_groups import LogGroupSettings
 from stacks.nag import add_reviewed_statement
 
@@ -166,14 +166,7 @@ class PipelineNotifications(Construct):
             iam.PolicyStatement(
                 sid="ReadClaimOutputs",
                 actions=["sagemaker:ListPipelineExecutionSteps"],
-                resources=[
-                    Stack.of(self).format_arn(
-                        service="sagemaker",
-                        resource="pipeline",
-                        resource_name=f"{pipeline_name}/execution/*",
-                        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-                    )
-                ],
+                resources=[pipeline_executions_arn(self, pipeline_name)],
             ),
             "NotifyTopic lists the steps of this one pipeline's executions (ListPipelineExecutionSteps) to read the "
             "claim step's outputs when FirstDelivery ends; execution ids are random.",
