@@ -33,10 +33,7 @@ from stacks.log_groups import LogGroupSettings
 from stacks.notifications import PipelineNotifications
 from tests.conftest import as_list, resources_of_type
 from tests.stacks.conftest import BareStack, logical_id
-
-ACCOUNT, REGION = "123456789012", "us-east-1"
-PIPELINE_ARN = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:pipeline/p"
-EXECUTION_ARN = f"{PIPELINE_ARN}/execution/p4jn9xou8a8s"
+from tests.training_code.test_notification_function import ACCOUNT, EXECUTION_ARN, PIPELINE_ARN, REGION, sagemaker_event
 
 
 def notifications(bare_stack: BareStack, settings: Settings, email: str | None, build_dir: Path) -> Template:
@@ -62,20 +59,6 @@ def notifications(bare_stack: BareStack, settings: Settings, email: str | None, 
 @pytest.fixture
 def template(bare_stack, dev_settings, tmp_path) -> Template:
     return notifications(bare_stack, dev_settings, email=None, build_dir=tmp_path)
-
-
-def sagemaker_event(detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": "ea37ccbb-5e2b-05e9-4073-1daazc940304",
-        "detail-type": detail_type,
-        "source": "aws.sagemaker",
-        "account": ACCOUNT,
-        "time": "2021-03-15T16:10:10Z",
-        "region": REGION,
-        "resources": [PIPELINE_ARN, EXECUTION_ARN],
-        "detail": detail,
-    }
 
 
 def execution_event(status: str) -> dict[str, Any]:
