@@ -105,20 +105,6 @@ def test_estimate_above_max_training_cost_stops_before_training(dev, tmp_path, c
     assert packages(tmp_path, dev) == []
 
 
-def test_invalid_dataset_fails_validation_and_never_trains(dev, tmp_path, capfd):
-    dataset = tmp_path / "dataset"
-    shutil.copytree(SAMPLE, dataset)
-    train = dataset / "train" / "train.jsonl"
-    records = [json.loads(line) for line in train.read_text().splitlines()]
-    records[5]["answers"]["answer_start"] = [999]
-    train.write_text("\n".join(json.dumps(r) for r in records) + "\n")
-    assert local_run(dev, tmp_path / "run", dataset=dataset) == 1
-    out, err = capfd.readouterr()
-    assert "train/train.jsonl:line 6 id=train-000-5 field=answers.answer_start[0]" in err
-    assert "ValidateAndTokenize failed" in out
-    assert "> FineTune" not in out
-
-
 def runner_for(definition, tmp_path):
     store = LocalObjectStore(tmp_path / "s3")
     registry = LocalModelRegistry(tmp_path / "registry.sqlite")

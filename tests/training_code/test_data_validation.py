@@ -74,7 +74,16 @@ MALFORMED_RECORDS = {
         with_(answers_answer_start=[40]),
         r"40 puts the answer outside the context \(length 31\)",
     ),
-    "answer not at start": (with_(answers_answer_start=[1]), r"context at 1 reads 'aris ', not the answer 'Paris'"),
+    "answer not at start": (
+        with_(answers_answer_start=[1]),
+        r"answer_start\[0\]: the context at 1 is not answers.text\[0\] \(5 characters\); it occurs at 0 \(fix: set "
+        r"answer_start to the offset",
+    ),
+    "answer not in context": (
+        with_(answers_text=["Lyon"]),
+        r"field=answers.text\[0\]: the context at 0 is not answers.text\[0\] \(4 characters\), which occurs nowhere",
+    ),
+    "id not a string or number": (with_(id={"q": 1}), r"line 1 field=id: missing or not a non-empty string"),
     "record not an object": (["a", "list"], r"line 1: record is not a JSON object"),
 }
 

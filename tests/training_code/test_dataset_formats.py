@@ -84,7 +84,7 @@ def test_records_in_each_format_are_validated_with_the_same_messages(tmp_path, s
     report = validate(write_copy(tmp_path, broken, fmt))
     messages = [str(p) for p in report.problems]
     assert len(messages) == 2 and report.invalid_records["train"] == 2
-    assert f"row 1 id={first['id']} field=answers.answer_start[0]: context at" in messages[0]
+    assert f"row 1 id={first['id']} field=answers.answer_start[0]: the context at" in messages[0]
     assert "row 2" in messages[1] and "field=question: is empty" in messages[1]
 
 

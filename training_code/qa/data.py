@@ -23,7 +23,7 @@ import codecs
 import csv
 import importlib.util
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,9 +53,24 @@ MANIFEST_HINT = (
 )
 
 
+# Messages name a record by file, location, id and field, never by its text: they reach the processing job's log
+# (SageMaker's account-wide /aws/sagemaker/ProcessingJobs group, README "Where logs go"). An "id" longer than this,
+# or with unprintable characters, is likely text in the id's place: it is described, not quoted.
+MAX_SHOWN_ID_CHARS = 64
+MAX_SHOWN_OFFSETS = 3  # where a mismatched answer does occur in its context: the first few offsets
+
+
+def shown_id(record_id: str) -> str:
+    """How a message names a record: its id, or the id's length when it cannot be one (see MAX_SHOWN_ID_CHARS)."""
+    if len(record_id) <= MAX_SHOWN_ID_CHARS and record_id.isprintable():
+        return record_id
+    return f"<{len(record_id)} characters, not shown>"
+
+
 @dataclass(frozen=True)
 class Problem:
-    """One thing wrong with the input, located precisely enough to fix it."""
+    """One thing wrong with the input, located precisely enough to fix it: where (file, location, id, field) and
+    what, without quoting the record's text."""
 
     file: str
     location: str  # "line 12", "data[0].paragraphs[3].qas[1]" or "" for whole-file problems
@@ -74,7 +89,7 @@ class Problem:
         where = ":".join(part for part in (self.file, self.location) if part)
         parts = [where]
         if self.record_id is not None:
-            parts.append(f"id={self.record_id}")
+            parts.append(f"id={shown_id(self.record_id)}")
         if self.field:
             parts.append(f"field={self.field}")
         return f"{' '.join(parts)}: {self.message} (fix: {self.hint})"
@@ -457,7 +472,9 @@ def validate_record(record: Any, file: str, location: str) -> list[Problem]:
     if not isinstance(record, dict):
         return [Problem(file, location, None, None, "record is not a JSON object", "one object per record", True)]
     record_id = record.get("id")
-    rid = str(record_id) if record_id is not None else None
+    # A string or integer id names the record; any other value is not quoted (it may hold text).
+    named = isinstance(record_id, str) or (isinstance(record_id, int) and not isinstance(record_id, bool))
+    rid = str(record_id) if named else None
 
     def problem(field_name: str, message: str, hint: str) -> Problem:
         return Problem(file, location, rid, field_name, message, hint, record_level=True)
@@ -495,7 +512,11 @@ def validate_record(record: Any, file: str, location: str) -> list[Problem]:
             continue
         if not isinstance(start, int) or isinstance(start, bool):
             problems.append(
-                problem(f"answers.answer_start[{i}]", f"must be an integer, got {start!r}", "character offset")
+                problem(
+                    f"answers.answer_start[{i}]",
+                    f"must be an integer, got {type(start).__name__}",
+                    "the answer's character offset in the context",
+                )
             )
             continue
         if context is None:
@@ -509,15 +530,34 @@ def validate_record(record: Any, file: str, location: str) -> list[Problem]:
                 )
             )
         elif context[start : start + len(text)] != text:
-            found = context[start : start + len(text)]
-            problems.append(
-                problem(
-                    f"answers.answer_start[{i}]",
-                    f"context at {start} reads {found!r}, not the answer {text!r}",
-                    "fix answer_start (character offset, not bytes or tokens)",
-                )
-            )
+            problems.append(_misplaced_answer(context, text, start, i, problem))
     return problems
+
+
+def _misplaced_answer(
+    context: str, text: str, start: int, index: int, problem: Callable[[str, str, str], Problem]
+) -> Problem:
+    """The problem of an answer that is not at its answer_start: where it does occur in the context (offsets, not
+    text), which is the fix, or that it does not occur at all."""
+    offsets: list[int] = []
+    found = context.find(text)
+    while found != -1 and len(offsets) <= MAX_SHOWN_OFFSETS:
+        offsets.append(found)
+        found = context.find(text, found + 1)
+    what = f"the context at {start} is not answers.text[{index}] ({len(text)} characters)"
+    if not offsets:
+        return problem(
+            f"answers.text[{index}]",
+            f"{what}, which occurs nowhere in the context",
+            "the answer must be a span of the context: fix the answer text or the context",
+        )
+    shown = ", ".join(str(offset) for offset in offsets[:MAX_SHOWN_OFFSETS])
+    more = ", ..." if len(offsets) > MAX_SHOWN_OFFSETS else ""
+    return problem(
+        f"answers.answer_start[{index}]",
+        f"{what}; it occurs at {shown}{more}",
+        "set answer_start to the offset of the intended occurrence (characters, not bytes or tokens)",
+    )
 
 
 def saved_dataset_folder(path: Path) -> Path | None:
