@@ -10,6 +10,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from config import Settings
+from config.aws_locations import LOG_RETENTION_DAYS, log_retention_days
 from stacks.data import removal_policy
 
 
@@ -28,21 +29,26 @@ class LogGroupSettings:
 
 def log_retention(days: int) -> logs.RetentionDays:
     """The shortest CloudWatch Logs retention that keeps logs at least `days` days."""
-    allowed = sorted(_RETENTION_BY_DAYS)
-    return _RETENTION_BY_DAYS[next((value for value in allowed if value >= days), allowed[-1])]
+    return _RETENTION_BY_DAYS[log_retention_days(days)]
 
 
-_RETENTION_BY_DAYS = {
-    7: logs.RetentionDays.ONE_WEEK,
-    14: logs.RetentionDays.TWO_WEEKS,
-    30: logs.RetentionDays.ONE_MONTH,
-    90: logs.RetentionDays.THREE_MONTHS,
-    180: logs.RetentionDays.SIX_MONTHS,
-    365: logs.RetentionDays.ONE_YEAR,
-    731: logs.RetentionDays.TWO_YEARS,
-    1827: logs.RetentionDays.FIVE_YEARS,
-    3653: logs.RetentionDays.TEN_YEARS,
-}
+_RETENTION_BY_DAYS = dict(
+    zip(
+        LOG_RETENTION_DAYS,
+        (
+            logs.RetentionDays.ONE_WEEK,
+            logs.RetentionDays.TWO_WEEKS,
+            logs.RetentionDays.ONE_MONTH,
+            logs.RetentionDays.THREE_MONTHS,
+            logs.RetentionDays.SIX_MONTHS,
+            logs.RetentionDays.ONE_YEAR,
+            logs.RetentionDays.TWO_YEARS,
+            logs.RetentionDays.FIVE_YEARS,
+            logs.RetentionDays.TEN_YEARS,
+        ),
+        strict=True,
+    )
+)
 
 
 def encrypted_log_group(

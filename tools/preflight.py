@@ -3,8 +3,9 @@
     python -m tools.preflight [--env dev]        (make preflight ENV=dev)
 
 Checks the CDK bootstrap stack, the deployed stacks and pipeline, the base model staged at the pipeline's
-BaseModelUri, the SageMaker instance quotas the pipeline needs, and the datasets bucket. Each failed check
-names its fix; the exit code is 1 when any check failed. Nothing is changed in the account.
+BaseModelUri, the SageMaker instance quotas the pipeline needs, the datasets bucket, and reports the retention and
+encryption of SageMaker's job log groups. Each failed check names its fix; the exit code is 1 when any check
+failed. Nothing is changed in the account.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from functools import partial
 from typing import Any, Literal
 
 from config import Settings, read_cdk_json_context
+from config.aws_locations import JOB_LOG_GROUPS, log_retention_days
 from config.loader import DEFAULT_ENV
 from config.paths import CDK_JSON
 from pipeline_steps import names
@@ -235,6 +237,39 @@ def check_datasets_bucket(deployment: Deployment, env_name: str) -> Check:
     return Check("datasets bucket", "ok", f"s3://{bucket} reachable")
 
 
+def check_job_log_groups(deployment: Deployment) -> list[Check]:
+    """Retention and key of the log groups SageMaker writes every job's stdout and stderr to (JOB_LOG_GROUPS).
+    They are the account's, shared by every SageMaker job of the Region, so no stack of this project owns them
+    (README "Where logs go"). SageMaker creates a missing one with CloudWatch Logs' defaults: log data "stored
+    indefinitely" (https://docs.aws.amazon.com/sagemaker/latest/dg/logging-cloudwatch.html) and encrypted with
+    CloudWatch Logs' own key (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html).
+    Logs that never expire warn; the fix is the account's call, and the value suggested the project's own
+    (`log_retention_days`)."""
+    logs = deployment.client("logs")
+    days = log_retention_days(deployment.settings.log_retention_days)
+    checks = []
+    for group in JOB_LOG_GROUPS.values():
+        name = f"log group {group}"
+        listed = logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
+        found = next((entry for entry in listed if entry["logGroupName"] == group), None)
+        retain = (
+            f"aws logs put-retention-policy --region {deployment.region} --log-group-name {group} "
+            f"--retention-in-days {days} (every SageMaker job's logs in this account and Region)"
+        )
+        if found is None:
+            detail = "not created yet: the first job creates it, its logs kept forever"
+            create = f"aws logs create-log-group --region {deployment.region} --log-group-name {group}"
+            checks.append(Check(name, "WARN", detail, f"{create}; {retain}"))
+            continue
+        key = found.get("kmsKeyId")
+        encryption = f"encrypted with {key}" if key else "encrypted with CloudWatch Logs' own key, not the project key"
+        if "retentionInDays" not in found:
+            checks.append(Check(name, "WARN", f"logs never expire; {encryption}", retain))
+        else:
+            checks.append(Check(name, "ok", f"logs kept {found['retentionInDays']} days; {encryption}"))
+    return checks
+
+
 def guarded(name: str, check: Callable[[], Check | list[Check]], fix: str = "") -> list[Check]:
     """Run one check; a failure the user can fix becomes a FAIL row instead of ending the run."""
     try:
@@ -261,6 +296,11 @@ def run_checks(deployment: Deployment, env_name: str, quotas_client: Any) -> lis
         *guarded("base model staged", lambda: check_base_model(deployment, env_name)),
         *guarded("SageMaker quotas", lambda: check_quotas(deployment, quotas_client), QUOTAS_FIX),
         *guarded("datasets bucket", lambda: check_datasets_bucket(deployment, env_name)),
+        *guarded(
+            "job log groups",
+            lambda: check_job_log_groups(deployment),
+            "allow logs:DescribeLogGroups to these credentials, or see the groups in the CloudWatch console",
+        ),
     ]
 
 

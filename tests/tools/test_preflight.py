@@ -16,7 +16,9 @@ from botocore.stub import Stubber
 from config import load_settings, read_cdk_json_context
 from config.paths import CDK_JSON
 from tests.tools.conftest import (
+    ACCOUNT,
     BOOTSTRAP_VERSION_PARAMETER,
+    EMPTY_REGION,
     REGION,
     assert_one_line_error,
     run_cli,
@@ -24,7 +26,7 @@ from tests.tools.conftest import (
     stage_base_model,
 )
 from tools.deployment import load_deployment, split_s3_uri
-from tools.preflight import MIN_BOOTSTRAP_VERSION, check_bootstrap, check_quotas, preflight
+from tools.preflight import MIN_BOOTSTRAP_VERSION, check_bootstrap, check_job_log_groups, check_quotas, preflight
 
 # What the dev environment uses: 1 x ml.p4d.24xlarge on spot (the estimate's default) for FineTune, one
 # ml.m5.4xlarge for ValidateAndTokenize. The Lambda steps need no SageMaker quota.
@@ -71,14 +73,14 @@ def test_fails_on_missing_model_and_zero_quota_then_passes_when_fixed(deployed, 
     assert row(table, "base model staged").split()[3] == "FAIL"
     assert "fix: make stage-model MODEL=bert-large-uncased-whole-word-masking ENV=dev" in table
     assert "FAIL    0 < 1" in row(table, "quota ml.p4d.24xlarge for spot training job usage")
-    assert table.strip().endswith("2 of 10 checks failed")
+    assert table.strip().endswith("2 of 12 checks failed")
 
     stage_base_model(deployed, tmp_path)
     # The increase is an applied quota value: it overrides AWS's default of 0.
     code, table = run_preflight(stubbed_quotas(zero_spot, {"ml.p4d.24xlarge for spot training job usage": 4.0}), capsys)
     assert code == 0, table
     assert "FAIL" not in table
-    assert table.strip().endswith("all 10 checks passed")
+    assert table.strip().endswith("all 12 checks passed")
 
 
 def test_quota_rows_follow_the_step_graph(deployed, capsys):
@@ -211,3 +213,45 @@ def test_a_staged_config_that_contradicts_the_settings_fails(deployed, tmp_path,
     assert code == 1
     assert "hidden_size is 384, not 1024 ('large')" in row(table, "base model staged")
     assert "fix: make stage-model MODEL=bert-large-uncased-whole-word-masking ENV=dev REPLACE=1" in table
+
+
+def test_the_job_log_groups_retention_and_key_are_reported(aws):
+    """SageMaker's account-wide job log groups (no stack owns them): a missing group and one whose logs never
+    expire warn, with the commands that set the project's retention (dev: 30 days); a group with a retention
+    passes and says which key encrypts it. moto keeps retentionInDays and kmsKeyId as given (it checks no key)."""
+    checks = {check.name: check for check in check_job_log_groups(load_deployment("dev"))}
+    training, processing = (
+        checks["log group /aws/sagemaker/TrainingJobs"],
+        checks["log group /aws/sagemaker/ProcessingJobs"],
+    )
+    assert (processing.status, processing.detail) == (
+        "WARN",
+        "not created yet: the first job creates it, its logs kept forever",
+    )
+    assert processing.fix == (
+        f"aws logs create-log-group --region {EMPTY_REGION} --log-group-name /aws/sagemaker/ProcessingJobs; "
+        f"aws logs put-retention-policy --region {EMPTY_REGION} --log-group-name /aws/sagemaker/ProcessingJobs "
+        "--retention-in-days 30 (every SageMaker job's logs in this account and Region)"
+    )
+    assert training.status == "WARN"
+
+    logs = boto3.client("logs")
+    key = f"arn:aws:kms:{EMPTY_REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    logs.create_log_group(logGroupName="/aws/sagemaker/ProcessingJobs")
+    logs.create_log_group(logGroupName="/aws/sagemaker/TrainingJobs", kmsKeyId=key)
+    logs.put_retention_policy(logGroupName="/aws/sagemaker/TrainingJobs", retentionInDays=90)
+    try:
+        checks = {check.name: check for check in check_job_log_groups(load_deployment("dev"))}
+    finally:
+        for group in ("/aws/sagemaker/ProcessingJobs", "/aws/sagemaker/TrainingJobs"):
+            logs.delete_log_group(logGroupName=group)
+    processing, training = (
+        checks["log group /aws/sagemaker/ProcessingJobs"],
+        checks["log group /aws/sagemaker/TrainingJobs"],
+    )
+    assert (processing.status, processing.detail) == (
+        "WARN",
+        "logs never expire; encrypted with CloudWatch Logs' own key, not the project key",
+    )
+    assert processing.fix.startswith(f"aws logs put-retention-policy --region {EMPTY_REGION} --log-group-name")
+    assert (training.status, training.detail) == ("ok", f"logs kept 90 days; encrypted with {key}")
