@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from local_runner.errors import UnsupportedDefinition
-from pipeline_steps.placeholders import FUNCTION_HANDLERS, PLACEHOLDER, DeployTimeValues
+from pipeline_steps.placeholders import FUNCTION_HANDLERS, PLACEHOLDER, DeployTimeValues, variable_name
 from stacks.assembly import (
     PIPELINE_TYPE,
     AssemblyNotFound,
@@ -31,14 +31,16 @@ class LocalAccount:
     partition: str = "aws"
     url_suffix: str = "amazonaws.com"
 
-    def deploy_time_values(self, code_bucket: str, code_key: str) -> DeployTimeValues:
-        """Stand-ins for what the stacks create; subnets for any network the stacks may have."""
+    def deploy_time_values(self, code_bucket: str, code_key: str, code_sha256: str) -> DeployTimeValues:
+        """Stand-ins for what the stacks create; subnets for any network the stacks may have. The code bundle's
+        SHA-256 is the stack's own (a literal of the template), so the jobs' entry commands check it here too."""
         return DeployTimeValues(
             job_role_name="local-job-role",
             kms_key_arn=f"arn:{self.partition}:kms:{self.region}:{self.account}:key/local",
             dlc_registry_account=self.account,  # no image is pulled locally
             code_bucket=code_bucket,
             code_key=code_key,
+            code_sha256=code_sha256,
             security_group_id="sg-local",
             **{
                 field: f"arn:{self.partition}:lambda:{self.region}:{self.account}:function:{handler}"
@@ -124,7 +126,10 @@ def load_synthesized_pipeline(assembly: Path, stack_name: str, account: LocalAcc
     template = templates[stack_name]
     text, variables = synthesized_definition(template)
     code_bucket, code_key = _code_asset_location(assembly, stack_name)
-    values = account.deploy_time_values(code_bucket, code_key).substitutions()
+    code_sha256 = variables.get(variable_name("code_sha256"))
+    if not isinstance(code_sha256, str):
+        raise UnsupportedDefinition(f"{stack_name}: the code bundle's SHA-256 is not a literal: {code_sha256!r}")
+    values = account.deploy_time_values(code_bucket, code_key, code_sha256).substitutions()
     missing = {name for name in variables if name not in values}
     if missing:
         raise UnsupportedDefinition(f"no local value for deploy-time variables {sorted(missing)}")

@@ -237,6 +237,8 @@ class TrainingJob:
     job_name: str
     container: Container
     submit_directory: str  # S3 URI of the source archive (tar.gz)
+    bundle_file: Path | None  # where the archive lands in the container, when it arrives as an input channel
+    entrypoint: list[str]  # the request's ContainerEntrypoint, container paths mapped (empty: the image's own)
     program: str
     hyperparameters: dict[str, str]  # the entry point's own, overrides applied
     channel_uris: dict[str, str]  # input channel -> S3 prefix
@@ -292,6 +294,7 @@ def resolve_training_job(
         for channel in args.get("InputDataConfig", [])
     }
     submit_directory = _decode_hyperparameter(hps["sagemaker_submit_directory"])
+    bundle_file = container.path(submit_directory) if submit_directory.startswith(CHANNELS_DIR) else None
     if submit_directory.startswith(CHANNELS_DIR):
         # Network isolation: the source bundle arrives as a channel (an S3Prefix naming the object itself).
         channel = submit_directory.removeprefix(CHANNELS_DIR).split("/", 1)[0]
@@ -303,6 +306,8 @@ def resolve_training_job(
         job_name=job_name,
         container=container,
         submit_directory=submit_directory,
+        bundle_file=bundle_file,
+        entrypoint=[container.map(part) for part in args["AlgorithmSpecification"].get("ContainerEntrypoint", [])],
         program=_decode_hyperparameter(hps["sagemaker_program"]),
         hyperparameters={**user_hps, **hyperparameter_overrides},
         channel_uris=channel_uris,
@@ -322,10 +327,18 @@ def resolve_training_job(
 
 
 def prepare_container(job: TrainingJob, store: LocalObjectStore, checkpoints: CheckpointSync, out: Printer) -> None:
-    """Fill the container's folders as SageMaker does before the entry point starts: the source code, one
+    """Fill the container's folders as SageMaker and the image's toolkit do before the entry point starts: the
+    source bundle downloaded, the request's ContainerEntrypoint run (which may refuse it), the bundle extracted, one
     folder per input channel, the checkpoints restored from S3, an empty model folder."""
+    archive = store.path(job.submit_directory)
+    if job.bundle_file is not None:
+        job.bundle_file.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(archive, job.bundle_file)
+        archive = job.bundle_file
+    if job.entrypoint:
+        run_container_entrypoint(job, out)
     job.code_dir.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(store.path(job.submit_directory)) as tar:
+    with tarfile.open(archive) as tar:
         tar.extractall(job.code_dir, filter="data")
     for channel, uri in job.channel_uris.items():
         local = job.channel_dir(channel)
@@ -336,6 +349,20 @@ def prepare_container(job: TrainingJob, store: LocalObjectStore, checkpoints: Ch
     if restored:
         out(f"    restored {restored} checkpoint file(s) from {job.checkpoint_uri}")
     job.model_dir.mkdir(parents=True, exist_ok=True)
+
+
+def run_container_entrypoint(job: TrainingJob, out: Printer) -> None:
+    """The request's ContainerEntrypoint, with `true` in place of its ContainerArguments (the image's own start,
+    which this runner plays itself next): an entry command that fails stops the job before any of its code runs."""
+    code = _stream(
+        [*job.entrypoint, "true"],
+        _python_env(job.environment),
+        job.container.root,
+        job.container.root / JOB_LOG,
+        out,
+    )
+    if code != 0:
+        raise StepFailed(f"{job.step_name}: the container's entry command exited with code {code} (messages above)")
 
 
 def _training_environment(job: TrainingJob) -> dict[str, str]:

@@ -57,6 +57,8 @@ class DeployTimeValues:
     dlc_registry_account: str
     code_bucket: str
     code_key: str
+    # The SHA-256 of the code bundle the stacks built: both jobs' entry commands refuse a bundle without it.
+    code_sha256: str
     # The pipeline's Lambda functions (training_code/pipeline_functions.py), one per Lambda step.
     claim_function_arn: str
     estimate_function_arn: str

@@ -6,9 +6,11 @@ Code: the stdlib-only part of training_code/ that training_code/pipeline_functio
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from aws_cdk import ArnFormat, Duration, Stack
@@ -20,7 +22,7 @@ from qa.outputs import STATS_OUTPUT
 
 from config import ArtifactLayout
 from config.layout import DatasetLayout
-from config.paths import TRAINING_CODE
+from config.paths import TRAINING_CODE, private_dir
 from pipeline_steps import names
 from pipeline_steps.placeholders import FUNCTION_HANDLERS
 from stacks.data import ProjectKey, SecureBucket
@@ -48,19 +50,46 @@ LAMBDA = iam.ServicePrincipal("lambda.amazonaws.com")
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 
 
+def function_files_digest(root: Path, relatives: Iterable[str] = FUNCTION_FILES) -> str:
+    """SHA-256 over the path and bytes of each of `relatives` under `root`, in sorted order."""
+    digest = hashlib.sha256()
+    for relative in sorted(relatives):
+        digest.update(relative.encode() + b"\0" + (root / relative).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _holds_exactly(folder: Path, expected_digest: str) -> bool:
+    """Whether `folder` holds the function files and nothing else (no symlink, no extra file), with the content
+    whose digest is `expected_digest`."""
+    try:
+        entries = list(folder.rglob("*"))
+        if any(entry.is_symlink() for entry in entries):
+            return False
+        files = {entry.relative_to(folder).as_posix() for entry in entries if not entry.is_dir()}
+        return files == set(FUNCTION_FILES) and function_files_digest(folder, files) == expected_digest
+    except OSError:
+        return False
+
+
 def stage_function_code(build_dir: Path) -> Path:
     """The function's files in `<build_dir>/pipeline-functions-<content digest>/` (the asset hashes its content).
 
-    Staged into a temporary folder and renamed into place, and named by what it holds: synths running at the same
-    time (pytest workers, two terminals) never see a half-copied folder or delete the one another is reading."""
-    digest = hashlib.sha256()
-    for relative in FUNCTION_FILES:
-        digest.update(relative.encode() + b"\0" + (TRAINING_CODE / relative).read_bytes() + b"\0")
-    target = build_dir / f"pipeline-functions-{digest.hexdigest()[:16]}"
-    if target.is_dir():
+    `build_dir` must be private to the user (`config.paths.private_dir`). A folder found there is reused only when it
+    holds exactly the files of training_code/ that ship (same names, same bytes, no symlinks, nothing else);
+    otherwise it is replaced: an appended line or a planted module never reaches the asset. Staged into a temporary
+    folder and renamed into place: synths running at the same time (pytest workers, two terminals) never see a
+    half-copied folder."""
+    expected = function_files_digest(TRAINING_CODE)
+    directory = private_dir(build_dir)
+    target = directory / f"pipeline-functions-{expected[:16]}"
+    if _holds_exactly(target, expected):
         return target
-    build_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".pipeline-functions-", dir=build_dir))
+    if target.exists() or target.is_symlink():
+        stale = Path(tempfile.mkdtemp(prefix=".stale-pipeline-functions-", dir=directory))
+        with contextlib.suppress(FileNotFoundError):  # another synth moved it away first
+            target.rename(stale / target.name)
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix=".pipeline-functions-", dir=directory))
     for relative in FUNCTION_FILES:
         (staging / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(TRAINING_CODE / relative, staging / relative)
@@ -68,7 +97,7 @@ def stage_function_code(build_dir: Path) -> Path:
         staging.rename(target)
     except OSError:  # another synth renamed the same content into place first
         shutil.rmtree(staging, ignore_errors=True)
-        if not target.is_dir():
+        if not _holds_exactly(target, expected):
             raise
     return target
 

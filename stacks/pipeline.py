@@ -32,8 +32,10 @@ class TrainingCodeAsset(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, build_dir: Path) -> None:
         super().__init__(scope, construct_id)
-        tarball = write_source_tarball(TRAINING_CODE, build_dir)
-        self.asset = s3_assets.Asset(self, "SourceDir", path=str(tarball))
+        bundle = write_source_tarball(TRAINING_CODE, build_dir)
+        self.asset = s3_assets.Asset(self, "SourceDir", path=str(bundle.path))
+        # What the jobs' entry commands check the downloaded bundle against before running anything from it.
+        self.sha256 = bundle.sha256
 
     def grant_download(self, grantee: iam.IGrantable) -> None:
         """Read exactly this object (and list its key), nothing else in the assets bucket."""
@@ -130,6 +132,7 @@ class PipelineStack(Stack):
             dlc_registry_account=registry_account(self),
             code_bucket=code.asset.s3_bucket_name,
             code_key=code.asset.s3_object_key,
+            code_sha256=code.sha256,
             claim_function_arn=self.functions.claim.function.function_arn,
             estimate_function_arn=self.functions.estimate.function.function_arn,
             record_function_arn=self.functions.record.function.function_arn,

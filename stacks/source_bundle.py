@@ -14,6 +14,7 @@ import io
 import os
 import tarfile
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from config.paths import CACHE, private_dir
@@ -54,8 +55,14 @@ def build_source_tarball(source_dir: Path) -> bytes:
     return compressed.getvalue()
 
 
-def write_source_tarball(source_dir: Path, out_dir: Path = DEFAULT_BUILD_DIR) -> Path:
-    """Write the bundle as `<out_dir>/sourcedir-<sha256 prefix>.tar.gz` and return its path.
+@dataclass(frozen=True)
+class SourceBundle:
+    path: Path
+    sha256: str  # of the bytes built from the source, not of whatever the file holds later
+
+
+def write_source_tarball(source_dir: Path, out_dir: Path = DEFAULT_BUILD_DIR) -> SourceBundle:
+    """Write the bundle as `<out_dir>/sourcedir-<sha256 prefix>.tar.gz`; its path and full SHA-256.
 
     An existing file of that name is kept only if its content hashes to the bundle's full SHA-256; otherwise it
     is replaced. Writes go to a temporary file in the same directory, fsynced, then renamed over the target.
@@ -65,7 +72,7 @@ def write_source_tarball(source_dir: Path, out_dir: Path = DEFAULT_BUILD_DIR) ->
     directory = private_dir(out_dir)
     path = directory / f"sourcedir-{digest[:16]}.tar.gz"
     if path.is_file() and not path.is_symlink() and hashlib.sha256(path.read_bytes()).hexdigest() == digest:
-        return path
+        return SourceBundle(path, digest)
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".sourcedir-", suffix=".partial")
     try:
         with os.fdopen(handle, "wb") as partial:
@@ -76,4 +83,4 @@ def write_source_tarball(source_dir: Path, out_dir: Path = DEFAULT_BUILD_DIR) ->
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-    return path
+    return SourceBundle(path, digest)

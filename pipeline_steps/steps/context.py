@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 
 from qa.outputs import CODE_DIR, PROCESSING_CODE_INPUT, PROCESSING_INPUT_DIR
@@ -24,12 +25,33 @@ from pipeline_steps.parameters import PipelineParameters
 from pipeline_steps.placeholders import REGION, URL_SUFFIX, DeployTimeValues
 
 CODE_INPUT_DIR = f"{PROCESSING_INPUT_DIR}/{PROCESSING_CODE_INPUT}"
-# Processing containers have no SageMaker training toolkit: unpack the same source bundle the training
-# job uses and run one of its entry points with the step's arguments.
-UNPACK_AND_RUN = (
-    f"set -euo pipefail; mkdir -p {CODE_DIR}; tar -xzf {CODE_INPUT_DIR}/*.gz -C {CODE_DIR}; "
-    f'cd {CODE_DIR}; exec python3 "$0" "$@"'
+# Both jobs' entry commands start by checking the code bundle, before anything from it runs: `$0` is the SHA-256 the
+# definition carries (the bundle the stacks built), `$1` the bundle file as SageMaker downloaded it. The bucket it
+# comes from is writable by more principals than the definition is (any CDK deployer's file-publishing role), so a
+# replaced object stops the job here. Each string of a ContainerEntrypoint holds at most 256 characters (checked by
+# aws_rules from botocore's shapes: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_AppSpecification.html,
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_AlgorithmSpecification.html): digest and path are
+# arguments of their own.
+VERIFY_BUNDLE = (
+    'set -euo pipefail; echo "$0  $1" | sha256sum --check --status || '
+    '{ echo "refusing to run $1: its SHA-256 is not $0, the deployed code bundle\'s" >&2; exit 1; }'
 )
+# Processing containers have no SageMaker training toolkit: unpack the verified bundle the training job uses and
+# run one of its entry points with the step's arguments (ContainerArguments, after the two above).
+UNPACK_AND_RUN = f'{VERIFY_BUNDLE}; mkdir -p {CODE_DIR}; cd {CODE_DIR}; tar -xzf "$1"; shift; exec python3 "$@"'
+# The training container: then start what the image's own entry point would (ContainerArguments).
+VERIFY_AND_START = f'{VERIFY_BUNDLE}; shift; exec "$@"'
+
+
+def verified_entrypoint(script: str, values: DeployTimeValues, download_dir: str) -> tuple[str, ...]:
+    """`bash -c <script>` with the bundle's expected SHA-256 and its path once SageMaker has downloaded it into
+    `download_dir` (an S3Prefix input names each file by the last part of its key)."""
+    return ("/bin/bash", "-c", script, values.code_sha256, bundle_path(values, download_dir))
+
+
+def bundle_path(values: DeployTimeValues, download_dir: str) -> str:
+    """Where the code bundle lands in a container that downloads its object into `download_dir`."""
+    return f"{download_dir}/{posixpath.basename(values.code_key)}"
 
 
 def job_retry_policies(attempts: int) -> list:
@@ -151,7 +173,7 @@ class BuildContext:
             image_uri=self.processing_image,
             instance_count=1,
             instance_type=instance_type,
-            entrypoint=["/bin/bash", "-c", UNPACK_AND_RUN],
+            entrypoint=list(verified_entrypoint(UNPACK_AND_RUN, self.values, CODE_INPUT_DIR)),
             volume_size_in_gb=processing.volume_size_gb,
             volume_kms_key=self.volume_kms_key(instance_type),
             output_kms_key=self.values.kms_key_arn,

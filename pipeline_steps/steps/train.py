@@ -15,7 +15,6 @@ https://docs.aws.amazon.com/sagemaker/latest/dg/training-metrics.html). The SDK 
 from __future__ import annotations
 
 import json
-import posixpath
 from typing import Any, cast
 
 from qa.outputs import (
@@ -37,7 +36,13 @@ from sagemaker.inputs import TrainingInput
 from sagemaker.workflow.steps import ProcessingStep, TrainingStep
 
 from pipeline_steps import names
-from pipeline_steps.steps.context import BuildContext, job_retry_policies
+from pipeline_steps.steps.context import (
+    VERIFY_AND_START,
+    BuildContext,
+    bundle_path,
+    job_retry_policies,
+    verified_entrypoint,
+)
 
 # One regex per value of the line train.py prints every logging interval, then of the line it prints once after
 # evaluating (FinalMetricDataList['eval:f1'] feeds CheckF1).
@@ -50,6 +55,11 @@ DISTRIBUTIONS: dict[str, dict[str, Any]] = {
 }
 
 
+# What the training images run: their ENTRYPOINT (`bash -m start_with_right_hostname.sh`, which sets up CUDA
+# compatibility and the host name that MPI and NCCL resolve) with SageMaker's `train` argument
+# (aws/deep-learning-containers, pytorch/training/docker/build_artifacts/start_with_right_hostname.sh; the Hugging Face
+# training images are built FROM those PyTorch images). A custom training image must start the same way.
+DLC_TRAINING_START = ("bash", "-m", "start_with_right_hostname.sh", "train")
 CODE_CHANNEL_DIR = (
     f"{TRAINING_CHANNELS_DIR}/{CODE_CHANNEL}"  # where the SDK's `code` channel lands under network isolation
 )
@@ -58,16 +68,16 @@ CODE_CHANNEL_DIR = (
 class IsolatedTrainingStep(TrainingStep):
     """A TrainingStep whose source bundle arrives through the `code` channel. The SDK points the toolkit at
     `<code channel>/sourcedir.tar.gz`, the name its own uploads get; the bundle here is the stacks' asset, so the
-    toolkit is pointed at that object's file name instead (an S3Prefix channel names each file by its key)."""
+    toolkit is pointed at that object's file, the one the entry command verified."""
 
-    def __init__(self, *args: Any, code_key: str, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, bundle_path: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.code_file = posixpath.basename(code_key)
+        self.bundle_path = bundle_path
 
     @property
     def arguments(self) -> dict[str, Any]:
         request = cast(dict[str, Any], super().arguments)  # the SDK types it as dict | list; a job's is a dict
-        request["HyperParameters"]["sagemaker_submit_directory"] = json.dumps(f"{CODE_CHANNEL_DIR}/{self.code_file}")
+        request["HyperParameters"]["sagemaker_submit_directory"] = json.dumps(self.bundle_path)
         return request
 
 
@@ -136,6 +146,11 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
         disable_profiler=True,
         debugger_hook_config=False,
         base_job_name="qa-train",
+        # The image's toolkit extracts the bundle and runs train.py from it: the check must come before the toolkit
+        # starts, so it is the container's entry point, which then starts the image's own (How Amazon SageMaker Runs
+        # Your Training Image: https://docs.aws.amazon.com/sagemaker/latest/dg/your-algorithms-training-algo-dockerfile.html).
+        container_entry_point=list(verified_entrypoint(VERIFY_AND_START, ctx.values, CODE_CHANNEL_DIR)),
+        container_arguments=list(DLC_TRAINING_START),
         sagemaker_session=ctx.session,
     )
     step_args = estimator.fit(
@@ -149,7 +164,7 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
     )
     return IsolatedTrainingStep(
         name=names.TRAIN_STEP,
-        code_key=ctx.values.code_key,
+        bundle_path=bundle_path(ctx.values, CODE_CHANNEL_DIR),
         step_args=step_args,
         description="Data-parallel fine-tuning (spot, checkpointed, resumable), then SQuAD EM/F1 on the validation set",
         retry_policies=job_retry_policies(training.retry_attempts),

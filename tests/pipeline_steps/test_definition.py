@@ -385,7 +385,7 @@ def test_record_model_reports_the_training_jobs_metrics(definition, settings):
 def test_only_known_placeholders(settings):
     text = definition_json(settings)
     deploy_time = set(placeholders(settings).substitutions())
-    # role, key, image registry account, code bucket + key, three functions, group, subnets
-    assert len(deploy_time) == 9 + settings.network.subnet_count
+    # role, key, image registry account, code bucket + key + SHA-256, three functions, group, subnets
+    assert len(deploy_time) == 10 + settings.network.subnet_count
     assert set(re.findall(r"\$\{([^}]+)\}", text)) == deploy_time | set(PSEUDO_PARAMETERS)
     assert json.loads(text)  # placeholders live inside JSON strings only

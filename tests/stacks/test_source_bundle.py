@@ -28,7 +28,7 @@ def test_the_default_build_dir_is_inside_the_checkout_not_a_shared_tmp_path():
 
 
 def test_the_bundle_is_written_into_a_private_directory(source, tmp_path):
-    path = write_source_tarball(source, tmp_path / "build")
+    path = write_source_tarball(source, tmp_path / "build").path
     assert path.read_bytes() == build_source_tarball(source)
     assert (path.parent.stat().st_mode & 0o777) == 0o700
     assert not list(path.parent.glob(".sourcedir-*"))  # no temporary file is left behind
@@ -44,16 +44,16 @@ def test_the_bundle_is_written_into_a_private_directory(source, tmp_path):
 )
 def test_a_planted_or_truncated_bundle_is_rebuilt(source, tmp_path, tamper):
     expected = build_source_tarball(source)
-    path = write_source_tarball(source, tmp_path / "build")
+    path = write_source_tarball(source, tmp_path / "build").path
     path.write_bytes(tamper(expected))
-    assert write_source_tarball(source, tmp_path / "build") == path
+    assert write_source_tarball(source, tmp_path / "build").path == path
     assert hashlib.sha256(path.read_bytes()).digest() == hashlib.sha256(expected).digest()
 
 
 def test_an_intact_bundle_is_reused_as_is(source, tmp_path):
-    path = write_source_tarball(source, tmp_path / "build")
+    path = write_source_tarball(source, tmp_path / "build").path
     before = path.stat().st_ino
-    assert write_source_tarball(source, tmp_path / "build").stat().st_ino == before
+    assert write_source_tarball(source, tmp_path / "build").path.stat().st_ino == before
 
 
 def test_a_directory_others_may_write_to_is_refused(source, tmp_path):
