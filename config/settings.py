@@ -489,6 +489,12 @@ class Settings(StrictModel):
         """The CloudFormation stack of `purpose` (stacks/app_builder.py creates them, the tools look them up)."""
         return f"{self.name_prefix}-{purpose}"
 
+    @property
+    def log_group_root(self) -> str:
+        """The folder every log group of the project is named under (`/<name_prefix>/`): the project key's policy
+        lets CloudWatch Logs use the key for these log groups only."""
+        return f"/{self.name_prefix}/"
+
     def bucket_name(self, purpose: BucketPurpose, account: str, region: str) -> str:
         """Deterministic bucket names, so IAM policies, the pipeline definition and the upload tools can
         name a bucket without cross-stack lookups. `account`/`region` are CloudFormation placeholders at

@@ -73,7 +73,7 @@ class JobRole(Construct):
             "execution; the jobs are network-isolated, so only SageMaker's sync of the job's own checkpoint_s3_uri "
             "uses it, and the bucket's versioning keeps what a delete hides.",
         )
-        artifacts.grant_list(role)
+        artifacts.grant_list(role, layout.listed_by_jobs())
         key.grant_sse_kms(role)
         key.grant_job_output_encryption(role)
         key.grant_job_volume_encryption(role)

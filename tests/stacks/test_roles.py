@@ -96,8 +96,11 @@ def test_job_role_reads_pinned_inputs_and_base_models_and_writes_only_job_prefix
     ]
     # Claims and evaluation reports are the Lambda functions' to write.
     assert not {layout.claims, layout.evaluation, layout.inputs} & set(layout.writable_by_jobs())
-    lists = [s["Resource"] for s in with_action(statements, "s3:ListBucket")]
-    assert lists == [bucket_arn(dev_settings, "artifacts")]
+    [listing] = with_action(statements, "s3:ListBucket")
+    assert listing["Resource"] == bucket_arn(dev_settings, "artifacts")
+    # Only where SageMaker lists for the jobs: the S3Prefix inputs and the checkpoint sync.
+    prefixes = [f"{prefix}/*" for prefix in (layout.base_models, layout.inputs, layout.processed, layout.checkpoints)]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": prefixes}}
 
 
 def test_only_the_job_role_deletes_and_only_checkpoints(roles, dev_settings):
