@@ -6,6 +6,7 @@ being silently ignored.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -479,6 +480,11 @@ class Settings(StrictModel):
         """Which job subnet (in subnet order) the training nodes share."""
         zone = self.training.availability_zone
         return self.network.zones.index(zone) if zone else 0
+
+    def training_subnets(self, subnet_ids: Sequence[str]) -> list[str]:
+        """Of the job subnets (in subnet order), the one every training node shares; none outside a VPC. The
+        definition's training job and the pipeline role's condition on it (sagemaker:VpcSubnets) both use it."""
+        return [subnet_ids[self.training_subnet_index]] if subnet_ids else []
 
     @property
     def layout(self) -> ArtifactLayout:

@@ -1,25 +1,125 @@
-"""Issue 30, finding 9: the project key let CloudWatch Logs use it for any log group in the account, and the job
-role could list the whole artifacts bucket.
+"""Issue 30, findings 7 and 9: IAM backs the definition. Before, the pipeline role's CreateTrainingJob and
+CreateProcessingJob carried no condition (an execution could have started a job without network isolation, on any
+instance type, in any subnet, unencrypted), the project key let CloudWatch Logs use it for any log group in the
+account, and the job role could list the whole artifacts bucket.
 
 Each attack is performed on the synthesized templates (the session's dev and prod App) with a policy evaluator
-(tests/security/policy_evaluation.py): what the project needs is allowed, the attacker's request is denied. AWS's
-evaluation itself cannot be run offline.
+(tests/security/policy_evaluation.py): the definition's own job requests, resolved as CloudFormation would resolve
+them, are allowed; the same requests changed the way an attacker would change them are denied. What SageMaker puts
+in the request context is modelled from the condition keys' descriptions in the Service Authorization Reference
+(job_request_context); AWS's evaluation itself cannot be run offline.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.conftest import SynthesizedEnvironment, resources_of_type
-from tests.security.policy_evaluation import allowed, condition_holds, role_statements
+from pipeline_steps import names
+from tests.conftest import SynthesizedEnvironment, as_list, resources_of_type
+from tests.security.policy_evaluation import (
+    JOB_ACTIONS,
+    JOB_ARNS,
+    allowed,
+    condition_holds,
+    job_request,
+    may_create,
+    resolved_definition,
+    role_statements,
+)
 from tests.stacks.iam_reference import ACCOUNT, PARTITION, REGION, Stacks
+
+OTHER_KEY = f"arn:{PARTITION}:kms:{REGION}:{ACCOUNT}:key/00000000-0000-0000-0000-000000000000"
 
 
 @pytest.fixture(scope="module", params=["dev", "prod"])
 def env(request) -> SynthesizedEnvironment:
     return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="module")
+def pipeline_role(env) -> list[dict[str, Any]]:
+    return role_statements(env.templates, "pipeline", "PipelineRole")
+
+
+@pytest.fixture(scope="module")
+def definition(env) -> dict[str, Any]:
+    return resolved_definition(env.templates)
+
+
+def test_every_instance_type_an_execution_may_choose_passes_the_conditions(pipeline_role, definition):
+    [instance_type] = [p for p in definition["Parameters"] if p["Name"] == "TrainingInstanceType"]
+    assert instance_type["EnumValues"]
+    for choice in instance_type["EnumValues"]:
+        assert may_create(
+            pipeline_role,
+            names.TRAIN_STEP,
+            job_request(definition, names.TRAIN_STEP, TrainingInstanceType=choice),
+        ), choice
+    assert may_create(pipeline_role, names.PREPROCESS_STEP, job_request(definition, names.PREPROCESS_STEP))
+
+
+# What an execution (or a poisoned definition) could change in a training job request, each denied.
+TRAINING_ATTACKS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "network isolation off": lambda r: r.update(EnableNetworkIsolation=False),
+    "no network isolation field": lambda r: r.pop("EnableNetworkIsolation"),
+    "another instance type": lambda r: r["ResourceConfig"].update(InstanceType="ml.p5.48xlarge"),
+    "an instance group of another type": lambda r: r["ResourceConfig"].update(
+        InstanceGroups=[{"InstanceType": "ml.g5.48xlarge", "InstanceCount": 1, "InstanceGroupName": "x"}]
+    ),
+    "another subnet": lambda r: r["VpcConfig"].update(Subnets=["subnet-0attacker0000000"]),
+    "another security group": lambda r: r["VpcConfig"].update(SecurityGroupIds=["sg-0attacker000000000"]),
+    "outside the VPC": lambda r: r.pop("VpcConfig"),
+    "outputs without the key": lambda r: r["OutputDataConfig"].pop("KmsKeyId"),
+    "outputs with another key": lambda r: r["OutputDataConfig"].update(KmsKeyId=OTHER_KEY),
+    "a volume with another key": lambda r: r["ResourceConfig"].update(VolumeKmsKeyId=OTHER_KEY),
+}
+PROCESSING_ATTACKS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "network isolation off": lambda r: r["NetworkConfig"].update(EnableNetworkIsolation=False),
+    "another instance type": lambda r: r["ProcessingResources"]["ClusterConfig"].update(InstanceType="ml.m5.24xlarge"),
+    "another subnet": lambda r: r["NetworkConfig"]["VpcConfig"].update(Subnets=["subnet-0attacker0000000"]),
+    "another security group": lambda r: r["NetworkConfig"]["VpcConfig"].update(SecurityGroupIds=["sg-0attacker0"]),
+    "outside the VPC": lambda r: r["NetworkConfig"].pop("VpcConfig"),
+    "outputs without the key": lambda r: r["ProcessingOutputConfig"].pop("KmsKeyId"),
+    "volume without the key": lambda r: r["ProcessingResources"]["ClusterConfig"].pop("VolumeKmsKeyId"),
+    "volume with another key": lambda r: r["ProcessingResources"]["ClusterConfig"].update(VolumeKmsKeyId=OTHER_KEY),
+}
+
+
+@pytest.mark.parametrize(
+    ("step", "attack"),
+    [(names.TRAIN_STEP, name) for name in TRAINING_ATTACKS]
+    + [(names.PREPROCESS_STEP, name) for name in PROCESSING_ATTACKS],
+)
+def test_a_job_request_the_definition_does_not_make_is_denied(pipeline_role, definition, step, attack):
+    request = copy.deepcopy(job_request(definition, step))
+    assert may_create(pipeline_role, step, request)
+    (TRAINING_ATTACKS if step == names.TRAIN_STEP else PROCESSING_ATTACKS)[attack](request)
+    assert not may_create(pipeline_role, step, request), attack
+
+
+def test_the_training_job_names_no_volume_key_and_the_role_requires_none(pipeline_role, definition, env):
+    """Every default training type has local NVMe (p4d, p4de, p3dn), where AWS rejects a VolumeKmsKeyId: the
+    definition omits it, and the condition asks for its absence rather than denying the definition's request."""
+    request = job_request(definition, names.TRAIN_STEP)
+    assert "VolumeKmsKeyId" not in request["ResourceConfig"]
+    [statement] = [s for s in pipeline_role if "sagemaker:CreateTrainingJob" in as_list(s["Action"])]
+    assert statement["Condition"]["Null"]["sagemaker:VolumeKmsKey"] == "true"
+    assert "sagemaker:VolumeKmsKey" not in statement["Condition"]["ArnEquals"]
+
+
+def test_no_other_statement_of_the_pipeline_role_creates_jobs(pipeline_role):
+    """Without their conditions, which statements would allow a Create*Job at all: only the two conditioned ones."""
+    creating = {
+        s["Sid"]
+        for s in pipeline_role
+        for step, action in JOB_ACTIONS.items()
+        if allowed([{**s, "Condition": None}], action, JOB_ARNS[step], {})
+    }
+    assert creating == {"CreateProcessingJobsAsDefined", "CreateTrainingJobsAsDefined"}
 
 
 # ------------------------------------------------------------------------- the key and CloudWatch Logs (finding 9)
