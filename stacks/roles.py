@@ -51,6 +51,12 @@ class JobRole(Construct):
             description=f"{name_prefix}: SageMaker processing and training jobs",
         )
         role = self.role
+        # BaseModelUri (the training job's model channel, the processing job's tokenizer) can name only what this
+        # role reads: base-models/ and the prefixes below, nothing of the datasets bucket or outside the project. IAM
+        # cannot narrow it to base-models/ alone: the same role reads the pinned inputs (the processing job's data)
+        # and the features and checkpoints (the training job's channels), and no CreateTrainingJob condition key
+        # names a channel's URI (list_amazonsagemaker.html). The claim step's parameter rule
+        # (training_code/qa/parameter_rules.py) refuses any other BaseModelUri before a job starts.
         artifacts.grant_read_objects(
             role,
             [f"{layout.base_models}/*", f"{layout.inputs}/*"],
