@@ -34,6 +34,7 @@ Sources (checked 2026-11-30):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -159,6 +160,14 @@ def instance_type(name: str) -> InstanceType:
             f"{name} is not in config/instance_types.py: add a row with its local storage, EFA, GPUs and "
             "validity for training/processing (AWS rules depend on them)"
         ) from None
+
+
+def accepts_volume_kms_key(names: Iterable[str]) -> bool:
+    """Whether a job that may run on any of `names` may name a volume KMS key: not when one of them has local NVMe
+    storage ("You can't request a VolumeKmsKeyId when using an instance type with local storage",
+    API_ResourceConfig, API_ProcessingClusterConfig). The definition's jobs and the pipeline role's conditions on
+    them (sagemaker:VolumeKmsKey) both follow it."""
+    return not any(instance_type(name).has_local_storage for name in names)
 
 
 def names_where(predicate) -> list[str]:

@@ -26,6 +26,13 @@ class ArtifactLayout:
         by the pipeline's Lambda functions only)."""
         return (self.checkpoints, self.processed, self.models, self.tensorboard)
 
+    def listed_by_jobs(self) -> tuple[str, ...]:
+        """Prefixes SageMaker lists for the jobs, with the job role: the S3Prefix inputs (the base model and
+        tokenizer under base-models/, the pinned data under inputs/, the features under processed/) and the
+        checkpoint folder it syncs back at the start of a (resumed) training job (model-checkpoints page). The job
+        code lists nothing itself: the jobs are network-isolated."""
+        return (self.base_models, self.inputs, self.processed, self.checkpoints)
+
     def deletable_by_jobs(self) -> tuple[str, ...]:
         """Prefixes where training jobs delete: SageMaker mirrors the script's checkpoint pruning to S3 ("If a
         checkpoint is deleted in the SageMaker AI container, it will also be deleted in the S3 folder",

@@ -6,6 +6,7 @@ being silently ignored.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -480,6 +481,11 @@ class Settings(StrictModel):
         zone = self.training.availability_zone
         return self.network.zones.index(zone) if zone else 0
 
+    def training_subnets(self, subnet_ids: Sequence[str]) -> list[str]:
+        """Of the job subnets (in subnet order), the one every training node shares; none outside a VPC. The
+        definition's training job and the pipeline role's condition on it (sagemaker:VpcSubnets) both use it."""
+        return [subnet_ids[self.training_subnet_index]] if subnet_ids else []
+
     @property
     def layout(self) -> ArtifactLayout:
         """Artifact-bucket prefixes, with the configured checkpoint prefix."""
@@ -488,6 +494,12 @@ class Settings(StrictModel):
     def stack_name(self, purpose: StackPurpose) -> str:
         """The CloudFormation stack of `purpose` (stacks/app_builder.py creates them, the tools look them up)."""
         return f"{self.name_prefix}-{purpose}"
+
+    @property
+    def log_group_root(self) -> str:
+        """The folder every log group of the project is named under (`/<name_prefix>/`): the project key's policy
+        lets CloudWatch Logs use the key for these log groups only."""
+        return f"/{self.name_prefix}/"
 
     def bucket_name(self, purpose: BucketPurpose, account: str, region: str) -> str:
         """Deterministic bucket names, so IAM policies, the pipeline definition and the upload tools can

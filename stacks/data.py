@@ -40,7 +40,8 @@ def statement_id(*words: str) -> str:
 class ProjectKey(Construct):
     """Customer-managed KMS key with yearly rotation, used by every bucket, queue, topic and job.
 
-    `topic_name` names the encrypted topic (of the pipeline stack) whose alarm deliveries may use the key."""
+    `topic_name` names the encrypted topic (of the pipeline stack) whose alarm deliveries may use the key;
+    `log_group_root` the folder of the log groups CloudWatch Logs may encrypt with it (Settings.log_group_root)."""
 
     def __init__(
         self,
@@ -50,6 +51,7 @@ class ProjectKey(Construct):
         name_prefix: str,
         removal: RemovalPolicy,
         topic_name: str,
+        log_group_root: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.key = kms.Key(
@@ -61,9 +63,12 @@ class ProjectKey(Construct):
             removal_policy=removal,
             pending_window=Duration.days(7 if removal == RemovalPolicy.DESTROY else 30),
         )
-        # CloudWatch Logs (VPC flow logs, the functions' log groups) encrypts with this key, scoped to this account's
-        # log groups: the key policy of https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html,
-        # in two statements. Its kms:Describe* sits under the kms:EncryptionContext:aws:logs:arn condition, which no
+        # CloudWatch Logs (VPC flow logs, the functions' log groups) encrypts with this key, scoped to the project's
+        # log groups (all named under log_group_root, stacks/log_groups.py): the key policy of
+        # https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html, whose encryption context
+        # is kms:EncryptionContext:aws:logs:arn with "the ARN of the log group as the value" (arn:...:log-group:<name>,
+        # no ":*"), matched with ArnLike as the page's account-wide example is; another log group of the account gets
+        # no use of the key. In two statements: the page's kms:Describe* sits under that condition, which no
         # DescribeKey request carries (DescribeKey's condition keys are kms:CallerAccount, kms:RequestAlias and
         # kms:ViaService: https://docs.aws.amazon.com/service-authorization/latest/reference/list_awskeymanagementservice.html),
         # so there it allows nothing: DescribeKey gets a statement of its own, without the condition.
@@ -71,7 +76,7 @@ class ProjectKey(Construct):
         logs = iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
-                sid="AllowCloudWatchLogsInThisAccount",
+                sid="CloudWatchLogsForTheProjectLogGroups",
                 principals=[logs],
                 actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*"],
                 resources=["*"],
@@ -80,7 +85,7 @@ class ProjectKey(Construct):
                         "kms:EncryptionContext:aws:logs:arn": stack.format_arn(
                             service="logs",
                             resource="log-group",
-                            resource_name="*",
+                            resource_name=f"{log_group_root}*",
                             arn_format=ArnFormat.COLON_RESOURCE_NAME,
                         )
                     }
@@ -228,11 +233,19 @@ class SecureBucket(Construct):
         """s3:DeleteObject under the given prefixes (on a versioned bucket a delete adds a delete marker)."""
         self._grant_objects(grantee, "Delete", ["s3:DeleteObject"], [f"{prefix}/*" for prefix in prefixes], reason)
 
-    def grant_list(self, grantee: iam.IGrantable) -> None:
-        """s3:ListBucket on this bucket: SageMaker lists S3Prefix inputs, and a missing key reads as 404, not 403."""
+    def grant_list(self, grantee: iam.IGrantable, prefixes: Iterable[str] | None = None) -> None:
+        """s3:ListBucket on this bucket: SageMaker lists S3Prefix inputs, and a missing key reads as 404, not 403.
+
+        `prefixes`: only listings under them (s3:prefix, ListBucket's condition key for the Prefix of the request,
+        https://docs.aws.amazon.com/AmazonS3/latest/userguide/amazon-s3-policy-keys.html); a listing without a
+        prefix is then denied. None: the whole bucket."""
+        conditions = None if prefixes is None else {"StringLike": {"s3:prefix": [f"{p}/*" for p in prefixes]}}
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
-                sid=statement_id("List", self.node.id), actions=["s3:ListBucket"], resources=[self.arn_by_name]
+                sid=statement_id("List", self.node.id),
+                actions=["s3:ListBucket"],
+                resources=[self.arn_by_name],
+                conditions=conditions,
             )
         )
 
@@ -269,6 +282,7 @@ class DataStack(Stack):
             name_prefix=settings.name_prefix,
             removal=removal,
             topic_name=settings.notification_topic_name,
+            log_group_root=settings.log_group_root,
         )
         self.bucket_names = {
             purpose: settings.bucket_name(purpose, Aws.ACCOUNT_ID, Aws.REGION) for purpose in BUCKET_PURPOSES

@@ -131,8 +131,10 @@ class PipelineFunction(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.role = iam.Role(self, "Role", assumed_by=LAMBDA, description=f"{name_prefix}: {purpose}")
-        # Encrypted with the project key, whose policy lets CloudWatch Logs use it for this account's log groups.
-        self.log_group = encrypted_log_group(self, "Logs", lifetime=log_groups, key=key)
+        # Encrypted with the project key, whose policy lets CloudWatch Logs use it for the project's log groups.
+        self.log_group = encrypted_log_group(
+            self, "Logs", lifetime=log_groups, key=key, purpose=f"functions/{construct_id}"
+        )
         self.log_group.grant_write(self.role)
         self.function = lambda_.Function(
             self,

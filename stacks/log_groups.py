@@ -16,15 +16,25 @@ from stacks.data import removal_policy
 
 @dataclass(frozen=True)
 class LogGroupSettings:
-    """A log group's lifetime: logs kept at least `retention_days` days; `removal`: what deleting the stack does."""
+    """A log group's lifetime: logs kept at least `retention_days` days; `removal`: what deleting the stack does;
+    `name_root`: the folder every project log group is named under (the project key serves only those)."""
 
     retention_days: int
     removal: RemovalPolicy
+    name_root: str
 
     @classmethod
     def of(cls, settings: Settings) -> LogGroupSettings:
-        """The lifetime that an environment's settings give every log group of the project."""
-        return cls(retention_days=settings.log_retention_days, removal=removal_policy(settings.removal_policy))
+        """The lifetime and names that an environment's settings give every log group of the project."""
+        return cls(
+            retention_days=settings.log_retention_days,
+            removal=removal_policy(settings.removal_policy),
+            name_root=settings.log_group_root,
+        )
+
+    def name(self, purpose: str) -> str:
+        """The log group of `purpose` (e.g. functions/ClaimManifest), under `name_root`."""
+        return self.name_root + purpose
 
 
 def log_retention(days: int) -> logs.RetentionDays:
@@ -52,12 +62,14 @@ _RETENTION_BY_DAYS = dict(
 
 
 def encrypted_log_group(
-    scope: Construct, construct_id: str, *, lifetime: LogGroupSettings, key: kms.IKey
+    scope: Construct, construct_id: str, *, lifetime: LogGroupSettings, key: kms.IKey, purpose: str
 ) -> logs.LogGroup:
-    """A log group encrypted with `key` (whose policy must let CloudWatch Logs use it) and kept for `lifetime`."""
+    """The log group of `purpose`, encrypted with `key` (whose policy lets CloudWatch Logs use it for the log groups
+    under `lifetime.name_root` only) and kept for `lifetime`."""
     return logs.LogGroup(
         scope,
         construct_id,
+        log_group_name=lifetime.name(purpose),
         encryption_key=key,
         retention=log_retention(lifetime.retention_days),
         removal_policy=lifetime.removal,

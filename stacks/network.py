@@ -228,7 +228,7 @@ class JobNetwork(Construct):
         statements = s3_endpoint_statements(Stack.of(self), buckets=buckets, ecr_layers="ecr" in interface_endpoints)
         for statement in statements:
             self.s3_endpoint.add_to_policy(statement)
-        flow_log_group = encrypted_log_group(self, "FlowLogs", lifetime=flow_logs, key=key)
+        flow_log_group = encrypted_log_group(self, "FlowLogs", lifetime=flow_logs, key=key, purpose="vpc-flow-logs")
         self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_log_group))
         self._endpoint_security_group: ec2.SecurityGroup | None = None
         endpoints = [self.INTERFACE_ENDPOINTS[name] for name in interface_endpoints]

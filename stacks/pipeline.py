@@ -22,7 +22,7 @@ from stacks.mlflow import MlflowTrackingServer
 from stacks.network import NetworkStack
 from stacks.notifications import PipelineNotifications
 from stacks.registry import registry_account
-from stacks.roles import JobRole, PipelineRole
+from stacks.roles import JobRequests, JobRole, PipelineRole
 from stacks.source_bundle import write_source_tarball
 from stacks.trigger import DatasetTrigger
 
@@ -97,6 +97,10 @@ class PipelineStack(Stack):
             artifacts=data.artifacts,
             job_security_group=network.job_security_group,
         ).role
+        group = network.security_group
+        security_group_id = group.security_group_id if group is not None else None
+        subnet_ids = tuple(subnet.subnet_id for subnet in network.subnets)
+        key_arn = data.project_key.key.key_arn
         self.pipeline_role = PipelineRole(
             self,
             "PipelineRole",
@@ -107,6 +111,19 @@ class PipelineStack(Stack):
             job_role=self.job_role,
             artifacts=data.artifacts,
             model_package_group_name=self.model_package_group_name,
+            # As the definition's FineTune and ValidateAndTokenize steps request them (pipeline_steps/steps).
+            training_jobs=JobRequests(
+                instance_types=settings.training_instance_types,
+                subnet_ids=tuple(settings.training_subnets(subnet_ids)),
+                security_group_id=security_group_id,
+                key_arn=key_arn,
+            ),
+            processing_jobs=JobRequests(
+                instance_types=(settings.processing.preprocess_instance_type,),
+                subnet_ids=subnet_ids,
+                security_group_id=security_group_id,
+                key_arn=key_arn,
+            ),
         ).role
         code = TrainingCodeAsset(self, "TrainingCode", build_dir=build_dir)
         code.grant_download(self.job_role)
@@ -125,10 +142,9 @@ class PipelineStack(Stack):
         self.functions.grant_invoke(self.pipeline_role)
 
         body = definition_json_cached(settings, definition_cache)
-        group = network.security_group
         substitutions = DeployTimeValues(
             job_role_name=self.job_role.role_name,
-            kms_key_arn=data.project_key.key.key_arn,
+            kms_key_arn=key_arn,
             dlc_registry_account=registry_account(self),
             code_bucket=code.asset.s3_bucket_name,
             code_key=code.asset.s3_object_key,
@@ -136,8 +152,8 @@ class PipelineStack(Stack):
             claim_function_arn=self.functions.claim.function.function_arn,
             estimate_function_arn=self.functions.estimate.function.function_arn,
             record_function_arn=self.functions.record.function.function_arn,
-            security_group_id=group.security_group_id if group is not None else None,
-            subnet_ids=tuple(subnet.subnet_id for subnet in network.subnets),
+            security_group_id=security_group_id,
+            subnet_ids=subnet_ids,
         ).substitutions()
         missing = variables_in(body) - set(substitutions)
         if missing:

@@ -7,6 +7,8 @@ only the grants on AWS-owned resources (images, log groups, metrics, SageMaker j
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
@@ -15,6 +17,7 @@ from constructs import Construct
 from config import ArtifactLayout
 from config.aws_locations import JOB_LOG_GROUPS
 from config.images import DLC_REPOSITORIES
+from config.instance_types import accepts_volume_kms_key
 from stacks.data import ProjectKey, SecureBucket
 from stacks.nag import add_reviewed_statement
 from stacks.network import EfaSecurityGroup
@@ -48,6 +51,12 @@ class JobRole(Construct):
             description=f"{name_prefix}: SageMaker processing and training jobs",
         )
         role = self.role
+        # BaseModelUri (the training job's model channel, the processing job's tokenizer) can name only what this
+        # role reads: base-models/ and the prefixes below, nothing of the datasets bucket or outside the project. IAM
+        # cannot narrow it to base-models/ alone: the same role reads the pinned inputs (the processing job's data)
+        # and the features and checkpoints (the training job's channels), and no CreateTrainingJob condition key
+        # names a channel's URI (list_amazonsagemaker.html). The claim step's parameter rule
+        # (training_code/qa/parameter_rules.py) refuses any other BaseModelUri before a job starts.
         artifacts.grant_read_objects(
             role,
             [f"{layout.base_models}/*", f"{layout.inputs}/*"],
@@ -73,7 +82,7 @@ class JobRole(Construct):
             "execution; the jobs are network-isolated, so only SageMaker's sync of the job's own checkpoint_s3_uri "
             "uses it, and the bucket's versioning keeps what a delete hides.",
         )
-        artifacts.grant_list(role)
+        artifacts.grant_list(role, layout.listed_by_jobs())
         key.grant_sse_kms(role)
         key.grant_job_output_encryption(role)
         key.grant_job_volume_encryption(role)
@@ -153,6 +162,57 @@ class JobRole(Construct):
         )
 
 
+@dataclass(frozen=True)
+class JobRequests:
+    """What every request of one Create*Job action of the definition carries, as IAM conditions on the pipeline
+    role: the instance types the job may run on, its subnets and security group (none: no VPC) and the project key.
+
+    The condition keys, each one CreateTrainingJob and CreateProcessingJob support in the Service Authorization
+    Reference (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonsagemaker.html):
+    sagemaker:NetworkIsolation (Bool), sagemaker:InstanceTypes, sagemaker:VpcSubnets and
+    sagemaker:VpcSecurityGroupIds (ArrayOfString: "the list of all ... associated with the resource in the
+    request"), sagemaker:VolumeKmsKey and sagemaker:OutputKmsKey (ARN). A list key takes ForAllValues: (every value
+    of the request among the allowed), which a request without the key also passes (IAM's "ForAllValues" on a
+    missing key: https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html),
+    so each has a Null "false" beside it; outside a VPC, Null "true" instead: no job in any VPC. A single-valued
+    operator on a missing key fails, so Bool and ArnEquals require their key
+    (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html). The
+    forms follow SageMaker's "Control creation of SageMaker AI resources with condition keys" examples
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/security_iam_id-based-policy-examples.html)."""
+
+    instance_types: tuple[str, ...]
+    subnet_ids: tuple[str, ...]
+    security_group_id: str | None
+    key_arn: str
+
+    def conditions(self) -> dict[str, dict[str, Any]]:
+        one_of = {"sagemaker:InstanceTypes": list(self.instance_types)}
+        null = {"sagemaker:InstanceTypes": "false"}
+        if self.security_group_id is None:
+            null.update({"sagemaker:VpcSubnets": "true", "sagemaker:VpcSecurityGroupIds": "true"})
+        else:
+            one_of.update(
+                {
+                    "sagemaker:VpcSubnets": list(self.subnet_ids),
+                    "sagemaker:VpcSecurityGroupIds": [self.security_group_id],
+                }
+            )
+            null.update({"sagemaker:VpcSubnets": "false", "sagemaker:VpcSecurityGroupIds": "false"})
+        keys = {"sagemaker:OutputKmsKey": self.key_arn}
+        # The definition names the volume key unless a possible instance type has local NVMe, where AWS rejects one:
+        # then the request must name none.
+        if accepts_volume_kms_key(self.instance_types):
+            keys["sagemaker:VolumeKmsKey"] = self.key_arn
+        else:
+            null["sagemaker:VolumeKmsKey"] = "true"
+        return {
+            "Bool": {"sagemaker:NetworkIsolation": "true"},
+            "ForAllValues:StringEquals": one_of,
+            "Null": null,
+            "ArnEquals": keys,
+        }
+
+
 class PipelineRole(Construct):
     """The role the SageMaker Pipeline runs as: start the jobs (as JobRole) and register models."""
 
@@ -168,6 +228,8 @@ class PipelineRole(Construct):
         job_role: iam.IRole,
         artifacts: SecureBucket,
         model_package_group_name: str,
+        training_jobs: JobRequests,
+        processing_jobs: JobRequests,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -176,15 +238,31 @@ class PipelineRole(Construct):
         )
         role = self.role
         sagemaker_arn = lambda kind, name: stack.format_arn(service="sagemaker", resource=kind, resource_name=name)  # noqa: E731
+        job_names = "Pipeline executions generate processing and training job names at run time."
+        # IAM backs the definition: a job is created only as the definition creates it (network-isolated, on an
+        # allowed instance type, in the project's subnets and group, encrypted with the project key), whatever the
+        # execution's parameters.
+        for sid, action, kind, requests in (
+            ("CreateTrainingJobsAsDefined", "sagemaker:CreateTrainingJob", "training-job", training_jobs),
+            ("CreateProcessingJobsAsDefined", "sagemaker:CreateProcessingJob", "processing-job", processing_jobs),
+        ):
+            add_reviewed_statement(
+                role,
+                iam.PolicyStatement(
+                    sid=sid,
+                    actions=[action],
+                    resources=[sagemaker_arn(kind, "*")],
+                    conditions=requests.conditions(),
+                ),
+                job_names,
+            )
         add_reviewed_statement(
             role,
             iam.PolicyStatement(
                 sid="RunPipelineJobs",
                 actions=[
-                    "sagemaker:CreateProcessingJob",
                     "sagemaker:DescribeProcessingJob",
                     "sagemaker:StopProcessingJob",
-                    "sagemaker:CreateTrainingJob",
                     "sagemaker:DescribeTrainingJob",
                     "sagemaker:StopTrainingJob",
                     "sagemaker:AddTags",
@@ -192,7 +270,7 @@ class PipelineRole(Construct):
                 ],
                 resources=[sagemaker_arn("processing-job", "*"), sagemaker_arn("training-job", "*")],
             ),
-            "Pipeline executions generate processing and training job names at run time.",
+            job_names,
         )
         packages = [
             sagemaker_arn("model-package-group", model_package_group_name),

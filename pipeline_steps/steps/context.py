@@ -20,7 +20,7 @@ from sagemaker.workflow.retry import (
 )
 
 from config import Settings
-from config.instance_types import instance_type
+from config.instance_types import accepts_volume_kms_key
 from pipeline_steps.parameters import PipelineParameters
 from pipeline_steps.placeholders import REGION, URL_SUFFIX, DeployTimeValues
 
@@ -137,16 +137,12 @@ class BuildContext:
         VolumeKmsKeyId when using an instance type with local storage"; that storage is encrypted by a
         hardware module on the instance, and an EBS volume without a key uses the account's default EBS key.
         https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html"""
-        if any(instance_type(name).has_local_storage for name in instance_types):
-            return None
-        return self.values.kms_key_arn
+        return self.values.kms_key_arn if accepts_volume_kms_key(instance_types) else None
 
     @property
     def training_subnet_ids(self) -> list[str]:
         """The one subnet that every training node shares (none outside a VPC)."""
-        if not self.values.subnet_ids:
-            return []
-        return [self.values.subnet_ids[self.settings.training_subnet_index]]
+        return self.settings.training_subnets(self.values.subnet_ids)
 
     def network_config(self) -> NetworkConfig:
         """Network isolation: the container makes no network calls; SageMaker moves inputs and outputs

@@ -31,6 +31,7 @@ def key_template(bare_stack: BareStack, settings: Settings) -> Template:
         name_prefix=settings.name_prefix,
         removal=removal_policy(settings.removal_policy),
         topic_name=settings.notification_topic_name,
+        log_group_root=settings.log_group_root,
     )
     role = grantee(stack)
     key.grant_sse_kms(role)
@@ -58,6 +59,7 @@ def test_key_policy_scopes_logs_and_alarm_deliveries_by_encryption_context(bare_
     (https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html)."""
     template = key_template(bare_stack, dev_settings)
     topic_arn = joined(f"arn:<partition>:sns:<region>:<account>:{dev_settings.notification_topic_name}")
+    log_groups = joined(f"arn:<partition>:logs:<region>:<account>:log-group:/{dev_settings.name_prefix}/*")
     template.has_resource_properties(
         "AWS::KMS::Key",
         {
@@ -66,9 +68,10 @@ def test_key_policy_scopes_logs_and_alarm_deliveries_by_encryption_context(bare_
                     [
                         Match.object_like(
                             {
-                                "Sid": "AllowCloudWatchLogsInThisAccount",
+                                "Sid": "CloudWatchLogsForTheProjectLogGroups",
                                 "Action": ["kms:Decrypt*", "kms:Encrypt*", "kms:GenerateDataKey*", "kms:ReEncrypt*"],
-                                "Condition": {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": Match.any_value()}},
+                                # The project's log groups only (/hfqa-dev/...), not every log group of the account.
+                                "Condition": {"ArnLike": {"kms:EncryptionContext:aws:logs:arn": log_groups}},
                             }
                         ),
                         # DescribeKey carries no encryption context (its condition keys in the Service

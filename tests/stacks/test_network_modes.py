@@ -11,6 +11,7 @@ from pipeline_steps.walk import find_step
 from stacks.app_builder import build_stacks
 from stacks.assembly import synthesized_definition
 from tests.conftest import resources_of_type
+from tests.security.policy_evaluation import job_request, may_create, resolved_definition, role_statements
 
 
 def synth(cdk_context, tmp_path, **overrides):
@@ -43,6 +44,13 @@ def test_existing_vpc_gets_only_the_efa_group_and_the_jobs_use_its_subnets(cdk_c
     assert find_step(definition, "FineTune")["Arguments"]["VpcConfig"]["Subnets"] == ["${Subnet1}"]
     processing = find_step(definition, "ValidateAndTokenize")["Arguments"]["NetworkConfig"]["VpcConfig"]
     assert processing["Subnets"] == ["${Subnet0}", "${Subnet1}"]
+    # The pipeline role backs it: training in us-east-1b's subnet only (tests/security/test_iam_backs_definition.py).
+    role, resolved = role_statements(templates, "pipeline", "PipelineRole"), resolved_definition(templates)
+    request = job_request(resolved, "FineTune")
+    assert request["VpcConfig"]["Subnets"] == ["subnet-0fedcba9876543210"] and may_create(role, "FineTune", request)
+    request["VpcConfig"]["Subnets"] = ["subnet-0123456789abcdef0"]
+    assert not may_create(role, "FineTune", request)
+    assert may_create(role, "ValidateAndTokenize", job_request(resolved, "ValidateAndTokenize"))
 
 
 def test_no_vpc_mode_has_no_network_resources_and_no_eni_permissions(cdk_context, tmp_path):
@@ -51,3 +59,10 @@ def test_no_vpc_mode_has_no_network_resources_and_no_eni_permissions(cdk_context
     text = json.dumps(templates["pipeline"])
     assert "ec2:CreateNetworkInterface" not in text
     assert "VpcConfig" not in text
+    # Nor may an execution put a job into some VPC: the pipeline role asks for no subnets and no security group.
+    role, resolved = role_statements(templates, "pipeline", "PipelineRole"), resolved_definition(templates)
+    vpc = {"Subnets": ["subnet-0123456789abcdef0"], "SecurityGroupIds": ["sg-0123456789abcdef0"]}
+    training, processing = job_request(resolved, "FineTune"), job_request(resolved, "ValidateAndTokenize")
+    assert may_create(role, "FineTune", training) and may_create(role, "ValidateAndTokenize", processing)
+    training["VpcConfig"], processing["NetworkConfig"]["VpcConfig"] = vpc, vpc
+    assert not may_create(role, "FineTune", training) and not may_create(role, "ValidateAndTokenize", processing)

@@ -11,8 +11,9 @@ from aws_cdk.assertions import Template
 
 from config.images import DLC_REPOSITORIES
 from stacks.data import DataStack
+from stacks.network import EfaSecurityGroup
 from stacks.registry import ACCOUNT_KEY, MAPPING_ID
-from stacks.roles import JobRole, PipelineRole
+from stacks.roles import JobRequests, JobRole, PipelineRole
 from tests.conftest import as_list, dumps
 from tests.stacks.conftest import SUBNET_IDS, bucket_arn, efa_group_in_imported_vpc, environment, joined, new_app
 from tests.stacks.iam_reference import ACCOUNT, PARTITION, REGION, Stacks, arn_form_overlaps, reference_arn_form
@@ -49,9 +50,23 @@ def roles(cdk_context, dev_settings, tmp_path_factory) -> dict[str, Template]:
             job_role=job_role.role,
             artifacts=data.artifacts,
             model_package_group_name=dev_settings.model_package_group_name,
+            **job_requests(dev_settings, data, job_security_group),
         )
         stacks[name] = stack
     return {name: Template.from_stack(stack) for name, stack in stacks.items()}
+
+
+def job_requests(settings, data: DataStack, group: EfaSecurityGroup | None) -> dict[str, JobRequests]:
+    """The pipeline role's training_jobs and processing_jobs, as stacks/pipeline.py builds them."""
+    subnets = tuple(subnet.subnet_id for subnet in group.subnets) if group else ()
+    group_id = group.security_group.security_group_id if group else None
+    key_arn = data.project_key.key.key_arn
+    return {
+        "training_jobs": JobRequests(
+            settings.training_instance_types, tuple(settings.training_subnets(subnets)), group_id, key_arn
+        ),
+        "processing_jobs": JobRequests((settings.processing.preprocess_instance_type,), subnets, group_id, key_arn),
+    }
 
 
 def role_statements(template: Template, role_prefix: str) -> list[dict[str, Any]]:
@@ -96,8 +111,11 @@ def test_job_role_reads_pinned_inputs_and_base_models_and_writes_only_job_prefix
     ]
     # Claims and evaluation reports are the Lambda functions' to write.
     assert not {layout.claims, layout.evaluation, layout.inputs} & set(layout.writable_by_jobs())
-    lists = [s["Resource"] for s in with_action(statements, "s3:ListBucket")]
-    assert lists == [bucket_arn(dev_settings, "artifacts")]
+    [listing] = with_action(statements, "s3:ListBucket")
+    assert listing["Resource"] == bucket_arn(dev_settings, "artifacts")
+    # Only where SageMaker lists for the jobs: the S3Prefix inputs and the checkpoint sync.
+    prefixes = [f"{prefix}/*" for prefix in (layout.base_models, layout.inputs, layout.processed, layout.checkpoints)]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": prefixes}}
 
 
 def test_only_the_job_role_deletes_and_only_checkpoints(roles, dev_settings):
