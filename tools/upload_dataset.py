@@ -366,9 +366,9 @@ def already_uploaded(s3: Any, plan: UploadPlan, multipart_bytes: int) -> dict[st
             continue
         if not same_checksum(head.get("ChecksumSHA256"), s3_checksum(path, multipart_bytes)):
             fail(
-                f"{key} differs from s3://{plan.bucket}/{plan.prefix}{key} (SHA-256), and an uploaded file stays "
-                f"put: upload the changed dataset under a new --version (REPLACE=1 replaces the manifest, adds "
-                "files and drops files, never changes one)"
+                f"{key} differs from s3://{plan.bucket}/{plan.prefix}{key} (its S3 SHA-256 checksum is another, or "
+                "none), and an uploaded file stays put: upload the changed dataset under a new --version (REPLACE=1 "
+                "replaces the manifest, adds files and drops files, never changes one)"
             )
         found[key] = ManifestFile(key, str(head.get("VersionId", "null")), sha256_of(path), head["ContentLength"])
     return found
