@@ -43,7 +43,7 @@ from qa.data import (
     split_entries,
     summarize_problems,
 )
-from qa.outputs import sha256_checksum
+from qa.outputs import same_s3_checksum, sha256_checksum
 from qa.parameter_rules import data_key_problem
 
 from config.aws_locations import execution_console_url
@@ -272,27 +272,21 @@ def s3_checksum(path: Path, multipart_bytes: int) -> str:
     multipart uploads: https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity-upload.html)."""
     if path.stat().st_size <= multipart_bytes:
         return sha256_checksum(sha256_of(path))
-    digests = part_digests(path, multipart_bytes)
-    return f"{base64.b64encode(hashlib.sha256(b''.join(digests)).digest()).decode()}-{len(digests)}"
+    return composite_checksum(part_digests(path, multipart_bytes))
 
 
-def same_checksum(stored: str | None, expected: str) -> bool:
-    """Whether S3's ChecksumSHA256 is `expected`: the digests compared, and the part count where S3 gives one
-    (moto 5.2.5 reports a composite checksum without its -<parts>; the digest of the part digests already
-    depends on how many there are)."""
-    if not stored:
-        return False
-    digest, _, parts = stored.partition("-")
-    want_digest, _, want_parts = expected.partition("-")
-    return digest == want_digest and (not parts or parts == want_parts)
+def composite_checksum(part_sha256: list[bytes]) -> str:
+    """S3's composite SHA-256 of an object uploaded in these parts: the SHA-256 of the parts' digests, -<parts>."""
+    return f"{base64.b64encode(hashlib.sha256(b''.join(part_sha256)).digest()).decode()}-{len(part_sha256)}"
 
 
 def put_file(
     s3: Any, path: Path, bucket: str, key: str, multipart_bytes: int, progress: Progress
-) -> tuple[str, str, int]:
+) -> tuple[str, str, int, str | None]:
     """Upload one file, once (If-None-Match: *, which the datasets bucket policy requires of data files), in
     parallel parts over `multipart_bytes`; the S3 version id its upload created (from the response: a later HEAD
-    could name someone else's newer version), its SHA-256 and its size. Every request sends the SHA-256 of the
+    could name someone else's newer version), its SHA-256, its size and, uploaded in parts, its composite
+    SHA-256 (s3_checksum). Every request sends the SHA-256 of the
     bytes it carries, which S3 checks and stores (a multipart object's as the composite of its parts':
     https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity-upload.html)."""
     size = path.stat().st_size
@@ -308,7 +302,7 @@ def put_file(
             IfNoneMatch="*",
         )
         progress.add_bytes(size)
-        return str(response.get("VersionId", "null")), digest.hexdigest(), len(body)
+        return str(response.get("VersionId", "null")), digest.hexdigest(), len(body), None
     sha256 = sha256_of(path)
     upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm="SHA256")["UploadId"]
 
@@ -334,7 +328,8 @@ def put_file(
     except BaseException:
         s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
         raise
-    return str(response.get("VersionId", "null")), sha256, size
+    composite = composite_checksum([base64.b64decode(p["ChecksumSHA256"]) for p in parts])
+    return str(response.get("VersionId", "null")), sha256, size, composite
 
 
 def existing_manifest_etag(s3: Any, plan: UploadPlan) -> str | None:
@@ -364,13 +359,15 @@ def already_uploaded(s3: Any, plan: UploadPlan, multipart_bytes: int) -> dict[st
         head = head_if_exists(s3, plan.bucket, f"{plan.prefix}{key}")
         if head is None:
             continue
-        if not same_checksum(head.get("ChecksumSHA256"), s3_checksum(path, multipart_bytes)):
+        expected = s3_checksum(path, multipart_bytes)
+        if not same_s3_checksum(head.get("ChecksumSHA256"), expected):
             fail(
                 f"{key} differs from s3://{plan.bucket}/{plan.prefix}{key} (its S3 SHA-256 checksum is another, or "
                 "none), and an uploaded file stays put: upload the changed dataset under a new --version (REPLACE=1 "
                 "replaces the manifest, adds files and drops files, never changes one)"
             )
-        found[key] = ManifestFile(key, str(head.get("VersionId", "null")), sha256_of(path), head["ContentLength"])
+        version_id, composite = str(head.get("VersionId", "null")), expected if "-" in expected else None
+        found[key] = ManifestFile(key, version_id, sha256_of(path), head["ContentLength"], composite)
     return found
 
 
@@ -407,7 +404,9 @@ def upload(plan: UploadPlan, s3: Any, replace: bool = False, multipart_bytes: in
             uploaded.append(reused[key])
             continue
         try:
-            version_id, sha256, size = put_file(s3, path, plan.bucket, f"{plan.prefix}{key}", multipart_bytes, progress)
+            version_id, sha256, size, composite = put_file(
+                s3, path, plan.bucket, f"{plan.prefix}{key}", multipart_bytes, progress
+            )
         except ClientError as err:
             if err.response["Error"]["Code"] not in CONDITION_FAILED:
                 raise
@@ -415,7 +414,7 @@ def upload(plan: UploadPlan, s3: Any, replace: bool = False, multipart_bytes: in
                 f"another upload wrote s3://{plan.bucket}/{plan.prefix}{key} meanwhile: upload again under a new "
                 "--version"
             )
-        uploaded.append(ManifestFile(key, version_id, sha256, size))
+        uploaded.append(ManifestFile(key, version_id, sha256, size, composite))
         progress.file_done()
     manifest = plan.manifest(uploaded)
     condition = {"IfMatch": previous} if previous is not None else {"IfNoneMatch": "*"}

@@ -70,6 +70,7 @@ from qa.outputs import (
     content_version,
     manifest_key_split,
     model_quality_metrics,
+    same_s3_checksum,
     sha256_checksum,
 )
 from qa.parameter_rules import data_key_problem, json_input, parameter_error, short, shown
@@ -396,14 +397,17 @@ class ListedFile(NamedTuple):
     version_id: str | None
     size: int | None
     sha256: str | None
+    composite_sha256: str | None  # a file uploaded in parts: S3's composite checksum (qa.data.ManifestFile)
 
 
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+COMPOSITE_SHA256 = re.compile(r"[A-Za-z0-9+/]{43}=-[1-9][0-9]{0,4}")
 
 
-def _v2_entry(entry: Any, where: str) -> tuple[Any, str, int | None, str | None]:
-    """(key, version id, size, SHA-256 or None) of a manifest v2 entry. Refuses an entry without its version id
-    (an unpinned file would silently be whatever version is current) and a SHA-256 that is not one."""
+def _v2_entry(entry: Any, where: str) -> tuple[Any, str, int | None, str | None, str | None]:
+    """(key, version id, size, SHA-256, composite SHA-256: each None where absent) of a manifest v2 entry.
+    Refuses an entry without its version id (an unpinned file would silently be whatever version is current) and
+    checksums that are not ones."""
     if not isinstance(entry, dict):
         raise ClaimError(f"{where} lists {shown(entry)}: each file must be an object with key, version_id, sha256")
     relative, version_id, sha256 = entry.get("key"), entry.get("version_id"), entry.get("sha256")
@@ -418,8 +422,13 @@ def _v2_entry(entry: Any, where: str) -> tuple[Any, str, int | None, str | None]
             f"{where} lists {shown(relative)} with sha256 {shown(sha256)}, not 64 lowercase hex digits: the claim "
             f"checks each file's content against it; {fix}"
         )
+    composite = entry.get("composite_sha256")
+    if composite is not None and not (isinstance(composite, str) and COMPOSITE_SHA256.fullmatch(composite)):
+        raise ClaimError(
+            f"{where} lists {shown(relative)} with composite_sha256 {shown(composite)}, not '<base64>-<parts>': {fix}"
+        )
     size = entry.get("size")
-    return relative, version_id, size if isinstance(size, int) else None, sha256
+    return relative, version_id, size if isinstance(size, int) else None, sha256, composite
 
 
 def manifest_files(manifest: Any, bucket: str, manifest_key: str) -> list[ListedFile]:
@@ -428,7 +437,7 @@ def manifest_files(manifest: Any, bucket: str, manifest_key: str) -> list[Listed
     as ValidateAndTokenize reads them: refused here, before any job is billed."""
     folder = manifest_key.rsplit("/", 1)[0] + "/"
     where = f"s3://{bucket}/{manifest_key}"
-    entries: list[tuple[Any, str | None, int | None, str | None]]
+    entries: list[tuple[Any, str | None, int | None, str | None, str | None]]
     if isinstance(manifest, dict) and manifest.get("format") == MANIFEST_V2_FORMAT:
         listed = manifest.get("files")
         entries = [_v2_entry(entry, where) for entry in (listed if isinstance(listed, list) else [])]
@@ -436,11 +445,11 @@ def manifest_files(manifest: Any, bucket: str, manifest_key: str) -> list[Listed
         prefix_bucket, prefix = split_uri(str(manifest[0]["prefix"]))
         if prefix_bucket not in (bucket, ANY_DATASETS_BUCKET) or prefix != folder:
             raise ClaimError(f"manifest prefix {manifest[0]['prefix']!r} is not s3://{bucket}/{folder}")
-        entries = [(entry, None, None, None) for entry in manifest[1:]]
+        entries = [(entry, None, None, None, None) for entry in manifest[1:]]
     else:
         raise ClaimError(f"{where} is neither a manifest v2 ({MANIFEST_V2_FORMAT}) nor a ManifestFile list")
     files = []
-    for relative, version_id, size, sha256 in entries:
+    for relative, version_id, size, sha256, composite in entries:
         if not isinstance(relative, str) or not relative or relative.startswith("/") or ".." in relative.split("/"):
             raise ClaimError(f"{where} lists {relative!r}: keys must be relative, without '..'")
         if manifest_key_split(relative) is None:
@@ -448,7 +457,7 @@ def manifest_files(manifest: Any, bucket: str, manifest_key: str) -> list[Listed
                 f"{where} lists {relative!r}, which is not under {'/ or '.join(SPLITS)}/: "
                 "upload the dataset again with make upload-dataset"
             )
-        files.append(ListedFile(relative, folder + relative, version_id, size, sha256))
+        files.append(ListedFile(relative, folder + relative, version_id, size, sha256, composite))
     if not files:
         raise ClaimError(f"{where} lists no files")
     return files
@@ -469,7 +478,7 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ClaimError(f"s3://{bucket}/{key} (version {version}) is not valid JSON: {err}") from None
     pins = []
-    for relative, source_key, version_id, size, sha256 in manifest_files(manifest, bucket, key):
+    for relative, source_key, version_id, size, sha256, composite in manifest_files(manifest, bucket, key):
         problem = data_key_problem(source_key, event[INPUT_INPUTS_PREFIX], relative)
         if problem:
             raise ClaimError(f"s3://{bucket}/{key} lists {problem}")
@@ -483,7 +492,10 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
             raise ClaimError(
                 f"s3://{bucket}/{source_key} (version {version_id}) named by the manifest does not exist"
             ) from None
-        if sha256 is not None and checksum != sha256_checksum(sha256):
+        # S3 computes a full-object SHA-256 for the copy, or may keep a multipart source's composite one.
+        if sha256 is not None and not (
+            checksum == sha256_checksum(sha256) or (composite is not None and same_s3_checksum(checksum, composite))
+        ):
             raise ClaimError(
                 f"s3://{bucket}/{source_key} (version {version_id}) has SHA-256 {checksum or '(none given)'} (base64), "
                 f"but s3://{bucket}/{key} records {sha256_checksum(sha256)}: the file is not the one uploaded with "

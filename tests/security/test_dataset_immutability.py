@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 import pipeline_functions
 import pytest
-from qa.outputs import LOCAL_VERSIONS_DIR, MANIFEST_V2_FORMAT
+from qa.outputs import LOCAL_VERSIONS_DIR, MANIFEST_V2_FORMAT, same_s3_checksum
 
 from stacks.data import checkpoint_noncurrent_days
 from tests.conftest import ROOT, as_list, aws_environment, pointed_at, resources_of_type
@@ -205,8 +205,9 @@ def test_every_write_of_an_upload_and_a_replace_passes_the_policy(s3, datasets_p
     big.parent.mkdir(parents=True)
     big.write_bytes(b"x" * (11 * 1024 * 1024))
     files = [*validate_dataset(SAMPLE, "sq", "v1"), (big, "train/big.jsonl")]
-    upload(UploadPlan(bucket, "sq", "v1", files), s3, multipart_bytes=5 * 1024 * 1024)
-    upload(UploadPlan(bucket, "sq", "v1", files), s3, replace=True, multipart_bytes=5 * 1024 * 1024)
+    first = upload(UploadPlan(bucket, "sq", "v1", files), s3, multipart_bytes=5 * 1024 * 1024)
+    again = upload(UploadPlan(bucket, "sq", "v1", files), s3, replace=True, multipart_bytes=5 * 1024 * 1024)
+    assert again["Manifest"]["files"] == first["Manifest"]["files"]
     operations = [operation for operation, _ in writes]
     assert operations.count("UploadPart") == 3 and operations.count("CompleteMultipartUpload") == 1
     assert operations.count("PutObject") == 4  # two small files, two manifests: the replace wrote no data again
@@ -215,7 +216,23 @@ def test_every_write_of_an_upload_and_a_replace_passes_the_policy(s3, datasets_p
     data_writes = [r for o, r in writes if o in ("PutObject", "CompleteMultipartUpload") and "/train/" in r["key"]]
     assert data_writes and all(r["context"].get("s3:if-none-match") == "*" for r in data_writes)
     head = s3.head_object(Bucket=bucket, Key="datasets/sq/v1/train/big.jsonl", ChecksumMode="ENABLED")
-    assert head.get("ChecksumSHA256")  # the composite SHA-256 of the three parts
+    [big_entry] = [f for f in first["Manifest"]["files"] if f["key"] == "train/big.jsonl"]
+    assert big_entry["composite_sha256"].endswith("-3")  # the composite SHA-256 of the three parts, as S3 keeps it
+    assert same_s3_checksum(head["ChecksumSHA256"], big_entry["composite_sha256"])
+
+
+def test_a_copy_that_keeps_a_multipart_sources_composite_checksum_passes_the_claim(tmp_path):
+    """S3 may keep a multipart source's composite SHA-256 on a copy (the CopyObject page: a source's checksum "will
+    be copied to the new object by default"); the manifest records that composite for files uploaded in parts."""
+    store = pipeline_functions.LocalObjectStore(tmp_path / "s3")
+    body = b'{"id": "1"}\n'
+    version = store.put("datasets", DATA_FILE, body)
+    composite = "A" * 43 + "=-2"
+    store.copy = lambda *args: composite  # type: ignore[method-assign]
+    entry = {"key": "train/train.jsonl", "version_id": version, "sha256": hashlib.sha256(body).hexdigest()}
+    with pytest.raises(pipeline_functions.ClaimError, match="has SHA-256"):
+        pin(store, "datasets", v2(entry))
+    pin(store, "datasets", v2({**entry, "composite_sha256": composite}), claim="parts")
 
 
 # -------------------------------------------------------------------------------------------- the claim

@@ -177,6 +177,18 @@ def sha256_checksum(hex_digest: str) -> str:
     return base64.b64encode(bytes.fromhex(hex_digest)).decode()
 
 
+def same_s3_checksum(stored: str | None, expected: str) -> bool:
+    """Whether an S3 ChecksumSHA256 is `expected`, either full-object (base64) or composite ("<base64>-<parts>",
+    a multipart upload's checksum of its part checksums): the digests compared, and the part count where S3 gives
+    one (moto 5.2.5 reports a composite without its -<parts>; the digest of the part digests depends on how many
+    there are anyway)."""
+    if not stored:
+        return False
+    digest, _, parts = stored.partition("-")
+    want_digest, _, want_parts = expected.partition("-")
+    return digest == want_digest and (not parts or parts == want_parts)
+
+
 # ClaimManifest copies the manifest's files at their versions under s3://<artifacts>/inputs/<claim digest>/ and
 # writes this file there last (SageMaker's ManifestFile format, prefix = that folder): what preprocess.py reads.
 PINNED_MANIFEST_FILE = "manifest.json"
