@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from typing import cast
@@ -11,8 +12,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
+from qa.outputs import SPLITS
 
 from config import Settings
+from config.layout import DatasetLayout
 from config.settings import BUCKET_PURPOSES
 from stacks.nag import add_reviewed_statement
 from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
@@ -263,6 +266,75 @@ class SecureBucket(Construct):
         )
 
 
+def checkpoint_noncurrent_days(settings: Settings) -> int:
+    """Days a checkpoint version hidden by an overwrite or a delete stays recoverable: as long as the training
+    step can run (every attempt of it waiting up to its stopping condition), plus a day to look after it ended.
+    Checkpoints are rewritten at every save, so each day kept costs up to a checkpoint's size per save."""
+    training = settings.training
+    attempt_seconds = training.max_wait_seconds if training.use_spot else training.max_run_seconds
+    return math.ceil(attempt_seconds * (training.retry_attempts + 1) / 86400) + 1
+
+
+def require_dataset_writes_as_the_upload_makes_them(datasets: SecureBucket, key_arn: str) -> None:
+    """Bucket-policy denies that make a dataset version stay put in S3 itself, whoever writes.
+
+    Conditional writes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html):
+    "All PutObject and CompleteMultipartUpload requests ... must include the if-none-match header", and "For
+    multipart uploads you must specify the s3:ObjectCreationOperation condition key to exempt the
+    CreateMultipartUpload, UploadPart, and UploadPartCopy operations, as these APIs don't accept conditional
+    headers": each deny holds only where s3:ObjectCreationOperation is true. Data files (under a split folder)
+    are written once (If-None-Match); anything else, i.e. a manifest, also by If-Match on the ETag it replaces
+    (the page's example 3; `make upload-dataset REPLACE=1`). The page's note applies: CopyObject into this
+    bucket is refused (403 without the headers, 501 with them). s3:PutObject supports s3:if-none-match,
+    s3:if-match and s3:ObjectCreationOperation (Service Authorization Reference, list_amazons3.html).
+
+    SSE-KMS: the bucket default encrypts with the project key when a request names no encryption, which is how
+    the upload tool writes. A deny on a *missing* s3:x-amz-server-side-encryption header would also refuse those
+    uploads (AWS: avoid such a policy with default encryption, "as they could conflict":
+    https://docs.aws.amazon.com/sdk-for-go/v1/developer-guide/s3-example-enforce-server-side-encryption.html),
+    so only a request that names other encryption is denied: another algorithm, SSE-C, aws:kms without a key id
+    (S3 then uses the AWS managed key aws/s3: https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html),
+    or another key (the condition compares the key ARN)."""
+    objects = datasets.object_arn("*")
+    data_files = [datasets.object_arn(f"{DatasetLayout().root}/*/*/{split}/*") for split in SPLITS]
+    creates = {"Bool": {"s3:ObjectCreationOperation": "true"}}
+    encryption = "s3:x-amz-server-side-encryption"
+    denies = {
+        "OnlyConditionalWrites": (
+            [objects],
+            {**creates, "Null": {"s3:if-none-match": "true", "s3:if-match": "true"}},
+        ),
+        "DataFilesAreWrittenOnce": (data_files, {**creates, "Null": {"s3:if-none-match": "true"}}),
+        "OnlyTheProjectKeyAlgorithm": (
+            [objects],
+            {"Null": {encryption: "false"}, "StringNotEquals": {encryption: "aws:kms"}},
+        ),
+        "NoCustomerProvidedKeys": ([objects], {"Null": {f"{encryption}-customer-algorithm": "false"}}),
+        "NoAwsManagedKey": (
+            [objects],
+            {"StringEquals": {encryption: "aws:kms"}, "Null": {f"{encryption}-aws-kms-key-id": "true"}},
+        ),
+        "OnlyTheProjectKey": (
+            [objects],
+            {
+                "Null": {f"{encryption}-aws-kms-key-id": "false"},
+                "StringNotEquals": {f"{encryption}-aws-kms-key-id": key_arn},
+            },
+        ),
+    }
+    for sid, (resources, conditions) in denies.items():
+        datasets.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid=statement_id("Datasets", sid),
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"],
+                resources=resources,
+                conditions=conditions,
+            )
+        )
+
+
 def _abort_uploads() -> s3.LifecycleRule:
     return s3.LifecycleRule(
         id="abort-incomplete-multipart-uploads", abort_incomplete_multipart_upload_after=Duration.days(7)
@@ -314,11 +386,12 @@ class DataStack(Stack):
             key=self.project_key.key,
             access_logs=self.access_logs_bucket,
             versioned=True,
-            lifecycle_rules=[
-                _abort_uploads(),
-                s3.LifecycleRule(id="expire-old-dataset-versions", noncurrent_version_expiration=Duration.days(90)),
-            ],
+            # No expiry of any kind: registered model packages name the dataset version they were trained on, and
+            # nothing a package references expires. Noncurrent versions arise only from replaced manifests and
+            # deletes (data files are written once, below).
+            lifecycle_rules=[_abort_uploads()],
         )
+        require_dataset_writes_as_the_upload_makes_them(self.datasets, self.project_key.key.key_arn)
         # EventBridge delivery straight from S3 (no notification custom resource / Lambda).
         cfn_datasets = cast(s3.CfnBucket, self.datasets.bucket.node.default_child)
         cfn_datasets.add_property_override(
@@ -338,7 +411,7 @@ class DataStack(Stack):
                     id="expire-checkpoints",
                     prefix=f"{layout.checkpoints}/",
                     expiration=Duration.days(settings.checkpoint_retention_days),
-                    noncurrent_version_expiration=Duration.days(1),
+                    noncurrent_version_expiration=Duration.days(checkpoint_noncurrent_days(settings)),
                 ),
                 s3.LifecycleRule(id="expire-old-artifact-versions", noncurrent_version_expiration=Duration.days(30)),
             ],

@@ -10,8 +10,9 @@ any record is invalid, or if the stacks, the pipeline or the staged base model a
 fail). Parquet files and save_to_disk folders are converted to JSON Lines before upload (the pipeline's processing
 image has no pyarrow to read them); the manifest records each converted file's source. The manifest goes last,
 so the pipeline only ever sees complete datasets; it records each file's S3 version id and SHA-256 (manifest
-v2), and a NAME/VERSION, once uploaded, stays put: a second upload is refused unless --replace (executions
-already started keep the file versions their manifest named).
+v2: the claim checks both), and a NAME/VERSION, once uploaded, stays put: a second upload is refused unless
+--replace, which replaces the manifest and may add or drop files but never changes an uploaded one (the bucket
+policy lets a data file be written once; executions already started keep the file versions their manifest named).
 `--validate-only` needs no AWS credentials.
 """
 
@@ -42,6 +43,7 @@ from qa.data import (
     split_entries,
     summarize_problems,
 )
+from qa.outputs import same_s3_checksum, sha256_checksum
 from qa.parameter_rules import data_key_problem
 
 from config.aws_locations import execution_console_url
@@ -255,13 +257,38 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def part_digests(path: Path, part_bytes: int) -> list[bytes]:
+    """The SHA-256 of each `part_bytes` part of the file, as a multipart upload sends them."""
+    digests = []
+    with path.open("rb") as stream:
+        while part := stream.read(part_bytes):
+            digests.append(hashlib.sha256(part).digest())
+    return digests
+
+
+def s3_checksum(path: Path, multipart_bytes: int) -> str:
+    """The ChecksumSHA256 S3 stores for this file as put_file uploads it: the file's SHA-256 for one part; for
+    several, the composite "checksum of checksums" followed by -<parts> (SHA-256 has no full-object type for
+    multipart uploads: https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity-upload.html)."""
+    if path.stat().st_size <= multipart_bytes:
+        return sha256_checksum(sha256_of(path))
+    return composite_checksum(part_digests(path, multipart_bytes))
+
+
+def composite_checksum(part_sha256: list[bytes]) -> str:
+    """S3's composite SHA-256 of an object uploaded in these parts: the SHA-256 of the parts' digests, -<parts>."""
+    return f"{base64.b64encode(hashlib.sha256(b''.join(part_sha256)).digest()).decode()}-{len(part_sha256)}"
+
+
 def put_file(
     s3: Any, path: Path, bucket: str, key: str, multipart_bytes: int, progress: Progress
-) -> tuple[str, str, int]:
-    """Upload one file (in parallel parts over `multipart_bytes`); the S3 version id its upload created (from
-    the response: a later HEAD could name someone else's newer version), its SHA-256 and its size. A single-part
-    upload sends the SHA-256 of the bytes it sends, which S3 checks and stores with the object
-    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity.html)."""
+) -> tuple[str, str, int, str | None]:
+    """Upload one file, once (If-None-Match: *, which the datasets bucket policy requires of data files), in
+    parallel parts over `multipart_bytes`; the S3 version id its upload created (from the response: a later HEAD
+    could name someone else's newer version), its SHA-256, its size and, uploaded in parts, its composite
+    SHA-256 (s3_checksum). Every request sends the SHA-256 of the
+    bytes it carries, which S3 checks and stores (a multipart object's as the composite of its parts':
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity-upload.html)."""
     size = path.stat().st_size
     if size <= multipart_bytes:
         body = path.read_bytes()
@@ -272,42 +299,76 @@ def put_file(
             Body=body,
             ChecksumAlgorithm="SHA256",
             ChecksumSHA256=base64.b64encode(digest.digest()).decode(),
+            IfNoneMatch="*",
         )
         progress.add_bytes(size)
-        return str(response.get("VersionId", "null")), digest.hexdigest(), len(body)
+        return str(response.get("VersionId", "null")), digest.hexdigest(), len(body), None
     sha256 = sha256_of(path)
-    upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    upload_id = s3.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm="SHA256")["UploadId"]
 
     def part(number: int) -> dict[str, Any]:
         with path.open("rb") as stream:
             stream.seek((number - 1) * multipart_bytes)
             body = stream.read(multipart_bytes)
-        etag = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body)["ETag"]
+        checksum = base64.b64encode(hashlib.sha256(body).digest()).decode()
+        etag = s3.upload_part(
+            Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body, ChecksumSHA256=checksum
+        )["ETag"]
         progress.add_bytes(len(body))
-        return {"ETag": etag, "PartNumber": number}
+        return {"ETag": etag, "PartNumber": number, "ChecksumSHA256": checksum}
 
     try:
         with ThreadPoolExecutor(PARALLEL_PARTS) as pool:
             parts = list(pool.map(part, range(1, -(-size // multipart_bytes) + 1)))
+        # The conditional header goes on CompleteMultipartUpload: the other multipart requests take none
+        # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html).
         response = s3.complete_multipart_upload(
-            Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+            Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}, IfNoneMatch="*"
         )
     except BaseException:
         s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
         raise
-    return str(response.get("VersionId", "null")), sha256, size
+    composite = composite_checksum([base64.b64decode(p["ChecksumSHA256"]) for p in parts])
+    return str(response.get("VersionId", "null")), sha256, size, composite
 
 
 def existing_manifest_etag(s3: Any, plan: UploadPlan) -> str | None:
     """The ETag of the NAME/VERSION's current manifest; None when there is none."""
+    response = head_if_exists(s3, plan.bucket, plan.manifest_key)
+    return None if response is None else str(response["ETag"])
+
+
+def head_if_exists(s3: Any, bucket: str, key: str) -> dict[str, Any] | None:
+    """HeadObject with the object's checksum (ChecksumMode); None when there is no such object."""
     from botocore.exceptions import ClientError
 
     try:
-        return str(s3.head_object(Bucket=plan.bucket, Key=plan.manifest_key)["ETag"])
+        return dict(s3.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED"))
     except ClientError as err:
         if err.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
             return None
         raise
+
+
+def already_uploaded(s3: Any, plan: UploadPlan, multipart_bytes: int) -> dict[str, ManifestFile]:
+    """Key -> the uploaded file, for each data file already in S3 with this content (a replace, or a retry of an
+    upload that stopped before its manifest). A data file is written once (the bucket policy denies overwriting
+    it), so one that differs stops the upload before anything is written."""
+    found = {}
+    for path, key in plan.files:
+        head = head_if_exists(s3, plan.bucket, f"{plan.prefix}{key}")
+        if head is None:
+            continue
+        expected = s3_checksum(path, multipart_bytes)
+        if not same_s3_checksum(head.get("ChecksumSHA256"), expected):
+            fail(
+                f"{key} differs from s3://{plan.bucket}/{plan.prefix}{key} (its S3 SHA-256 checksum is another, or "
+                "none), and an uploaded file stays put: upload the changed dataset under a new --version (REPLACE=1 "
+                "replaces the manifest, adds files and drops files, never changes one)"
+            )
+        version_id, composite = str(head.get("VersionId", "null")), expected if "-" in expected else None
+        found[key] = ManifestFile(key, version_id, sha256_of(path), head["ContentLength"], composite)
+    return found
 
 
 def refuse_existing(plan: UploadPlan) -> None:
@@ -323,21 +384,37 @@ def upload(plan: UploadPlan, s3: Any, replace: bool = False, multipart_bytes: in
 
     The manifest is written only if NAME/VERSION has none (If-None-Match: *), or with `replace` only over the
     manifest seen before the data went up (If-Match: its ETag), so two uploads cannot both win:
-    https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html. Returns the manifest's
-    PutObject response (ETag, VersionId on versioned buckets) with the manifest body under "Manifest"."""
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html. Data files already
+    uploaded with the same content are reused, never written again. Returns the manifest's PutObject response
+    (ETag, VersionId on versioned buckets) with the manifest body under "Manifest"."""
     from botocore.exceptions import ClientError
 
     previous = existing_manifest_etag(s3, plan)
     if previous is not None and not replace:
         refuse_existing(plan)  # before any data file goes up
-    progress = Progress([path for path, _ in plan.files])
+    reused = already_uploaded(s3, plan, multipart_bytes)  # a replace, or a retry of an interrupted upload
+    progress = Progress([path for path, key in plan.files if key not in reused])
     print(
         f"uploading {progress.total_files} files ({progress.total_bytes / MIB:.1f} MiB) to s3://{plan.bucket}/{plan.prefix}"
+        + (f"; {len(reused)} unchanged files already there" if reused else "")
     )
     uploaded = []
     for path, key in plan.files:
-        version_id, sha256, size = put_file(s3, path, plan.bucket, f"{plan.prefix}{key}", multipart_bytes, progress)
-        uploaded.append(ManifestFile(key, version_id, sha256, size))
+        if key in reused:
+            uploaded.append(reused[key])
+            continue
+        try:
+            version_id, sha256, size, composite = put_file(
+                s3, path, plan.bucket, f"{plan.prefix}{key}", multipart_bytes, progress
+            )
+        except ClientError as err:
+            if err.response["Error"]["Code"] not in CONDITION_FAILED:
+                raise
+            fail(
+                f"another upload wrote s3://{plan.bucket}/{plan.prefix}{key} meanwhile: upload again under a new "
+                "--version"
+            )
+        uploaded.append(ManifestFile(key, version_id, sha256, size, composite))
         progress.file_done()
     manifest = plan.manifest(uploaded)
     condition = {"IfMatch": previous} if previous is not None else {"IfNoneMatch": "*"}

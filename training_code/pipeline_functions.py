@@ -21,7 +21,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from qa.cost import run_estimate
 from qa.outputs import (
@@ -70,8 +70,10 @@ from qa.outputs import (
     content_version,
     manifest_key_split,
     model_quality_metrics,
+    same_s3_checksum,
+    sha256_checksum,
 )
-from qa.parameter_rules import data_key_problem, json_input, parameter_error, short
+from qa.parameter_rules import data_key_problem, json_input, parameter_error, short, shown
 
 log = logging.getLogger("pipeline_functions")
 log.setLevel(logging.INFO)
@@ -111,7 +113,10 @@ class ObjectStore(Protocol):
     def put(self, bucket: str, key: str, body: bytes) -> str | None: ...
     def exists(self, bucket: str, key: str) -> bool: ...
     def current_version(self, bucket: str, key: str) -> tuple[str | None, int]: ...
-    def copy(self, bucket: str, key: str, version_id: str | None, target_bucket: str, target_key: str) -> None: ...
+    def copy(self, bucket: str, key: str, version_id: str | None, target_bucket: str, target_key: str) -> str | None:
+        """Copy one object version; the copy's SHA-256 as S3 computed it (base64), None where it gives none."""
+        ...
+
     def stream(self, bucket: str, key: str) -> tuple[Iterator[bytes], str | None]: ...
 
 
@@ -180,9 +185,10 @@ class LocalObjectStore:
         body = path.read_bytes()
         return content_version(body), len(body)
 
-    def copy(self, bucket: str, key: str, version_id: str | None, target_bucket: str, target_key: str) -> None:
+    def copy(self, bucket: str, key: str, version_id: str | None, target_bucket: str, target_key: str) -> str | None:
         body, _, _ = self.get(bucket, key, version_id)
         self.put(target_bucket, target_key, body)
+        return sha256_checksum(hashlib.sha256(body).hexdigest())
 
     def stream(self, bucket: str, key: str) -> tuple[Iterator[bytes], str | None]:
         path = self._path(bucket, key)
@@ -277,9 +283,16 @@ class S3ObjectStore:
         response = self.s3.head_object(Bucket=bucket, Key=key)
         return response.get("VersionId"), response["ContentLength"]
 
-    def copy(self, bucket: str, key: str, version_id: str | None, target_bucket: str, target_key: str) -> None:
+    def copy(self, bucket: str, key: str, version_id: str | None, target_bucket: str, target_key: str) -> str | None:
+        """CopyObject asking for a SHA-256 checksum: S3 computes it over the whole copy, a single-request object,
+        whatever parts the source was uploaded in (a multipart SHA-256 checksum is only ever composite: "To change
+        the checksum algorithm for an upload, you can copy an individual object",
+        https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity-upload.html)."""
         source = {"Bucket": bucket, "Key": key, **({"VersionId": version_id} if version_id else {})}
-        self.s3.copy_object(CopySource=source, Bucket=target_bucket, Key=target_key)
+        response = self.s3.copy_object(
+            CopySource=source, Bucket=target_bucket, Key=target_key, ChecksumAlgorithm="SHA256"
+        )
+        return response.get("CopyObjectResult", {}).get("ChecksumSHA256")
 
     def stream(self, bucket: str, key: str) -> tuple[Iterator[bytes], str | None]:
         response = self.s3.get_object(Bucket=bucket, Key=key)
@@ -375,41 +388,86 @@ def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------------------------- pinning
 
 
-def manifest_files(manifest: Any, bucket: str, manifest_key: str) -> list[tuple[str, str, str | None, int | None]]:
-    """(key relative to the manifest's folder, source key, pinned version id or None, size) per listed file.
-    Manifest v2 pins versions; the older ManifestFile array does not. Each key must lie under a split folder
-    (qa.outputs.manifest_key_split), as ValidateAndTokenize reads them: refused here, before any job is billed."""
+class ListedFile(NamedTuple):
+    """One file a manifest names: its key relative to the manifest's folder, its source key, and what manifest v2
+    records of it (the ManifestFile list records none of it; the SHA-256 is checked where recorded)."""
+
+    relative: str
+    source_key: str
+    version_id: str | None
+    size: int | None
+    sha256: str | None
+    composite_sha256: str | None  # a file uploaded in parts: S3's composite checksum (qa.data.ManifestFile)
+
+
+SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+COMPOSITE_SHA256 = re.compile(r"[A-Za-z0-9+/]{43}=-[1-9][0-9]{0,4}")
+
+
+def _v2_entry(entry: Any, where: str) -> tuple[Any, str, int | None, str | None, str | None]:
+    """(key, version id, size, SHA-256, composite SHA-256: each None where absent) of a manifest v2 entry.
+    Refuses an entry without its version id (an unpinned file would silently be whatever version is current) and
+    checksums that are not ones."""
+    if not isinstance(entry, dict):
+        raise ClaimError(f"{where} lists {shown(entry)}: each file must be an object with key, version_id, sha256")
+    relative, version_id, sha256 = entry.get("key"), entry.get("version_id"), entry.get("sha256")
+    fix = "upload the dataset again with make upload-dataset, which records both for every file"
+    if not isinstance(version_id, str) or not version_id:
+        raise ClaimError(
+            f"{where} lists {shown(relative)} without a version_id: a {MANIFEST_V2_FORMAT} manifest pins each file "
+            f"at the S3 version its upload created; {fix}"
+        )
+    if sha256 is not None and not (isinstance(sha256, str) and SHA256_HEX.fullmatch(sha256)):
+        raise ClaimError(
+            f"{where} lists {shown(relative)} with sha256 {shown(sha256)}, not 64 lowercase hex digits: the claim "
+            f"checks each file's content against it; {fix}"
+        )
+    composite = entry.get("composite_sha256")
+    if composite is not None and not (isinstance(composite, str) and COMPOSITE_SHA256.fullmatch(composite)):
+        raise ClaimError(
+            f"{where} lists {shown(relative)} with composite_sha256 {shown(composite)}, not '<base64>-<parts>': {fix}"
+        )
+    size = entry.get("size")
+    return relative, version_id, size if isinstance(size, int) else None, sha256, composite
+
+
+def manifest_files(manifest: Any, bucket: str, manifest_key: str) -> list[ListedFile]:
+    """Each file the manifest lists. Manifest v2 pins every file (version id and SHA-256, both required); the
+    older ManifestFile array pins none. Each key must lie under a split folder (qa.outputs.manifest_key_split),
+    as ValidateAndTokenize reads them: refused here, before any job is billed."""
     folder = manifest_key.rsplit("/", 1)[0] + "/"
+    where = f"s3://{bucket}/{manifest_key}"
+    entries: list[tuple[Any, str | None, int | None, str | None, str | None]]
     if isinstance(manifest, dict) and manifest.get("format") == MANIFEST_V2_FORMAT:
-        entries = [(f.get("key"), f.get("version_id"), f.get("size")) for f in manifest.get("files", [])]
+        listed = manifest.get("files")
+        entries = [_v2_entry(entry, where) for entry in (listed if isinstance(listed, list) else [])]
     elif isinstance(manifest, list) and manifest and isinstance(manifest[0], dict) and "prefix" in manifest[0]:
         prefix_bucket, prefix = split_uri(str(manifest[0]["prefix"]))
         if prefix_bucket not in (bucket, ANY_DATASETS_BUCKET) or prefix != folder:
             raise ClaimError(f"manifest prefix {manifest[0]['prefix']!r} is not s3://{bucket}/{folder}")
-        entries = [(entry, None, None) for entry in manifest[1:]]
+        entries = [(entry, None, None, None, None) for entry in manifest[1:]]
     else:
-        raise ClaimError(
-            f"s3://{bucket}/{manifest_key} is neither a manifest v2 ({MANIFEST_V2_FORMAT}) nor a ManifestFile list"
-        )
+        raise ClaimError(f"{where} is neither a manifest v2 ({MANIFEST_V2_FORMAT}) nor a ManifestFile list")
     files = []
-    for relative, version_id, size in entries:
+    for relative, version_id, size, sha256, composite in entries:
         if not isinstance(relative, str) or not relative or relative.startswith("/") or ".." in relative.split("/"):
-            raise ClaimError(f"s3://{bucket}/{manifest_key} lists {relative!r}: keys must be relative, without '..'")
+            raise ClaimError(f"{where} lists {relative!r}: keys must be relative, without '..'")
         if manifest_key_split(relative) is None:
             raise ClaimError(
-                f"s3://{bucket}/{manifest_key} lists {relative!r}, which is not under {'/ or '.join(SPLITS)}/: "
+                f"{where} lists {relative!r}, which is not under {'/ or '.join(SPLITS)}/: "
                 "upload the dataset again with make upload-dataset"
             )
-        files.append((relative, folder + relative, version_id, size))
+        files.append(ListedFile(relative, folder + relative, version_id, size, sha256, composite))
     if not files:
-        raise ClaimError(f"s3://{bucket}/{manifest_key} lists no files")
+        raise ClaimError(f"{where} lists no files")
     return files
 
 
 def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> None:
     """Copy every file the manifest names, at the version it records (an old manifest: the version current now),
-    under `input_uri`; then write the pinned manifest (SageMaker's ManifestFile format) there, last. Once that
-    exists, the dataset version is pinned: a take-over finds it and copies nothing."""
+    under `input_uri`, checking each copy's SHA-256 (S3 computes it during the copy: the function reads no data)
+    against the manifest's; then write the pinned manifest (SageMaker's ManifestFile format) there, last. Once
+    that exists, the dataset version is pinned: a take-over finds it and copies nothing."""
     bucket, key, version = event[DATASET_BUCKET], event[MANIFEST_KEY], event[MANIFEST_VERSION_ID]
     target_bucket, prefix = split_uri(input_uri)
     if store.exists(target_bucket, prefix + PINNED_MANIFEST_FILE):
@@ -420,7 +478,7 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ClaimError(f"s3://{bucket}/{key} (version {version}) is not valid JSON: {err}") from None
     pins = []
-    for relative, source_key, version_id, size in manifest_files(manifest, bucket, key):
+    for relative, source_key, version_id, size, sha256, composite in manifest_files(manifest, bucket, key):
         problem = data_key_problem(source_key, event[INPUT_INPUTS_PREFIX], relative)
         if problem:
             raise ClaimError(f"s3://{bucket}/{key} lists {problem}")
@@ -429,11 +487,20 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
         if size is not None and size > MAX_COPY_BYTES:
             raise ClaimError(f"{source_key} is {size} bytes: split it into files of at most 5 GB")
         try:
-            store.copy(bucket, source_key, version_id, target_bucket, prefix + relative)
+            checksum = store.copy(bucket, source_key, version_id, target_bucket, prefix + relative)
         except FileNotFoundError:
             raise ClaimError(
                 f"s3://{bucket}/{source_key} (version {version_id}) named by the manifest does not exist"
             ) from None
+        # S3 computes a full-object SHA-256 for the copy, or may keep a multipart source's composite one.
+        if sha256 is not None and not (
+            checksum == sha256_checksum(sha256) or (composite is not None and same_s3_checksum(checksum, composite))
+        ):
+            raise ClaimError(
+                f"s3://{bucket}/{source_key} (version {version_id}) has SHA-256 {checksum or '(none given)'} (base64), "
+                f"but s3://{bucket}/{key} records {sha256_checksum(sha256)}: the file is not the one uploaded with "
+                "this manifest. Upload the dataset again under a new version (make upload-dataset)"
+            )
         pins.append({"key": relative, "version_id": version_id})
     pinned = [{"prefix": input_uri}, *(pin["key"] for pin in pins)]
     store.put(

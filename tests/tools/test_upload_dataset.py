@@ -224,9 +224,9 @@ def manifest_versions(deployed, key: str) -> list[dict]:
     ]
 
 
-def test_a_second_upload_of_a_version_is_refused_and_replace_pins_new_versions(deployed, tmp_path):
-    """Each manifest names the object versions its own upload created, so an execution claimed from the first
-    manifest still reads the first upload's data after --replace."""
+def test_a_second_upload_of_a_version_is_refused_and_replace_never_changes_an_uploaded_file(deployed, tmp_path):
+    """--replace writes a new manifest that reuses the unchanged files at their versions and adds new ones; a
+    changed file is refused before anything is written (data files are written once: stacks/data.py)."""
     s3 = deployed.client("s3")
     first = UploadPlan(deployed.datasets_bucket, "twice", "v1", validate_dataset(SAMPLE, "twice", "v1"))
     upload(first, s3)
@@ -238,21 +238,35 @@ def test_a_second_upload_of_a_version_is_refused_and_replace_pins_new_versions(d
     shutil.copytree(SAMPLE, changed)
     train = changed / "train" / "train.jsonl"
     train.write_text("\n".join(train.read_text().splitlines()[:50]) + "\n")
-    upload(
-        UploadPlan(deployed.datasets_bucket, "twice", "v1", validate_dataset(changed, "twice", "v1")), s3, replace=True
-    )
+    with pytest.raises(ToolError, match=r"train/train.jsonl differs from .* upload the changed dataset under a new"):
+        upload(
+            UploadPlan(deployed.datasets_bucket, "twice", "v1", validate_dataset(changed, "twice", "v1")),
+            s3,
+            replace=True,
+        )
+    assert len(manifest_versions(deployed, first.manifest_key)) == 1
 
+    added = tmp_path / "added"
+    shutil.copytree(SAMPLE, added)
+    more = [json.loads(line) for line in (SAMPLE / "train" / "train.jsonl").read_text().splitlines()[:5]]
+    (added / "train" / "more.jsonl").write_text(
+        "".join(json.dumps({**r, "id": f"more-{r['id']}"}) + "\n" for r in more)
+    )
+    (added / "manifest.json").unlink(missing_ok=True)  # the folder's own manifest (a check) lacks the new file
+    upload(
+        UploadPlan(deployed.datasets_bucket, "twice", "v1", validate_dataset(added, "twice", "v1")), s3, replace=True
+    )
     old, new = manifest_versions(deployed, first.manifest_key)
     old_pins, new_pins = ({f["key"]: f for f in m["files"]} for m in (old, new))
-    assert old_pins["train/train.jsonl"]["version_id"] != new_pins["train/train.jsonl"]["version_id"]
-    assert old_pins["train/train.jsonl"]["sha256"] != new_pins["train/train.jsonl"]["sha256"]
-    for pins, source in ((old_pins, SAMPLE), (new_pins, changed)):
-        pinned = pins["train/train.jsonl"]
-        body = s3.get_object(
-            Bucket=deployed.datasets_bucket, Key=f"{first.prefix}train/train.jsonl", VersionId=pinned["version_id"]
-        )["Body"].read()
-        assert body == (source / "train" / "train.jsonl").read_bytes()
-        assert hashlib.sha256(body).hexdigest() == pinned["sha256"]
+    assert set(new_pins) == {*old_pins, "train/more.jsonl"}
+    for key, pinned in old_pins.items():
+        assert new_pins[key] == pinned  # same version, same SHA-256
+    body = s3.get_object(
+        Bucket=deployed.datasets_bucket,
+        Key=f"{first.prefix}train/more.jsonl",
+        VersionId=new_pins["train/more.jsonl"]["version_id"],
+    )["Body"].read()
+    assert hashlib.sha256(body).hexdigest() == new_pins["train/more.jsonl"]["sha256"]
 
 
 def test_a_manifest_written_meanwhile_wins_over_this_upload(deployed, monkeypatch):

@@ -122,6 +122,9 @@ class ManifestFile:
     version_id: str  # the S3 version id the upload created
     sha256: str
     size: int
+    # A file uploaded in parts: the composite SHA-256 S3 stores for it ("<base64>-<parts>": SHA-256 has no
+    # full-object checksum for multipart uploads), which a copy may keep instead of computing a full one.
+    composite_sha256: str | None = None
 
 
 def manifest_v2(
@@ -140,6 +143,7 @@ def manifest_v2(
                 "version_id": f.version_id,
                 "sha256": f.sha256,
                 "size": f.size,
+                **({"composite_sha256": f.composite_sha256} if f.composite_sha256 else {}),
                 **({"converted_from": converted_from[f.key]} if f.key in converted_from else {}),
             }
             for f in files

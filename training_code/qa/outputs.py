@@ -8,6 +8,7 @@ this module imports only the standard library, so the containers and the Lambda 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from typing import Any
 
@@ -168,6 +169,24 @@ def content_version(body: bytes) -> str:
     """The local stand-in for an S3 version id (the runner's store and the functions' agree on it): the content's
     SHA-256 prefix."""
     return hashlib.sha256(body).hexdigest()[:32]
+
+
+def sha256_checksum(hex_digest: str) -> str:
+    """A SHA-256 (hex, as manifests record it) in the form S3 reports a full-object ChecksumSHA256: base64 of the
+    digest (https://docs.aws.amazon.com/AmazonS3/latest/userguide/checking-object-integrity-upload.html)."""
+    return base64.b64encode(bytes.fromhex(hex_digest)).decode()
+
+
+def same_s3_checksum(stored: str | None, expected: str) -> bool:
+    """Whether an S3 ChecksumSHA256 is `expected`, either full-object (base64) or composite ("<base64>-<parts>",
+    a multipart upload's checksum of its part checksums): the digests compared, and the part count where S3 gives
+    one (moto 5.2.5 reports a composite without its -<parts>; the digest of the part digests depends on how many
+    there are anyway)."""
+    if not stored:
+        return False
+    digest, _, parts = stored.partition("-")
+    want_digest, _, want_parts = expected.partition("-")
+    return digest == want_digest and (not parts or parts == want_parts)
 
 
 # ClaimManifest copies the manifest's files at their versions under s3://<artifacts>/inputs/<claim digest>/ and
