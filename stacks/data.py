@@ -368,8 +368,9 @@ class DataStack(Stack):
                     expiration=Duration.days(settings.checkpoint_retention_days),
                     noncurrent_version_expiration=Duration.days(1),
                 ),
-                # Per prefix, as a lifecycle filter cannot exclude one: registry/ (what model packages reference)
-                # has no rule, so neither its objects nor their versions ever expire.
+                # Per prefix, as a lifecycle filter cannot exclude one: registry/ and evaluation/ (what model
+                # packages reference: ModelDataUrl, ModelMetrics) have no rule, so neither their objects nor their
+                # versions ever expire.
                 *(
                     s3.LifecycleRule(
                         id=f"expire-old-{prefix}-versions",

@@ -200,11 +200,12 @@ def test_only_recordmodel_writes_the_registry_and_nothing_deletes_there(synthesi
 
 
 @pytest.mark.parametrize("env_name", ["dev", "prod"])
-def test_no_lifecycle_rule_expires_registry_objects_or_their_versions(synthesized, env_name):
+def test_no_lifecycle_rule_expires_what_a_package_references_or_its_versions(synthesized, env_name):
     """Before: `expire-old-artifact-versions` had no filter, so a registry object's noncurrent versions expired
     after 30 days."""
     environment = synthesized[env_name]
-    registry = environment.settings.layout.registry + "/"
+    layout = environment.settings.layout
+    referenced = (layout.registry + "/", layout.evaluation + "/")  # a package's ModelDataUrl and ModelMetrics
     [artifacts] = [
         r
         for k, r in environment.templates["data"]["Resources"].items()
@@ -216,5 +217,5 @@ def test_no_lifecycle_rule_expires_registry_objects_or_their_versions(synthesize
         if {"ExpirationInDays", "NoncurrentVersionExpiration", "ExpiredObjectDeleteMarker"} & set(rule)
     ]
     assert expiring
-    for rule in expiring:  # every expiring rule is scoped to a prefix that registry/ keys do not start with
-        assert "Prefix" in rule and not registry.startswith(rule["Prefix"]), rule
+    for rule in expiring:  # every expiring rule is scoped to a prefix that referenced keys do not start with
+        assert "Prefix" in rule and not any(prefix.startswith(rule["Prefix"]) for prefix in referenced), rule
