@@ -137,8 +137,18 @@ def recorded_by_execution(sagemaker: Any, package: Package) -> Recorded:
             f"{MODEL_METADATA_EXECUTION_ARN}) registered {', '.join(map(str, registered)) or 'no package'}, not this "
             "one: the package's metadata was changed after registration"
         )
-    [record] = [s for s in steps if s.get("StepName") == RECORD_STEP]
-    outputs = {p["Name"]: p["Value"] for p in record["Metadata"]["Lambda"].get("OutputParameters", [])}
+    outputs = {
+        p["Name"]: p["Value"]
+        for s in steps
+        if s.get("StepName") == RECORD_STEP
+        for p in s.get("Metadata", {}).get("Lambda", {}).get("OutputParameters", [])
+    }
+    missing = [k for k in (RECORD_MODEL_URI, RECORD_MODEL_SHA256, RECORD_MODEL_VERSION_ID) if k not in outputs]
+    if missing:
+        fail(
+            f"execution {package.execution} has no {RECORD_STEP} output {' or '.join(missing)}: it ran before the "
+            "registry copy; register the model again from a new execution"
+        )
     return Recorded(outputs[RECORD_MODEL_URI], outputs[RECORD_MODEL_SHA256], outputs[RECORD_MODEL_VERSION_ID])
 
 

@@ -603,7 +603,12 @@ def copy_to_registry(
     copied = store.copy_if_absent(bucket, key, version_id, target_bucket, target_key)
     if copied is not None:
         return target, copied
-    [existing] = store.versions(target_bucket, target_key)  # only this function writes there (bucket policy)
+    versions = store.versions(target_bucket, target_key)  # only this function writes there (bucket policy)
+    if len(versions) != 1:
+        raise RecordError(
+            f"{target} has {len(versions)} versions, RecordModel writes one: the registry was tampered with"
+        )
+    existing = versions[0]
     if (found := sha256_of(store, target_bucket, target_key, existing)) != sha256:
         raise RecordError(
             f"{target} version {existing} has SHA-256 {found}, not {sha256}: the registry was tampered with"

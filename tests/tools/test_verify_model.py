@@ -138,3 +138,10 @@ def test_metadata_naming_another_execution_is_refused(deployed):
 def test_an_unknown_package_is_one_line_with_its_whole_arn(deployed, deployed_env):
     arn = "arn:aws:sagemaker:us-east-1:123456789012:model-package/nothing/1"
     assert_one_line_error(run_cli("tools.verify_model", "--package", arn, env=deployed_env), f"{arn} not found")
+
+
+def test_an_execution_without_the_registry_copy_outputs_is_one_clear_line(deployed):
+    registered = register_copy(*on(deployed), "verify-old", b"weights 3")
+    registered.sagemaker.steps[EXECUTION] = registered.sagemaker.steps[EXECUTION][1:]  # RegisterModel only
+    with pytest.raises(ToolError, match=f"execution {EXECUTION} has no RecordModel output ModelUri or ModelSha256"):
+        problems(registered)
