@@ -276,8 +276,14 @@ class PipelineFunctions(Construct):
                 sid="CopyToRegistryIfAbsent",
                 actions=["s3:PutObject"],
                 resources=[artifacts.object_arn(f"{layout.registry}/*")],
-                # The copy's If-None-Match (s3:if-none-match, https://docs.aws.amazon.com/AmazonS3/latest/userguide/
-                # conditional-writes-enforce.html): a registry object is created once, never replaced.
+                # The copy's If-None-Match (s3:if-none-match): a registry object is created once, never replaced.
+                # CopyObject authorizes as s3:PutObject on the destination and, since S3's conditional copies
+                # (2025-10), carries these keys: "you can use the s3:if-match and s3:if-none-match condition keys
+                # ... to enforce conditional copy operations"
+                # (https://www.amazonaws.cn/en/new/2025/amazon-s3-adds-conditional-write-functionality-to-copy-operations/);
+                # older copies of https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html
+                # still say copies fail under such a policy. Were the key absent, the copy would be denied (loudly:
+                # RecordModel fails), never allowed unconditionally.
                 conditions={"Null": {"s3:if-none-match": "false"}},
             ),
             f"RecordModel creates one content-addressed copy per trained archive, {layout.registry}/<sha256>/"
