@@ -1,7 +1,7 @@
 """Where things live in the artifacts bucket: one definition shared by the stacks (IAM scoping,
 lifecycle rules) and the pipeline definition (S3 URIs)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from qa.outputs import DATASET_MANIFEST_FILE, DATASETS_ROOT
 
@@ -20,6 +20,9 @@ class ArtifactLayout:
     inputs: str = "inputs"  # per manifest version: its data files copied at the versions the manifest pins
     tensorboard: str = "tensorboard"  # FineTune's TensorBoardOutputConfig, one folder per execution
     mlflow: str = "mlflow"  # the managed MLflow tracking server's artifact store (tracking.managed_server)
+    # RecordModel's content-addressed copies of trained archives, registry/<sha256>/model.tar.gz: what model
+    # packages reference. Only RecordModel's role writes there (bucket policy), nothing there expires.
+    registry: str = "registry"
 
     def writable_by_jobs(self) -> tuple[str, ...]:
         """Prefixes that training and processing jobs write to (claims, inputs and evaluation reports are written
@@ -32,6 +35,13 @@ class ArtifactLayout:
         checkpoint folder it syncs back at the start of a (resumed) training job (model-checkpoints page). The job
         code lists nothing itself: the jobs are network-isolated."""
         return (self.base_models, self.inputs, self.processed, self.checkpoints)
+
+    def expiring_versions(self) -> tuple[str, ...]:
+        """Prefixes whose noncurrent object versions expire (the artifacts bucket's lifecycle rules): every prefix
+        but those of what model packages reference (the registry copies, the evaluation reports of their
+        ModelMetrics) and the checkpoints', which have a rule of their own."""
+        kept = {self.registry, self.evaluation, self.checkpoints}
+        return tuple(p for p in (getattr(self, f.name) for f in fields(self)) if p not in kept)
 
     def deletable_by_jobs(self) -> tuple[str, ...]:
         """Prefixes where training jobs delete: SageMaker mirrors the script's checkpoint pruning to S3 ("If a

@@ -515,6 +515,12 @@ class Settings(StrictModel):
             or f"s3://{artifacts_bucket}/{self.layout.base_models}/{self.model.base_model}/"
         )
 
+    def record_model_role_name(self, region: str) -> str:
+        """RecordModel's function role, named so that the data stack's bucket policy can let it alone write the
+        artifacts bucket's registry/ prefix without an export (IAM role names are per account: the region keeps
+        two regions' deployments apart; at most 20 + 14 + 14 of IAM's 64 characters)."""
+        return f"{self.name_prefix}-record-model-{region}"
+
     @property
     def model_package_group_name(self) -> str:
         return f"{self.name_prefix}-qa-models"

@@ -41,7 +41,8 @@ MODEL_METADATA_DATASET_BUCKET = "dataset_bucket"  # the datasets bucket of the m
 MODEL_METADATA_DATASET_MANIFEST = "dataset_manifest"  # its key there: datasets/<name>/<version>/manifest.json
 MODEL_METADATA_DATASET_MANIFEST_VERSION = "dataset_manifest_version_id"
 MODEL_METADATA_F1 = "evaluation_f1"
-# The model archive's SHA-256 and S3 version id (from RecordModel), which `make verify-model` checks the archive
-# (the package's ModelDataUrl) against.
+# The registry copy's SHA-256 and S3 version id (from RecordModel), which `make verify-model` checks the archive
+# (the package's ModelDataUrl, registry/<sha256>/model.tar.gz) against, and the execution that registered it.
 MODEL_METADATA_ARCHIVE_SHA256 = "model_archive_sha256"
 MODEL_METADATA_ARCHIVE_VERSION_ID = "model_archive_version_id"
+MODEL_METADATA_EXECUTION_ARN = "pipeline_execution_arn"

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import cast
 
-from aws_cdk import ArnFormat, Aws, CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Aws, CfnOutput, CustomResourceProviderBase, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -25,6 +25,13 @@ from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
 _STATEMENT_ID = re.compile(r"[A-Za-z0-9]+")
 # What a service needs from the key to write to an encrypted topic (sns-key-management, below).
 ENCRYPTED_DELIVERY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey*"]
+# CDK's auto-delete custom resource (dev's removal_policy=destroy): its provider's construct id in the stack.
+AUTO_DELETE_PROVIDER_ID = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
+# What replaces or removes an object's bytes: PutObject (also CopyObject's and CompleteMultipartUpload's
+# destination), DeleteObject (a delete marker) and DeleteObjectVersion (the bytes themselves). ACLs are disabled
+# (BucketOwnerEnforced) and no object lock is configured, so no other object action changes what a key serves.
+REGISTRY_WRITE_ACTIONS = ["s3:PutObject"]
+REGISTRY_DELETE_ACTIONS = ["s3:DeleteObject", "s3:DeleteObjectVersion"]
 
 
 def removal_policy(setting: str) -> RemovalPolicy:
@@ -335,6 +342,41 @@ def require_dataset_writes_as_the_upload_makes_them(datasets: SecureBucket, key_
         )
 
 
+def protect_registry(bucket: SecureBucket, prefix: str, writer_role_arn: str) -> None:
+    """Bucket-policy denies that keep `prefix`/* as RecordModel wrote it: PutObject for every principal but the role
+    `writer_role_arn` (named, as the role is in another stack), and deletes for everyone but CDK's auto-delete
+    provider where the stack has one (dev, destroyed with its data).
+
+    aws:PrincipalArn is the role's ARN for a session of that role, and is in the request context of every
+    IAM-principal request; an AWS service principal's request has none, and the negated operator then denies too
+    (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principalarn,
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html).
+    An explicit deny in the bucket policy overrides any allow in an identity policy of the account
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucket-policies.html)."""
+    resources = [bucket.object_arn(f"{prefix}/*")]
+    bucket.bucket.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="OnlyRecordModelWritesTheRegistry",
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=REGISTRY_WRITE_ACTIONS,
+            resources=resources,
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": writer_role_arn}},
+        )
+    )
+    provider = cast("CustomResourceProviderBase | None", Stack.of(bucket).node.try_find_child(AUTO_DELETE_PROVIDER_ID))
+    bucket.bucket.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="NothingDeletesFromTheRegistry",
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=REGISTRY_DELETE_ACTIONS,
+            resources=resources,
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": provider.role_arn}} if provider else None,
+        )
+    )
+
+
 def _abort_uploads() -> s3.LifecycleRule:
     return s3.LifecycleRule(
         id="abort-incomplete-multipart-uploads", abort_incomplete_multipart_upload_after=Duration.days(7)
@@ -413,8 +455,23 @@ class DataStack(Stack):
                     expiration=Duration.days(settings.checkpoint_retention_days),
                     noncurrent_version_expiration=Duration.days(checkpoint_noncurrent_days(settings)),
                 ),
-                s3.LifecycleRule(id="expire-old-artifact-versions", noncurrent_version_expiration=Duration.days(30)),
+                # Per prefix, as a lifecycle filter cannot exclude one: registry/ and evaluation/ (what model
+                # packages reference: ModelDataUrl, ModelMetrics) have no rule, so neither their objects nor their
+                # versions ever expire.
+                *(
+                    s3.LifecycleRule(
+                        id=f"expire-old-{prefix}-versions",
+                        prefix=f"{prefix}/",
+                        noncurrent_version_expiration=Duration.days(30),
+                    )
+                    for prefix in layout.expiring_versions()
+                ),
             ],
+        )
+        protect_registry(
+            self.artifacts,
+            layout.registry,
+            f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/" + settings.record_model_role_name(Aws.REGION),
         )
         # The exact prefix the training step's CheckpointConfig.S3Uri starts with (one folder per execution).
         self.checkpoint_s3_uri_prefix = f"s3://{self.bucket_names['artifacts']}/{layout.checkpoints}/"

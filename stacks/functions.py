@@ -128,9 +128,12 @@ class PipelineFunction(Construct):
         timeout: Duration,
         purpose: str,
         environment: dict[str, str] | None = None,
+        role_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.role = iam.Role(self, "Role", assumed_by=LAMBDA, description=f"{name_prefix}: {purpose}")
+        self.role = iam.Role(
+            self, "Role", assumed_by=LAMBDA, description=f"{name_prefix}: {purpose}", role_name=role_name
+        )
         # Encrypted with the project key, whose policy lets CloudWatch Logs use it for the project's log groups.
         self.log_group = encrypted_log_group(
             self, "Logs", lifetime=log_groups, key=key, purpose=f"functions/{construct_id}"
@@ -167,6 +170,7 @@ class PipelineFunctions(Construct):
         *,
         name_prefix: str,
         pipeline_name: str,
+        record_role_name: str,
         layout: ArtifactLayout,
         log_groups: LogGroupSettings,
         key: ProjectKey,
@@ -188,11 +192,13 @@ class PipelineFunctions(Construct):
                 handler=FUNCTION_HANDLERS[field],
                 timeout=Duration.seconds(TIMEOUTS[field]),
                 purpose=f"pipeline step {name}",
+                role_name=role_name,
             )
-            for name, field in (
-                (names.CLAIM_STEP, "claim_function_arn"),
-                (names.ESTIMATE_STEP, "estimate_function_arn"),
-                (names.RECORD_STEP, "record_function_arn"),
+            for name, field, role_name in (
+                (names.CLAIM_STEP, "claim_function_arn", None),
+                (names.ESTIMATE_STEP, "estimate_function_arn", None),
+                # The data stack's bucket policy names this role: the only writer of registry/.
+                (names.RECORD_STEP, "record_function_arn", record_role_name),
             )
         )
         for function in (self.claim, self.estimate, self.record):
@@ -272,16 +278,47 @@ class PipelineFunctions(Construct):
             "whichever model it is.",
         )
 
-        # The record: read model archives, write the model-quality reports.
+        # The record: list the trained archive's versions, read (hash) and copy its one version into registry/
+        # (read back when the same bytes were registered before), write the model-quality reports.
         add_reviewed_statement(
             self.record.role,
             iam.PolicyStatement(
                 sid="ReadModelArchives",
                 actions=["s3:GetObject", "s3:GetObjectVersion"],
-                resources=[artifacts.object_arn(f"{layout.models}/*")],
+                resources=[artifacts.object_arn(f"{layout.models}/*"), artifacts.object_arn(f"{layout.registry}/*")],
             ),
             "RecordModel reads (and hashes) the model archive of the execution's training job, whose key SageMaker "
-            "names after the job at run time.",
+            f"names after the job at run time, and its copy under {layout.registry}/<sha256>/.",
+        )
+        # ListObjectVersions is authorized as s3:ListBucketVersions, whose s3:prefix condition key scopes it
+        # (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html).
+        for sid, prefix in (("ListModelArchiveVersions", layout.models), ("ListRegistryVersions", layout.registry)):
+            self.record.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid=sid,
+                    actions=["s3:ListBucketVersions"],
+                    resources=[artifacts.arn_by_name],
+                    conditions={"StringLike": {"s3:prefix": f"{prefix}/*"}},
+                )
+            )
+        add_reviewed_statement(
+            self.record.role,
+            iam.PolicyStatement(
+                sid="CopyToRegistryIfAbsent",
+                actions=["s3:PutObject"],
+                resources=[artifacts.object_arn(f"{layout.registry}/*")],
+                # The copy's If-None-Match (s3:if-none-match): a registry object is created once, never replaced.
+                # CopyObject authorizes as s3:PutObject on the destination and, since S3's conditional copies
+                # (2025-10), carries these keys: "you can use the s3:if-match and s3:if-none-match condition keys
+                # ... to enforce conditional copy operations"
+                # (https://www.amazonaws.cn/en/new/2025/amazon-s3-adds-conditional-write-functionality-to-copy-operations/);
+                # older copies of https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html
+                # still say copies fail under such a policy. Were the key absent, the copy would be denied (loudly:
+                # RecordModel fails), never allowed unconditionally.
+                conditions={"Null": {"s3:if-none-match": "false"}},
+            ),
+            f"RecordModel creates one content-addressed copy per trained archive, {layout.registry}/<sha256>/"
+            "model.tar.gz, only with If-None-Match.",
         )
         add_reviewed_statement(
             self.record.role,

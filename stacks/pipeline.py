@@ -132,6 +132,7 @@ class PipelineStack(Stack):
             "Functions",
             name_prefix=settings.name_prefix,
             pipeline_name=settings.pipeline_name,
+            record_role_name=settings.record_model_role_name(self.region),
             layout=settings.layout,
             log_groups=LogGroupSettings.of(settings),
             key=data.project_key,

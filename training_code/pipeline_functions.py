@@ -2,7 +2,8 @@
 
     claim_handler          ClaimManifest: check the parameters, claim the manifest version once, pin its data
     estimate_cost_handler  EstimateTrainingCost: the training estimate of qa/cost.py from stats.json
-    record_model_handler   RecordModel: the model archive's SHA-256 and version id, the model-quality report
+    record_model_handler   RecordModel: the trained archive's one version, hashed and copied to registry/<sha256>/,
+                           and the model-quality report
 
 Runs on the Lambda Python 3.12 runtime: the standard library, boto3 (which the runtime includes:
 https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html; S3ObjectStore checks that its botocore can make
@@ -51,6 +52,7 @@ from qa.outputs import (
     INPUT_F1,
     INPUT_INPUTS_PREFIX,
     INPUT_MODEL_ARCHIVE_URI,
+    INPUT_REGISTRY_URI,
     INPUT_STATS_URI,
     LOCAL_EXECUTIONS_ENV,
     LOCAL_S3_ROOT_ENV,
@@ -60,8 +62,10 @@ from qa.outputs import (
     MANIFEST_VERSION_ID,
     PINNED_MANIFEST_FILE,
     RECORD_MODEL_SHA256,
+    RECORD_MODEL_URI,
     RECORD_MODEL_VERSION_ID,
     RECORD_REPORT_URI,
+    RECORD_TRAINED_VERSION_ID,
     SPLITS,
     TRAIN_SPLIT,
     TRAINING_INSTANCE_COUNT,
@@ -70,6 +74,7 @@ from qa.outputs import (
     content_version,
     manifest_key_split,
     model_quality_metrics,
+    registry_archive_uri,
     same_s3_checksum,
     sha256_checksum,
 )
@@ -97,10 +102,19 @@ MAX_COPY_BYTES = 5 * 1024**3
 # (https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html#python-sdk-included).
 CONDITIONAL_WRITE_PARAMETERS = ("IfNoneMatch", "IfMatch")
 CONDITIONAL_WRITES_BOTOCORE = "1.35.69"
+# RecordModel's copy into the registry: CopyObject's IfNoneMatch ("Copies the object only if the object key name at
+# the destination does not already exist", https://docs.aws.amazon.com/AmazonS3/latest/API/API_CopyObject.html),
+# which S3 added in 2025, after PutObject's; the project's pinned botocore (1.44.8) has it.
+CONDITIONAL_COPY_PARAMETER = "IfNoneMatch"
 
 
 class ClaimError(RuntimeError):
     """The claim could not be decided; the message names the object and the fix. The step fails."""
+
+
+class RecordError(RuntimeError):
+    """The trained archive cannot be recorded as the training job's; the message names the object and the versions
+    found. The step fails and nothing is registered."""
 
 
 # ---------------------------------------------------------------------------------------------- object store
@@ -117,7 +131,11 @@ class ObjectStore(Protocol):
         """Copy one object version; the copy's SHA-256 as S3 computed it (base64), None where it gives none."""
         ...
 
-    def stream(self, bucket: str, key: str) -> tuple[Iterator[bytes], str | None]: ...
+    def copy_if_absent(
+        self, bucket: str, key: str, version_id: str, target_bucket: str, target_key: str
+    ) -> str | None: ...
+    def versions(self, bucket: str, key: str) -> list[str]: ...
+    def stream(self, bucket: str, key: str, version_id: str) -> Iterator[bytes]: ...
 
 
 class LocalObjectStore:
@@ -190,16 +208,29 @@ class LocalObjectStore:
         self.put(target_bucket, target_key, body)
         return sha256_checksum(hashlib.sha256(body).hexdigest())
 
-    def stream(self, bucket: str, key: str) -> tuple[Iterator[bytes], str | None]:
+    def copy_if_absent(self, bucket: str, key: str, version_id: str, target_bucket: str, target_key: str) -> str | None:
+        body, _, _ = self.get(bucket, key, version_id)
+        if not self.create_if_absent(target_bucket, target_key, body):
+            return None
+        version = content_version(body)
+        kept = self._version_path(target_bucket, target_key, version)
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes(body)
+        return version
+
+    def versions(self, bucket: str, key: str) -> list[str]:
+        """Every kept version, and the current file's when it was written past the store (no kept copy)."""
+        kept = self._version_path(bucket, key, "x").parent
+        found = sorted(p.name for p in kept.iterdir()) if kept.is_dir() else []
         path = self._path(bucket, key)
-        body = path.read_bytes()
+        if path.is_file() and (current := content_version(path.read_bytes())) not in found:
+            found.append(current)
+        return found
 
-        def chunks() -> Iterator[bytes]:
-            with path.open("rb") as handle:
-                while chunk := handle.read(1 << 20):
-                    yield chunk
-
-        return chunks(), content_version(body)
+    def stream(self, bucket: str, key: str, version_id: str) -> Iterator[bytes]:
+        body, _, _ = self.get(bucket, key, version_id)
+        for start in range(0, len(body), 1 << 20):
+            yield body[start : start + (1 << 20)]
 
 
 class SdkTooOld(RuntimeError):
@@ -211,12 +242,18 @@ def require_conditional_writes(s3: Any) -> None:
     botocore would otherwise reject the claim's first conditional write with a parameter-validation error."""
     import botocore
 
-    accepted = s3.meta.service_model.operation_model("PutObject").input_shape.members
+    model = s3.meta.service_model
+    accepted = model.operation_model("PutObject").input_shape.members
     missing = [name for name in CONDITIONAL_WRITE_PARAMETERS if name not in accepted]
     if missing:
         raise SdkTooOld(
             f"botocore {botocore.__version__} in this Lambda runtime has no S3 PutObject {' / '.join(missing)} "
             f"(conditional writes): the pipeline functions need botocore >= {CONDITIONAL_WRITES_BOTOCORE}"
+        )
+    if CONDITIONAL_COPY_PARAMETER not in model.operation_model("CopyObject").input_shape.members:
+        raise SdkTooOld(
+            f"botocore {botocore.__version__} in this Lambda runtime has no S3 CopyObject "
+            f"{CONDITIONAL_COPY_PARAMETER} (conditional copies): RecordModel needs a botocore whose S3 model has it"
         )
 
 
@@ -238,19 +275,19 @@ class S3ObjectStore:
         response = self.s3.get_object(Bucket=bucket, Key=key, **extra)
         return response["Body"].read(), response.get("VersionId"), response["ETag"].strip('"')
 
-    def _conditional_put(self, **kwargs: Any) -> bool:
+    def _conditional(self, operation: Any, **kwargs: Any) -> dict[str, Any] | None:
+        """The response of a conditional write, None when its condition failed."""
         from botocore.exceptions import ClientError
 
         for attempt in range(CONFLICT_RETRIES + 1):
             try:
-                self.s3.put_object(**kwargs)
-                return True
+                return dict(operation(**kwargs))
             except ClientError as err:
                 code = self._code(err)
                 # 412: the condition failed. 409: a concurrent conditional write to the key is in flight, and
                 # S3 says to retry (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html).
                 if code == "PreconditionFailed":
-                    return False
+                    return None
                 if code != "ConditionalRequestConflict":
                     raise
             time.sleep(0.2 * 2**attempt)
@@ -260,10 +297,11 @@ class S3ObjectStore:
         )
 
     def create_if_absent(self, bucket: str, key: str, body: bytes) -> bool:
-        return self._conditional_put(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
+        return self._conditional(self.s3.put_object, Bucket=bucket, Key=key, Body=body, IfNoneMatch="*") is not None
 
     def replace_if_match(self, bucket: str, key: str, body: bytes, etag: str) -> bool:
-        return self._conditional_put(Bucket=bucket, Key=key, Body=body, IfMatch=f'"{etag}"')
+        written = self._conditional(self.s3.put_object, Bucket=bucket, Key=key, Body=body, IfMatch=f'"{etag}"')
+        return written is not None
 
     def put(self, bucket: str, key: str, body: bytes) -> str | None:
         return self.s3.put_object(Bucket=bucket, Key=key, Body=body).get("VersionId")
@@ -294,9 +332,29 @@ class S3ObjectStore:
         )
         return response.get("CopyObjectResult", {}).get("ChecksumSHA256")
 
-    def stream(self, bucket: str, key: str) -> tuple[Iterator[bytes], str | None]:
-        response = self.s3.get_object(Bucket=bucket, Key=key)
-        return response["Body"].iter_chunks(1 << 20), response.get("VersionId")
+    def copy_if_absent(self, bucket: str, key: str, version_id: str, target_bucket: str, target_key: str) -> str | None:
+        copied = self._conditional(
+            self.s3.copy_object,
+            CopySource={"Bucket": bucket, "Key": key, "VersionId": version_id},
+            Bucket=target_bucket,
+            Key=target_key,
+            IfNoneMatch="*",
+        )
+        return None if copied is None else str(copied.get("VersionId"))
+
+    def versions(self, bucket: str, key: str) -> list[str]:
+        """The version ids of `key`'s versions and delete markers (ListObjectVersions lists by prefix: other keys
+        that start with `key` are left out)."""
+        found = []
+        for page in self.s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=key):
+            for entry in (*page.get("Versions", []), *page.get("DeleteMarkers", [])):
+                if entry["Key"] == key:
+                    found.append(str(entry["VersionId"]))
+        return found
+
+    def stream(self, bucket: str, key: str, version_id: str) -> Iterator[bytes]:
+        response = self.s3.get_object(Bucket=bucket, Key=key, VersionId=version_id)
+        return iter(response["Body"].iter_chunks(1 << 20))
 
 
 def object_store() -> ObjectStore:
@@ -576,24 +634,87 @@ def _lengths(histogram: dict[str, int]) -> dict[int, int]:
 # ----------------------------------------------------------------------------------------------- record
 
 
-def record_model_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
-    """RecordModel: the archive's SHA-256 and version id, and the model-quality report (SageMaker's
-    {"metrics": {name: {"value": ...}}} shape) at ReportUri for the registry's ModelMetrics."""
-    store = object_store()
-    chunks, version_id = store.stream(*split_uri(event[INPUT_MODEL_ARCHIVE_URI]))
+def trained_version(store: ObjectStore, bucket: str, key: str) -> str:
+    """The one version of the training job's model.tar.gz: the version SageMaker wrote.
+
+    SageMaker writes the archive once, at the end of the job, to a key named after the job
+    (<S3OutputPath>/<job name>/output/model.tar.gz). A second version or a delete marker means someone else wrote
+    the key, before or after the job: which version is the job's can then not be told, so nothing is recorded."""
+    found = store.versions(bucket, key)
+    if len(found) != 1:
+        listed = ", ".join(found) if found else "none"
+        raise RecordError(
+            f"s3://{bucket}/{key} has {len(found)} versions ({listed}), the training job writes exactly one: it was "
+            "written besides the job (or deleted), so which bytes were evaluated cannot be told. Find who wrote it "
+            "(CloudTrail data events, S3 access logs), then run the execution again; nothing was registered."
+        )
+    return found[0]
+
+
+def sha256_of(store: ObjectStore, bucket: str, key: str, version_id: str) -> str:
     digest = hashlib.sha256()
-    for chunk in chunks:
+    for chunk in store.stream(bucket, key, version_id):
         digest.update(chunk)
+    return digest.hexdigest()
+
+
+def copy_to_registry(
+    store: ObjectStore, source: str, version_id: str, sha256: str, registry_uri: str
+) -> tuple[str, str]:
+    """(URI, version id) of the registry copy registry/<sha256>/model.tar.gz of `source` at `version_id`: created
+    with If-None-Match, or, when that key exists (the same bytes registered before), the existing object once it
+    hashes to `sha256`."""
+    bucket, key = split_uri(source)
+    target = registry_archive_uri(registry_uri, sha256)
+    target_bucket, target_key = split_uri(target)
+    copied = store.copy_if_absent(bucket, key, version_id, target_bucket, target_key)
+    if copied is not None:
+        return target, copied
+    versions = store.versions(target_bucket, target_key)  # only this function writes there (bucket policy)
+    if len(versions) != 1:
+        raise RecordError(
+            f"{target} has {len(versions)} versions, RecordModel writes one: the registry was tampered with"
+        )
+    existing = versions[0]
+    if (found := sha256_of(store, target_bucket, target_key, existing)) != sha256:
+        raise RecordError(
+            f"{target} version {existing} has SHA-256 {found}, not {sha256}: the registry was tampered with"
+        )
+    return target, existing
+
+
+def record_model_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
+    """RecordModel: the training job's archive, by the one version the job wrote, hashed and copied (that same
+    version, server-side) to registry/<sha256>/model.tar.gz, the object RegisterModel registers; and the
+    model-quality report (SageMaker's {"metrics": {name: {"value": ...}}} shape) at ReportUri for ModelMetrics.
+
+    Hashing and copying name the version id, never the current object: an overwrite of models/ after the job,
+    before or while this runs, adds a version and fails the step (trained_version); one after it changes neither
+    the digest nor the copy."""
+    store = object_store()
+    trained = event[INPUT_MODEL_ARCHIVE_URI]
+    bucket, key = split_uri(trained)
+    version_id = trained_version(store, bucket, key)
+    sha256 = sha256_of(store, bucket, key, version_id)
+    registered, registered_version = copy_to_registry(store, trained, version_id, sha256, event[INPUT_REGISTRY_URI])
     report = {
         **model_quality_metrics(f1=float(event[INPUT_F1]), exact_match=float(event[INPUT_EXACT_MATCH])),
-        "model": {"uri": event[INPUT_MODEL_ARCHIVE_URI], "sha256": digest.hexdigest(), "version_id": version_id or ""},
+        "model": {
+            "uri": registered,
+            "sha256": sha256,
+            "version_id": registered_version,
+            "trained_uri": trained,
+            "trained_version_id": version_id,
+        },
     }
     report_uri = event[RECORD_REPORT_URI]
     if not report_uri.endswith("/" + EVALUATION_FILE):
         raise ValueError(f"{RECORD_REPORT_URI} {report_uri!r} must end with /{EVALUATION_FILE}")
     store.put(*split_uri(report_uri), json.dumps(report, indent=2).encode())
     return {
-        RECORD_MODEL_SHA256: digest.hexdigest(),
-        RECORD_MODEL_VERSION_ID: version_id or "unversioned",
+        RECORD_MODEL_SHA256: sha256,
+        RECORD_MODEL_URI: registered,
+        RECORD_MODEL_VERSION_ID: registered_version,
+        RECORD_TRAINED_VERSION_ID: version_id,
         RECORD_REPORT_URI: report_uri,
     }

@@ -1,6 +1,6 @@
-"""RecordModel (a Lambda step: the model archive's SHA-256 and S3 version id, and the model-quality
-report from FineTune's evaluation metrics), then CheckF1: F1 >= threshold ? RegisterModel (with its metrics and
-the archive's identity) : fail with the numbers."""
+"""RecordModel (a Lambda step: the trained archive's one version, hashed and copied to the content-addressed
+registry/<sha256>/model.tar.gz, and the model-quality report from FineTune's evaluation metrics), then CheckF1:
+F1 >= threshold ? RegisterModel (that copy, with its metrics and identity) : fail with the numbers."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from qa.outputs import (
     INPUT_EXACT_MATCH,
     INPUT_F1,
     INPUT_MODEL_ARCHIVE_URI,
+    INPUT_REGISTRY_URI,
     METRIC_EVAL_EXACT_MATCH,
     METRIC_EVAL_F1,
     RECORD_MODEL_SHA256,
+    RECORD_MODEL_URI,
     RECORD_MODEL_VERSION_ID,
     RECORD_OUTPUTS,
     RECORD_REPORT_URI,
@@ -22,6 +24,7 @@ from sagemaker.huggingface import HuggingFaceModel
 from sagemaker.model_metrics import MetricsSource, ModelMetrics
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionGreaterThanOrEqualTo
+from sagemaker.workflow.execution_variables import ExecutionVariables
 from sagemaker.workflow.fail_step import FailStep
 from sagemaker.workflow.functions import Join
 from sagemaker.workflow.lambda_step import LambdaOutput, LambdaOutputTypeEnum, LambdaStep
@@ -41,9 +44,10 @@ def record(ctx: BuildContext, train: TrainingStep) -> LambdaStep:
     return LambdaStep(
         name=names.RECORD_STEP,
         lambda_func=ctx.function(ctx.values.record_function_arn),
-        description="Record the model archive's SHA-256 and version id; write its model-quality report",
+        description="Copy the trained archive by version id to registry/<sha256>/; write its model-quality report",
         inputs={
             INPUT_MODEL_ARCHIVE_URI: train.properties.ModelArtifacts.S3ModelArtifacts,
+            INPUT_REGISTRY_URI: f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.registry}/",
             INPUT_F1: metric(train, METRIC_EVAL_F1),
             INPUT_EXACT_MATCH: metric(train, METRIC_EVAL_EXACT_MATCH),
             RECORD_REPORT_URI: ctx.execution_uri(ctx.settings.layout.evaluation, EVALUATION_FILE),
@@ -55,8 +59,10 @@ def record(ctx: BuildContext, train: TrainingStep) -> LambdaStep:
 def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> ConditionStep:
     f1 = metric(train, METRIC_EVAL_F1)
     params = ctx.params
+    outputs = recorded.properties.Outputs
     model = HuggingFaceModel(
-        model_data=train.properties.ModelArtifacts.S3ModelArtifacts,
+        # RecordModel's registry copy, which only its role can write, never FineTune's models/ key.
+        model_data=outputs[RECORD_MODEL_URI],
         image_uri=ctx.inference_image,
         role=ctx.values.job_role_arn,
         # The toolkit's HF_TASK=question-answering needs transformers' question-answering pipeline, which
@@ -66,7 +72,6 @@ def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> Condi
         code_location=f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.pipeline_code}",
         sagemaker_session=ctx.session,
     )
-    outputs = recorded.properties.Outputs
     register_args = model.register(
         model_package_group_name=ctx.settings.model_package_group_name,
         approval_status=params.model_approval_status,
@@ -81,6 +86,9 @@ def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> Condi
         customer_metadata_properties={
             names.MODEL_METADATA_ARCHIVE_SHA256: outputs[RECORD_MODEL_SHA256],
             names.MODEL_METADATA_ARCHIVE_VERSION_ID: outputs[RECORD_MODEL_VERSION_ID],
+            # The execution whose RecordModel outputs `make verify-model` compares the package with (it checks that
+            # this execution's RegisterModel step created the package, so an edited value cannot name another).
+            names.MODEL_METADATA_EXECUTION_ARN: ExecutionVariables.PIPELINE_EXECUTION_ARN,
             # CustomerMetadataProperties is a map of strings, values of 1-256 characters
             # (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateModelPackage.html). The manifest's
             # bucket and key go in two values, each bounded by construction: a bucket name has at most 63

@@ -8,6 +8,7 @@ there; here: the runs that stop early, recover, or read other dataset formats.
 from __future__ import annotations
 
 import copy
+import hashlib
 import io
 import json
 import re
@@ -209,7 +210,11 @@ def test_a_spot_reclaim_kills_training_and_the_retry_resumes_from_the_newest_com
     resumed = re.search(r"resumed from step-(\d{8}): step (\d+)", run.out)
     assert resumed and int(resumed.group(1)) == int(resumed.group(2)) in (8, 12)
     assert "resumed after a spot interruption, attempt 2" in run.out
-    assert len(packages(run.work_dir, dev)) == 1
+    [package] = packages(run.work_dir, dev)
+    # The retried job wrote its archive once; the package references RecordModel's content-addressed copy of it.
+    [trained] = [p for p in (run.work_dir / "s3").rglob("models/*/output/model.tar.gz") if p.is_file()]
+    digest = hashlib.sha256(trained.read_bytes()).hexdigest()
+    assert package.model_data.endswith(f"/{dev.settings.layout.registry}/{digest}/model.tar.gz")
 
 
 def test_property_files_and_json_get_are_refused_by_name_before_anything_runs():

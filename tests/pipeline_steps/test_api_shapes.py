@@ -189,6 +189,9 @@ def test_model_metadata_fits_the_api_for_the_longest_values_the_claim_accepts(de
         # S3 documents version ids of up to 1,024 bytes, and this one exists only after FineTune: a real one.
         "Steps.RecordModel.OutputParameters['ModelVersionId']": S3_VERSION_ID,
         "Steps.FineTune.FinalMetricDataList['eval:f1'].Value": "87.123456789",
+        # The longest partition and a long region; a name_prefix of 20 characters; execution ids have 12.
+        "Execution.PipelineExecutionArn": f"arn:aws-us-gov:sagemaker:ap-southeast-5:123456789012:pipeline/{'p' * 20}"
+        "-qa-fine-tuning/execution/abcdefghijkl",
     }
     model = sagemaker_model()
     key_shape, value_shape = model.shape_for("CustomerMetadataKey"), model.shape_for("CustomerMetadataValue")

@@ -111,8 +111,21 @@ def test_the_estimate_and_record_roles_touch_only_their_prefixes(dev):
     ]
     assert not [s for s in estimate.values() if "s3:PutObject" in as_list(s["Action"])]
     record = by_sid(role_statements(template, "FunctionsRecordModelRole"))
-    assert record["ReadModelArchives"]["Resource"] == bucket_arn(settings, "artifacts", f"/{layout.models}/*")
+    assert record["ReadModelArchives"]["Resource"] == [
+        bucket_arn(settings, "artifacts", f"/{prefix}/*") for prefix in (layout.models, layout.registry)
+    ]
     assert record["WriteEvaluationReports"]["Resource"] == bucket_arn(settings, "artifacts", f"/{layout.evaluation}/*")
+    # The registry copy: created only with If-None-Match, its versions listed only under the two prefixes.
+    assert record["CopyToRegistryIfAbsent"]["Resource"] == bucket_arn(settings, "artifacts", f"/{layout.registry}/*")
+    assert record["CopyToRegistryIfAbsent"]["Condition"] == {"Null": {"s3:if-none-match": "false"}}
+    assert {
+        s["Condition"]["StringLike"]["s3:prefix"] for s in record.values() if s["Action"] == "s3:ListBucketVersions"
+    } == {
+        f"{layout.models}/*",
+        f"{layout.registry}/*",
+    }
+    puts = [s for s in record.values() if "s3:PutObject" in as_list(s["Action"])]
+    assert {s["Sid"] for s in puts} == {"WriteEvaluationReports", "CopyToRegistryIfAbsent"}
 
 
 def test_the_pipeline_role_invokes_exactly_the_three_functions(dev):

@@ -325,21 +325,32 @@ def test_the_estimate_prices_every_feature_of_a_heavily_windowed_dataset(local):
     assert estimate(82_464) == expected["training_on_demand_usd"] > estimate(160) + 1.5
 
 
-def test_the_record_hashes_the_archive_and_writes_the_model_quality_report(local):
+RECORD_EVENT = {
+    "ModelArchiveUri": "s3://artifacts/models/job/output/model.tar.gz",
+    "RegistryUri": "s3://artifacts/registry/",
+    "F1": 91.5,
+    "ExactMatch": "84.25",
+    "ReportUri": "s3://artifacts/evaluation/e/evaluation.json",
+}
+
+
+def test_the_record_copies_the_archive_to_the_registry_and_writes_the_model_quality_report(local):
     archive = b"model archive bytes" * 1000
     version = local.put("artifacts", "models/job/output/model.tar.gz", archive)
-    result = functions.record_model_handler(
-        {
-            "ModelArchiveUri": "s3://artifacts/models/job/output/model.tar.gz",
-            "F1": 91.5,
-            "ExactMatch": "84.25",
-            "ReportUri": "s3://artifacts/evaluation/e/evaluation.json",
-        }
-    )
-    assert result["ModelSha256"] == hashlib.sha256(archive).hexdigest() and result["ModelVersionId"] == version
+    result = functions.record_model_handler(RECORD_EVENT)
+    sha256 = hashlib.sha256(archive).hexdigest()
+    assert result["ModelSha256"] == sha256 and result["TrainedVersionId"] == version
+    assert result["ModelUri"] == f"s3://artifacts/registry/{sha256}/model.tar.gz"
+    assert local.get("artifacts", f"registry/{sha256}/model.tar.gz", result["ModelVersionId"])[0] == archive
     report = json.loads(local.get("artifacts", "evaluation/e/evaluation.json")[0])
     assert report["metrics"] == {"f1": {"value": 91.5}, "exact_match": {"value": 84.25}}
-    assert report["model"]["sha256"] == result["ModelSha256"]
+    assert report["model"]["sha256"] == sha256 and report["model"]["uri"] == result["ModelUri"]
+    # The same bytes trained again (another execution): the registry object is reused, not replaced.
+    local.put("artifacts", "models/job2/output/model.tar.gz", archive)
+    again = functions.record_model_handler(
+        {**RECORD_EVENT, "ModelArchiveUri": "s3://artifacts/models/job2/output/model.tar.gz"}
+    )
+    assert (again["ModelUri"], again["ModelVersionId"]) == (result["ModelUri"], result["ModelVersionId"])
 
 
 def test_the_claim_on_s3_with_conditional_writes(moto_url, monkeypatch):

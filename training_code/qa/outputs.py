@@ -223,6 +223,7 @@ BOUND_MIN_F1_THRESHOLD = "MinF1Threshold"
 INPUT_STATS_URI = "StatsUri"  # EstimateTrainingCost: s3://.../STATS_FILE
 INPUT_COST_MODEL = "CostModel"  # EstimateTrainingCost: qa/cost.py's cost model
 INPUT_MODEL_ARCHIVE_URI = "ModelArchiveUri"  # RecordModel: FineTune's model.tar.gz
+INPUT_REGISTRY_URI = "RegistryUri"  # RecordModel: s3://<artifacts>/registry/, where it copies the archive
 INPUT_F1 = "F1"  # RecordModel: FineTune's METRIC_EVAL_F1
 INPUT_EXACT_MATCH = "ExactMatch"  # RecordModel: FineTune's METRIC_EVAL_EXACT_MATCH
 
@@ -237,6 +238,21 @@ CLAIM_INPUT_URI = "InputUri"  # s3://<artifacts>/inputs/<claim digest>/
 CLAIM_OUTPUTS = (CLAIM_PARAMETER_ERROR, CLAIM_IGNORED, CLAIM_DUPLICATE, CLAIM_CLAIMED_BY, CLAIM_INPUT_URI)
 ESTIMATED_COST_OUTPUT = "EstimatedCostUSD"  # EstimateTrainingCost: on-demand USD
 RECORD_MODEL_SHA256 = "ModelSha256"
-RECORD_MODEL_VERSION_ID = "ModelVersionId"
+RECORD_MODEL_URI = "ModelUri"  # the registry copy, registry_archive_uri(RegistryUri, ModelSha256): what is registered
+RECORD_MODEL_VERSION_ID = "ModelVersionId"  # the registry copy's S3 version id
+RECORD_TRAINED_VERSION_ID = "TrainedVersionId"  # the version of FineTune's model.tar.gz that was hashed and copied
 RECORD_REPORT_URI = "ReportUri"  # also RecordModel's input: where it writes EVALUATION_FILE
-RECORD_OUTPUTS = (RECORD_MODEL_SHA256, RECORD_MODEL_VERSION_ID, RECORD_REPORT_URI)
+RECORD_OUTPUTS = (
+    RECORD_MODEL_SHA256,
+    RECORD_MODEL_URI,
+    RECORD_MODEL_VERSION_ID,
+    RECORD_TRAINED_VERSION_ID,
+    RECORD_REPORT_URI,
+)
+REGISTRY_ARCHIVE = "model.tar.gz"
+
+
+def registry_archive_uri(registry_uri: str, sha256: str) -> str:
+    """The content-addressed copy of a model archive: <registry uri><sha256>/model.tar.gz (RecordModel writes it,
+    `make verify-model` checks a package's ModelDataUrl has this form)."""
+    return f"{registry_uri.rstrip('/')}/{sha256}/{REGISTRY_ARCHIVE}"
