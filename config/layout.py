@@ -3,7 +3,7 @@ lifecycle rules) and the pipeline definition (S3 URIs)."""
 
 from dataclasses import dataclass
 
-from qa.outputs import DATASET_MANIFEST_FILE, DATASETS_ROOT
+from qa.outputs import BENCHMARKS_ROOT, DATASET_MANIFEST_FILE, DATASETS_ROOT
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,7 @@ class ArtifactLayout:
     inputs: str = "inputs"  # per manifest version: its data files copied at the versions the manifest pins
     tensorboard: str = "tensorboard"  # FineTune's TensorBoardOutputConfig, one folder per execution
     mlflow: str = "mlflow"  # the managed MLflow tracking server's artifact store (tracking.managed_server)
+    benchmarks: str = BENCHMARKS_ROOT  # the operator's benchmarks (`make stage-benchmark`; evaluation.benchmark)
 
     def writable_by_jobs(self) -> tuple[str, ...]:
         """Prefixes that training and processing jobs write to (claims, inputs and evaluation reports are written

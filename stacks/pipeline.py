@@ -94,6 +94,7 @@ class PipelineStack(Stack):
             key=data.project_key,
             artifacts=data.artifacts,
             job_security_group=network.job_security_group,
+            benchmark_prefix=settings.benchmark_prefix,
         ).role
         self.pipeline_role = PipelineRole(
             self,
