@@ -220,8 +220,9 @@ def tokenize_benchmark(args: argparse.Namespace, tokenizer: Any) -> dict[str, in
         return None
     report = load_dataset_files({BENCHMARK_SPLIT: files}, args.benchmark_dir)
     if report.problems or not report.records[BENCHMARK_SPLIT]:
-        print(summarize_problems(report.problems), file=sys.stderr)
-        print("error: the benchmark has invalid records or none: fix and stage it again", file=sys.stderr)
+        if report.problems:
+            print(summarize_problems(report.problems), file=sys.stderr)
+        print("error: the benchmark has invalid records or none: fix it and stage a new version", file=sys.stderr)
         return None
     records = report.records[BENCHMARK_SPLIT]
     features = tokenize_split(BENCHMARK_SPLIT, records, tokenizer, args)
