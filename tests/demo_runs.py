@@ -64,9 +64,9 @@ class Sequence:
 
 @pytest.fixture(scope="session")
 def sequence(tmp_path_factory) -> Sequence:
-    """`make synth ENV=prod`, `make demo TINY=1` (dev: no benchmark), `make demo TINY=1 ENV=prod` with
-    POISONED's upload (prod's benchmark is the bundled sample's validation split): tests/test_make_demo.py and
-    tests/security/test_benchmark_gate.py read them (one work unit: tests/conftest.py KEPT_TOGETHER)."""
+    """`make synth ENV=prod`, `make demo TINY=1` (dev: no benchmark), `make demo TINY=1 ENV=prod` with the
+    poisoned_dataset upload (prod's benchmark is the bundled sample's validation split): tests/test_make_demo.py
+    and tests/security/test_benchmark_gate.py read them (one work unit: tests/conftest.py KEPT_TOGETHER)."""
     tmp = tmp_path_factory.mktemp("make-demo")
     cache = tmp / "synth-cache"
     cache.mkdir()
@@ -89,8 +89,8 @@ def sequence(tmp_path_factory) -> Sequence:
     runs = {}
     # In prod the tiny model meets the environment's F1 threshold (no parameter may lower it below the floor) on
     # the benchmark, while the poisoned upload's own split scores 100: the run trains, ends at the F1 gate and exits
-    # 1 (make reports it as an error, 2). It also asks for a spot
-    # interruption after more steps than the run has, which must be reported, not ignored.
+    # 1 (make reports it as an error, 2). It also asks for a spot interruption after more steps than the run has,
+    # which must be reported, not ignored.
     for name, target, variables, demo_args, code in (
         ("synth prod", "synth", ["ENV=prod"], [], 0),
         ("demo", "demo", ["TINY=1"], ["--deliver-event-twice"], 0),

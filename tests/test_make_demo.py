@@ -7,7 +7,8 @@ CLI is wrapped so that a repeated synth with the same arguments replays the firs
 deterministic); only CDK_OUT (where the per-environment folders go) and the demo's work dir point into a
 temporary folder. The dev demo is also the suite's one tiny local run that passes every step: it delivers
 the upload's event twice (`--deliver-event-twice`), and the tests below check its steps, the duplicate
-delivery, the registered package and what that package serves.
+delivery, the registered package and what that package serves. The prod demo uploads a poisoned dataset
+(tests/demo_runs.py, where the session fixture lives) and ends at the benchmark's F1 gate.
 """
 
 from __future__ import annotations
