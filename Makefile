@@ -46,7 +46,7 @@ USER_VALUES := ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMI
 $(foreach v,$(USER_VALUES),$(if $(filter command line,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 export $(USER_VALUES)
 
-.PHONY: help venv cdk-bootstrap synth demo test test-images lint deploy destroy diff clean upload-dataset stage-model preflight estimate runs \
+.PHONY: help venv cdk-bootstrap synth demo test test-images lint deploy destroy diff clean upload-dataset stage-benchmark stage-model preflight estimate runs \
 	start retry logs verify-model report
 
 help: ## List the targets
@@ -98,6 +98,10 @@ lint: venv ## ruff check, ruff format --check, mypy (configured in pyproject.tom
 upload-dataset: venv ## Validate and upload DATASET=<dir> as NAME=<name> [VERSION=v1] [REPLACE=1]; the manifest last (VALIDATE_ONLY=1: no AWS)
 	@test -n "$$DATASET" -a -n "$$NAME" || { echo "usage: make upload-dataset DATASET=<dir> NAME=<name> [VERSION=v1] [REPLACE=1] [VALIDATE_ONLY=1] [ENV=dev]"; exit 2; }
 	$(PY) -m tools.upload_dataset --dataset "$$DATASET" --name "$$NAME" --env "$$ENV" $${VERSION:+--version "$$VERSION"} $${VALIDATE_ONLY:+--validate-only} $${REPLACE:+--replace}
+
+stage-benchmark: venv ## Stage BENCHMARK=<dataset dir>'s validation/ as the F1 gate's benchmark NAME=<name> [VERSION=v1]; prints the cdk.json pin
+	@test -n "$$BENCHMARK" -a -n "$$NAME" || { echo "usage: make stage-benchmark BENCHMARK=<dir> NAME=<name> [VERSION=v1] [ENV=dev]"; exit 2; }
+	$(PY) -m tools.stage_benchmark --benchmark "$$BENCHMARK" --name "$$NAME" --env "$$ENV" $${VERSION:+--version "$$VERSION"}
 
 stage-model: venv ## Copy MODEL=<hub id or dir> weights + tokenizer to the artifacts bucket [NAME=<folder>] [REPLACE=1] [FORCE=1]
 	@test -n "$$MODEL" || { echo "usage: make stage-model MODEL=<hub id or local dir> [NAME=<folder under base-models/>] [REPLACE=1] [FORCE=1] [ENV=dev]"; exit 2; }

@@ -3,7 +3,7 @@ lifecycle rules) and the pipeline definition (S3 URIs)."""
 
 from dataclasses import dataclass, fields
 
-from qa.outputs import DATASET_MANIFEST_FILE, DATASETS_ROOT
+from qa.outputs import BENCHMARKS_ROOT, DATASET_MANIFEST_FILE, DATASETS_ROOT
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class ArtifactLayout:
     # RecordModel's content-addressed copies of trained archives, registry/<sha256>/model.tar.gz: what model
     # packages reference. Only RecordModel's role writes there (bucket policy), nothing there expires.
     registry: str = "registry"
+    benchmarks: str = BENCHMARKS_ROOT  # the operator's benchmarks (`make stage-benchmark`; evaluation.benchmark)
 
     def writable_by_jobs(self) -> tuple[str, ...]:
         """Prefixes that training and processing jobs write to (claims, inputs and evaluation reports are written

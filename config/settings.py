@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from qa import benchmark as benchmark_files
 from qa.features import DEFAULT_MAX_WINDOWS_PER_EXAMPLE
+from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_MAX_LENGTH
 
 from config.costs import TRAINING_USD_PER_HOUR, hardware_facts, young_daly_minutes
 from config.images import (
@@ -233,8 +235,44 @@ class ProcessingSettings(StrictModel):
     )
 
 
+DATASET_NAME_PATTERN = f"^{DATASET_NAME_FIRST}{DATASET_NAME_CHARACTER}{{0,{DATASET_NAME_MAX_LENGTH - 1}}}$"
+
+
+class BenchmarkSettings(StrictModel):
+    """The operator's benchmark that CheckF1 gates on: staged by `make stage-benchmark`, which prints these values."""
+
+    name: str = Field(pattern=DATASET_NAME_PATTERN)
+    version: str = Field(pattern=DATASET_NAME_PATTERN)
+    manifest_version_id: str = Field(
+        pattern=r"^[A-Za-z0-9._-]{1,256}$",
+        description="The S3 version id of benchmarks/<name>/<version>/manifest.json, recorded in every package. "
+        "At most 256 characters (a model package metadata value). SageMaker inputs cannot name a version "
+        "(ProcessingS3Input has no VersionId): manifest_sha256 is what the job checks.",
+    )
+    manifest_sha256: str = Field(
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 of the manifest's bytes; the manifest records each file's SHA-256, so this pins every "
+        "file too. ValidateAndTokenize refuses a benchmark that differs.",
+    )
+    writers: tuple[str, ...] = Field(
+        min_length=1,
+        description="IAM principal ARN patterns (aws:PrincipalArn: a role's ARN, not its sessions') that may write "
+        "under benchmarks/ of the artifacts bucket; its bucket policy denies s3:PutObject there to every other "
+        "principal, the project's own roles included. The release role that runs `make stage-benchmark`.",
+    )
+
+    @field_validator("writers")
+    @classmethod
+    def _writers_are_arns(cls, writers: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [arn for arn in writers if not arn.startswith("arn:") or ":iam::" not in arn]
+        if bad:
+            raise ValueError(f"evaluation.benchmark.writers: {bad} are not IAM ARNs (arn:aws:iam::<account>:role/...)")
+        return writers
+
+
 class EvaluationSettings(StrictModel):
-    """The quality gate before registration."""
+    """The quality gate before registration: the F1 on the operator's benchmark, or without one (dev only) on the
+    uploader's own validation split."""
 
     f1_threshold: float = Field(88.0, ge=0, le=100)
     min_f1_threshold: float = Field(
@@ -243,6 +281,11 @@ class EvaluationSettings(StrictModel):
         le=100,
         description="The lowest F1Threshold an execution may pass (the claim step refuses lower values before "
         "anything is billed); production environments must set one.",
+    )
+    benchmark: BenchmarkSettings | None = Field(
+        None,
+        description="The operator's benchmark CheckF1 gates on. None (dev only): the gate is the uploader's own "
+        "validation split, which the registered package then says.",
     )
 
     @model_validator(mode="after")
@@ -389,6 +432,11 @@ class Settings(StrictModel):
             )
         if self.removal_policy != "retain":
             problems.append("production needs removal_policy=retain: its data and models outlive the stacks")
+        if self.evaluation.benchmark is None:
+            problems.append(
+                "production needs evaluation.benchmark: without it the F1 gate scores the uploader's own validation "
+                "split; run `make stage-benchmark BENCHMARK=<dir> NAME=<name> ENV=<env>` and pin what it prints"
+            )
         return problems
 
     def _job_instance_type_problems(self) -> list[str]:
@@ -490,6 +538,12 @@ class Settings(StrictModel):
     def layout(self) -> ArtifactLayout:
         """Artifact-bucket prefixes, with the configured checkpoint prefix."""
         return ArtifactLayout(checkpoints=self.training.checkpoint_prefix or ArtifactLayout().checkpoints)
+
+    @property
+    def benchmark_prefix(self) -> str | None:
+        """The pinned benchmark's folder in the artifacts bucket, benchmarks/<name>/<version>/ (None without one)."""
+        pinned = self.evaluation.benchmark
+        return None if pinned is None else benchmark_files.prefix(pinned.name, pinned.version)
 
     def stack_name(self, purpose: StackPurpose) -> str:
         """The CloudFormation stack of `purpose` (stacks/app_builder.py creates them, the tools look them up)."""

@@ -36,7 +36,7 @@ from local_runner.runner import ExecutionResult, LocalPipelineRunner
 from local_runner.serving import invoke
 from local_runner.spot import SpotInterruption
 from local_runner.store import LocalObjectStore
-from local_runner.trigger import object_created_event, parameters_from_event, upload_dataset
+from local_runner.trigger import object_created_event, parameters_from_event, stage_benchmark, upload_dataset
 from pipeline_steps import names
 from pipeline_steps.walk import all_steps
 
@@ -66,6 +66,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--stack", help="the pipeline stack (default: the one stack holding a pipeline)")
     parser.add_argument("--dataset", type=Path, default=SAMPLE_DATASET, help="default: data/sample-squad")
     parser.add_argument("--dataset-name", default=SAMPLE_DATASET_NAME)
+    parser.add_argument(
+        "--benchmark",
+        type=Path,
+        default=SAMPLE_DATASET,
+        help="with evaluation.benchmark: the dataset whose validation/ is staged as the benchmark, as "
+        "`make stage-benchmark` does (default: data/sample-squad, which prod's pin in cdk.json names)",
+    )
     parser.add_argument(
         "--work-dir",
         type=Path,
@@ -186,6 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     store.upload_dir(model_dir, model_uri)
     print(f"staged base model {model_dir} -> {model_uri}")
     overrides.setdefault(names.BASE_MODEL_URI, model_uri)
+    try:
+        staged_benchmark = stage_benchmark(store, pipeline.definition, args.benchmark)
+    except ValueError as err:
+        print(f"error: --benchmark {args.benchmark}: {err}", file=sys.stderr)
+        return 2
+    if staged_benchmark:
+        print(f"staged benchmark {args.benchmark} -> {staged_benchmark}")
 
     version = time.strftime("%Y%m%d-%H%M%S")
     bucket = pipeline.datasets_bucket

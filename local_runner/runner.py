@@ -288,7 +288,7 @@ class LocalExecution:
                     {
                         m["MetricName"]: m["Value"]
                         for m in outcome.properties["FinalMetricDataList"]
-                        if m["MetricName"].startswith("eval:")
+                        if m["MetricName"].startswith(("eval:", "benchmark:"))  # the uploader's split, the gate
                     }
                 )
                 suffix = f" (resumed after a spot interruption, attempt {attempt})" if attempt > 1 else ""

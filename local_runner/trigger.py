@@ -9,13 +9,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from qa import benchmark
 from qa.data import ManifestFile, convert_columnar, manifest_v2
-from qa.outputs import SPLITS
+from qa.outputs import BENCHMARKS_ROOT, PROCESSING_BENCHMARK_INPUT, SPLITS
 
 from config.layout import DatasetLayout
 from local_runner.assembly import SynthesizedPipeline, extract_event_value
 from local_runner.event_pattern import matches
 from local_runner.store import LocalObjectStore
+from pipeline_steps import names
+from pipeline_steps.walk import find_step
 
 DATASETS = DatasetLayout()
 
@@ -47,6 +50,22 @@ def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name
     manifest = manifest_v2(name, version, files, converted_from)
     manifest_version = store.put_bytes(json.dumps(manifest, indent=1).encode(), f"s3://{bucket}/{manifest_key}")
     return manifest_key, manifest_version
+
+
+def stage_benchmark(store: LocalObjectStore, definition: dict[str, Any], dataset_dir: Path) -> str | None:
+    """Stage `dataset_dir`'s validation split where ValidateAndTokenize's benchmark input points, as
+    `make stage-benchmark` does (qa.benchmark.stage); "s3://...manifest.json (version ..., SHA-256 ...)", or None
+    when the definition has no benchmark (evaluation.benchmark unset). The job compares it with the pin."""
+    inputs = find_step(definition, names.PREPROCESS_STEP)["Arguments"]["ProcessingInputs"]
+    uris = [item["S3Input"]["S3Uri"] for item in inputs if item["InputName"] == PROCESSING_BENCHMARK_INPUT]
+    if not uris:
+        return None
+    bucket, _, folder = uris[0].removeprefix("s3://").partition("/")
+    name, version = folder.removeprefix(f"{BENCHMARKS_ROOT}/").strip("/").split("/")
+    version_id, sha256 = benchmark.stage(
+        dataset_dir, name, version, lambda key, body: store.put_bytes(body, f"s3://{bucket}/{key}")
+    )
+    return f"s3://{bucket}/{benchmark.manifest_key(name, version)} (version {version_id}, SHA-256 {sha256})"
 
 
 def object_created_event(

@@ -49,7 +49,7 @@ def _build(settings: Settings, values: DeployTimeValues) -> dict[str, Any]:
     estimate_step = cost_guard.estimate(ctx, preprocess_step)
     train_step = train.build(ctx, preprocess_step)
     record_step = register.record(ctx, train_step)
-    check_f1 = register.build(ctx, train_step, record_step)
+    check_f1 = register.build(ctx, train_step, record_step, claim_step)
     guard = cost_guard.build(ctx, estimate_step, [train_step, record_step, check_f1])
     gates = claim.gates(ctx, claim_step, [preprocess_step, estimate_step, guard])
     pipeline = Pipeline(

@@ -18,6 +18,7 @@ from qa.outputs import (
     SKIP_INVALID_RECORDS,
     TRAINING_INSTANCE_COUNT,
     TRAINING_INSTANCE_TYPE,
+    UPLOADED_BY,
 )
 
 # Steps, in the order of the graph (README "Step graph"; steps/*.py build them).
@@ -46,3 +47,17 @@ MODEL_METADATA_F1 = "evaluation_f1"
 MODEL_METADATA_ARCHIVE_SHA256 = "model_archive_sha256"
 MODEL_METADATA_ARCHIVE_VERSION_ID = "model_archive_version_id"
 MODEL_METADATA_EXECUTION_ARN = "pipeline_execution_arn"
+# What the gate measured (steps/register.py). Keys and values are CustomerMetadataProperties: at most 50 entries,
+# keys of 1-128 and values of 1-256 characters of letters, numbers, spaces and `_.:/=+-@`
+# (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateModelPackage.html). So the gate's label is
+# "uploader validation", not "uploader's validation": the pattern has no apostrophe.
+MODEL_METADATA_GATE = "gate"
+GATE_BENCHMARK = "benchmark"  # evaluation.benchmark: the F1 of the operator's benchmark
+GATE_UPLOADER_VALIDATION = "uploader validation"  # no benchmark (dev only): the upload's own validation split
+MODEL_METADATA_UPLOADER_VALIDATION_F1 = "uploader_validation_f1"  # reported beside a benchmark's F1
+MODEL_METADATA_BENCHMARK_NAME = "benchmark_name"
+MODEL_METADATA_BENCHMARK_VERSION = "benchmark_version"
+MODEL_METADATA_BENCHMARK_MANIFEST_VERSION = "benchmark_manifest_version_id"
+MODEL_METADATA_BENCHMARK_MANIFEST_SHA256 = "benchmark_manifest_sha256"
+MODEL_METADATA_DATASET_MANIFEST_SHA256 = "dataset_manifest_sha256"  # ClaimManifest's ManifestSha256
+MODEL_METADATA_UPLOADED_BY = "uploaded_by"  # the UploadedBy parameter: the S3 event's detail.requester

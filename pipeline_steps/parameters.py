@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qa.outputs import MANIFEST_VERSION_UNSET
+from qa.outputs import MANIFEST_VERSION_UNSET, UPLOADED_BY_UNSET
 from sagemaker.workflow.parameters import ParameterFloat, ParameterInteger, ParameterString
 
 from config import Settings
@@ -27,6 +27,7 @@ class PipelineParameters:
     model_approval_status: ParameterString
     skip_invalid_records: ParameterString
     max_training_cost: ParameterFloat
+    uploaded_by: ParameterString
 
     def all(self) -> list:
         return list(self.__dict__.values())
@@ -62,4 +63,6 @@ def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket:
             names.SKIP_INVALID_RECORDS, default_value="false", enum_values=["true", "false"]
         ),
         max_training_cost=ParameterFloat(names.MAX_TRAINING_COST, default_value=settings.training.max_cost_usd),
+        # The trigger sets it from the event (stacks/trigger.py); the package records it.
+        uploaded_by=ParameterString(names.UPLOADED_BY, default_value=UPLOADED_BY_UNSET),
     )

@@ -473,8 +473,30 @@ class DataStack(Stack):
             layout.registry,
             f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/" + settings.record_model_role_name(Aws.REGION),
         )
+        self._protect_benchmarks(settings)
         # The exact prefix the training step's CheckpointConfig.S3Uri starts with (one folder per execution).
         self.checkpoint_s3_uri_prefix = f"s3://{self.bucket_names['artifacts']}/{layout.checkpoints}/"
         CfnOutput(self, DATASETS_BUCKET_OUTPUT, value=self.datasets.bucket.bucket_name)
         CfnOutput(self, ARTIFACTS_BUCKET_OUTPUT, value=self.artifacts.bucket.bucket_name)
         CfnOutput(self, "CheckpointS3UriPrefix", value=self.checkpoint_s3_uri_prefix)
+
+    def _protect_benchmarks(self, settings: Settings) -> None:
+        """Only evaluation.benchmark.writers may write the benchmarks the gate scores: a bucket-policy deny of
+        s3:PutObject (which covers copies and multipart uploads) under benchmarks/ to every other principal, the
+        project's job and Lambda roles included. aws:PrincipalArn is a role's ARN, not its session's, and absent
+        for service principals, which ArnNotLike then denies too
+        (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principalarn).
+        A delete is not denied: it makes the pinned manifest's SHA-256 check fail, so nothing is gated on it."""
+        benchmark = settings.evaluation.benchmark
+        if benchmark is None:
+            return
+        self.artifacts.bucket.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="OnlyReleasePrincipalsWriteBenchmarks",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"],
+                resources=[self.artifacts.object_arn(f"{settings.layout.benchmarks}/*")],
+                conditions={"ArnNotLike": {"aws:PrincipalArn": list(benchmark.writers)}},
+            )
+        )

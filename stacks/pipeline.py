@@ -96,6 +96,7 @@ class PipelineStack(Stack):
             key=data.project_key,
             artifacts=data.artifacts,
             job_security_group=network.job_security_group,
+            benchmark_prefix=settings.benchmark_prefix,
         ).role
         group = network.security_group
         security_group_id = group.security_group_id if group is not None else None

@@ -41,9 +41,11 @@ class JobRole(Construct):
         key: ProjectKey,
         artifacts: SecureBucket,
         job_security_group: EfaSecurityGroup | None,
+        benchmark_prefix: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
+        benchmark = f"; ValidateAndTokenize reads the benchmark in {benchmark_prefix}" if benchmark_prefix else ""
         self.role = iam.Role(
             self,
             "Role",
@@ -59,10 +61,10 @@ class JobRole(Construct):
         # (training_code/qa/parameter_rules.py) refuses any other BaseModelUri before a job starts.
         artifacts.grant_read_objects(
             role,
-            [f"{layout.base_models}/*", f"{layout.inputs}/*"],
+            [f"{layout.base_models}/*", f"{layout.inputs}/*", *([f"{benchmark_prefix}*"] if benchmark_prefix else [])],
             reason=f"Jobs read the base model weights `make stage-model` stages under {layout.base_models}/ (file "
             f"names depend on the model) and the pinned inputs under {layout.inputs}/, one folder per manifest "
-            "version (named by the claim digest) that ClaimManifest writes.",
+            f"version (named by the claim digest) that ClaimManifest writes{benchmark}.",
         )
         written = layout.writable_by_jobs()
         artifacts.grant_write_objects(

@@ -28,6 +28,9 @@ PIPELINE_PARAMETERS_FROM_EVENT = {
     names.MANIFEST_KEY: "$.detail.object.key",
     # The datasets bucket is versioned: each upload has its own version id (the cache key of preprocessing).
     names.MANIFEST_VERSION_ID: "$.detail.object.version-id",
+    # "requester": the AWS account ID or AWS service principal of the requester (S3 user guide, EventBridge event
+    # message structure: https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html).
+    names.UPLOADED_BY: "$.detail.requester",
 }
 
 

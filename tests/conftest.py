@@ -37,6 +37,7 @@ from config import Settings, load_settings, read_cdk_json_context
 from config.paths import PROJECT_ROOT
 from local_runner.launch import free_port
 from stacks.app_builder import ProjectStacks, build_stacks
+from tests.demo_runs import sequence  # noqa: F401  (the session's make synth / make demo runs, a fixture)
 
 # The SDK logs its config-file lookups at INFO when test modules import it (as definition_cache does for synth).
 logging.getLogger("sagemaker.config").setLevel(logging.WARNING)
@@ -97,11 +98,12 @@ def prod(synthesized) -> SynthesizedEnvironment:
 
 
 # `make test` runs `pytest -n 2` (pytest-xdist). Modules whose module- or session-scoped fixtures are too costly to
-# build on both workers run on one worker, as one work unit per group: make synth + two tiny demos; the
-# uninterrupted runs that the spot tests resume to; the local run that two tests assert on; the finished tiny
-# runs that three modules read.
+# build on both workers run on one worker, as one work unit per group: make synth + two tiny demos (which the demo
+# tests and the benchmark gate's read); the uninterrupted runs that the spot tests resume to; the local run that two
+# tests assert on; the finished tiny runs that three modules read.
 KEPT_TOGETHER = {
     "tests/test_make_demo.py": "make-demo",
+    "tests/security/test_benchmark_gate.py": "make-demo",
     "tests/training_code/test_train_distributed.py": "uninterrupted-runs",
     "tests/local_runner/test_runner.py": "reclaimed-local-run",
     "tests/training_code/test_evaluation.py": "finished-runs",

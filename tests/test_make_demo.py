@@ -7,88 +7,28 @@ CLI is wrapped so that a repeated synth with the same arguments replays the firs
 deterministic); only CDK_OUT (where the per-environment folders go) and the demo's work dir point into a
 temporary folder. The dev demo is also the suite's one tiny local run that passes every step: it delivers
 the upload's event twice (`--deliver-event-twice`), and the tests below check its steps, the duplicate
-delivery, the registered package and what that package serves.
+delivery, the registered package and what that package serves. The prod demo uploads a poisoned dataset
+(tests/demo_runs.py, where the session fixture lives) and ends at the benchmark's F1 gate.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import subprocess
 import tarfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from config import Settings, load_settings
+from config import load_settings
 from local_runner.errors import InvocationFailed
-from local_runner.registry import LocalModelRegistry, ModelPackage
 from local_runner.serving import LocalEndpoint
 from pipeline_steps.walk import all_steps
 from stacks.assembly import synthesized_definition, synthesized_templates
-from tests.conftest import ROOT
 from tests.local_runner.summary import table
 
 pytestmark = pytest.mark.slow
-
-REPLAYING_CDK = """#!/usr/bin/env bash
-set -euo pipefail
-cache="{cache}/$(printf '%s ' "$@" | sha1sum | cut -c1-16)"
-output="${{@: -1}}"  # the Makefile's synth ends with --output <folder>
-if [ -d "$cache" ]; then mkdir -p "$output" && cp -r "$cache/." "$output/" && exit 0; fi
-"{cdk}" "$@"
-cp -r "$output" "$cache"
-"""
-
-
-@dataclass(frozen=True)
-class Sequence:
-    cdk_out: Path
-    work_dir: Path
-    runs: dict[str, subprocess.CompletedProcess[str]]
-
-    def packages(self, settings: Settings) -> list[ModelPackage]:
-        """The model packages that the demos registered in the environment's group."""
-        registry = LocalModelRegistry(self.work_dir / "model-registry.sqlite")
-        return registry.packages(settings.model_package_group_name)
-
-
-@pytest.fixture(scope="module")
-def sequence(tmp_path_factory) -> Sequence:
-    tmp = tmp_path_factory.mktemp("make-demo")
-    cache = tmp / "synth-cache"
-    cache.mkdir()
-    cdk = tmp / "cdk"
-    cdk.write_text(REPLAYING_CDK.format(cache=cache, cdk=ROOT / "node_modules" / ".bin" / "cdk"))
-    cdk.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("ENV", "TINY", "MAKEFLAGS")}
-
-    def make(target: str, variables: list[str], demo_args: list[str]) -> subprocess.CompletedProcess[str]:
-        command = ["make", "--no-print-directory", "-C", str(ROOT), target, *variables]
-        # -o: never reinstall .venv or node_modules from here, whatever the timestamps say.
-        command += ["-o", ".venv/.installed", "-o", "node_modules/.installed"]
-        command += [
-            f"CDK={cdk}",
-            f"CDK_OUT={tmp / 'cdk.out'}",
-            f"DEMO_ARGS={' '.join(['--work-dir', str(tmp / 'runs'), *demo_args])}",
-        ]
-        return subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
-
-    runs = {}
-    # In prod the tiny model meets the environment's F1 threshold (no parameter may lower it below the floor):
-    # the run trains, ends at the F1 gate and exits 1 (make reports it as an error, 2). It also asks for a spot
-    # interruption after more steps than the run has, which must be reported, not ignored.
-    for name, target, variables, demo_args, code in (
-        ("synth prod", "synth", ["ENV=prod"], [], 0),
-        ("demo", "demo", ["TINY=1"], ["--deliver-event-twice"], 0),
-        ("demo prod", "demo", ["TINY=1", "ENV=prod"], ["--interrupt-training-after-steps", "100000"], 2),
-    ):
-        runs[name] = make(target, variables, demo_args)
-        assert runs[name].returncode == code, f"make {name}:\n{runs[name].stdout[-4000:]}\n{runs[name].stderr[-4000:]}"
-    return Sequence(cdk_out=tmp / "cdk.out", work_dir=tmp / "runs", runs=runs)
 
 
 def stacks_in(assembly: Path) -> list[str]:

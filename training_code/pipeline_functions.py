@@ -32,6 +32,7 @@ from qa.outputs import (
     CLAIM_DUPLICATE,
     CLAIM_IGNORED,
     CLAIM_INPUT_URI,
+    CLAIM_MANIFEST_SHA256,
     CLAIM_PARAMETER_ERROR,
     DATASET_BUCKET,
     DATASET_MANIFEST_FILE,
@@ -578,6 +579,7 @@ def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
         CLAIM_DUPLICATE: DUPLICATE_NO,
         CLAIM_CLAIMED_BY: "",
         CLAIM_INPUT_URI: "",
+        CLAIM_MANIFEST_SHA256: "",
     }
     key = event.get(MANIFEST_KEY, "")
     if not MANIFEST_KEY_PATTERN.fullmatch(str(key)):
@@ -599,6 +601,9 @@ def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
             f"s3://{event[INPUT_ARTIFACTS_BUCKET]}/{event[INPUT_INPUTS_PREFIX].strip('/')}/{digest}/"
         )
         pin_inputs(store, event, result[CLAIM_INPUT_URI])
+        # What the registered package records of the dataset (the manifest lists each file's SHA-256).
+        body, _, _ = store.get(event[DATASET_BUCKET], key, event[MANIFEST_VERSION_ID])
+        result[CLAIM_MANIFEST_SHA256] = hashlib.sha256(body).hexdigest()
     return result
 
 

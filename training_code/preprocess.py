@@ -5,7 +5,8 @@ Container layout (SageMaker Processing), each overridable by a flag:
   /opt/ml/processing/input/data/manifest.json       the pinned manifest (SageMaker ManifestFile format)
   /opt/ml/processing/input/data/                    the files it names (train/..., validation/...)
   /opt/ml/processing/input/model/                   the base model's tokenizer
-  /opt/ml/processing/output/{train,validation,stats}/
+  /opt/ml/processing/input/benchmark/                the operator's benchmark (--benchmark-sha256 given: qa.benchmark)
+  /opt/ml/processing/output/{train,validation,stats}/ (and benchmark/ with a benchmark)
 
 It runs on the CPU inference image (config.settings DEFAULT_PROCESSING_IMAGE), which has transformers, numpy and
 the Python standard library but neither `datasets` nor `pyarrow`: it tokenizes with the fast tokenizer itself and
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from qa import benchmark
 from qa.cli import setup_logging, str2bool
 from qa.data import (
     COLUMNS,
@@ -43,7 +45,10 @@ from qa.features import (
     prepare_validation_features,
 )
 from qa.outputs import (
+    BENCHMARK_OUTPUT,
+    BENCHMARK_SPLIT,
     PINNED_MANIFEST_FILE,
+    PROCESSING_BENCHMARK_INPUT,
     PROCESSING_DATA_INPUT,
     PROCESSING_INPUT_DIR,
     PROCESSING_OUTPUT_DIR,
@@ -84,6 +89,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the manifest object's S3 version id: part of the step's cache key (so a re-upload under the same "
         "key is tokenized again), recorded in stats.json",
     )
+    parser.add_argument(
+        "--benchmark-sha256",
+        help="the pinned SHA-256 of the benchmark's manifest (evaluation.benchmark): verify and tokenize the "
+        f"benchmark in --benchmark-dir into <output>/{BENCHMARK_OUTPUT}/; none: no benchmark",
+    )
+    parser.add_argument("--benchmark-dir", type=Path, default=Path(PROCESSING_INPUT_DIR) / PROCESSING_BENCHMARK_INPUT)
     return parser.parse_args(argv)
 
 
@@ -192,6 +203,33 @@ def none_left(report: LoadReport) -> bool:
     return bool(empty)
 
 
+def write_validation(out: Path, features: dict[str, list], records: list[dict[str, Any]]) -> None:
+    """Validation features and the examples they came from (what FineTune scores: qa.evaluation)."""
+    write_features(out, features)
+    with (out / EXAMPLES_FILE).open("w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def tokenize_benchmark(args: argparse.Namespace, tokenizer: Any) -> dict[str, int] | None:
+    """Verify the pinned benchmark (qa.benchmark.verify) and write its features; its counts, or None after
+    printing why not (every record must be valid: an operator's benchmark is never skipped from)."""
+    files, problem = benchmark.verify(args.benchmark_dir, args.benchmark_sha256)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return None
+    report = load_dataset_files({BENCHMARK_SPLIT: files}, args.benchmark_dir)
+    if report.problems or not report.records[BENCHMARK_SPLIT]:
+        if report.problems:
+            print(summarize_problems(report.problems), file=sys.stderr)
+        print("error: the benchmark has invalid records or none: fix it and stage a new version", file=sys.stderr)
+        return None
+    records = report.records[BENCHMARK_SPLIT]
+    features = tokenize_split(BENCHMARK_SPLIT, records, tokenizer, args)
+    write_validation(args.output_dir / BENCHMARK_OUTPUT, features, records)
+    return {"examples": len(records), "features": len(features["input_ids"])}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     log = setup_logging()
@@ -238,11 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     for split in SPLITS:
         records, features = report.records[split], tokenized[split]
         out = args.output_dir / split
-        write_features(out, features)
         if split == VALIDATION_SPLIT:
-            with (out / EXAMPLES_FILE).open("w", encoding="utf-8") as handle:
-                for record in records:
-                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            write_validation(out, features, records)
+        else:
+            write_features(out, features)
         lengths = [len(ids) for ids in features["input_ids"]]
         stats["splits"][split] = {
             "examples": len(records),
@@ -254,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
             "length_histogram": _length_histogram(lengths),
         }
         log.info("%s: %d examples -> %d features", split, len(records), len(lengths))
+    if args.benchmark_sha256:
+        counts = tokenize_benchmark(args, tokenizer)
+        if counts is None:
+            return 1
+        stats[BENCHMARK_OUTPUT] = {"manifest_sha256": args.benchmark_sha256, **counts}
+        log.info("benchmark: %d examples -> %d features", counts["examples"], counts["features"])
     (args.output_dir / STATS_OUTPUT).mkdir(parents=True, exist_ok=True)
     (args.output_dir / STATS_OUTPUT / STATS_FILE).write_text(json.dumps(stats, indent=2))
     print(json.dumps({s: {k: v for k, v in d.items() if k != "length_histogram"} for s, d in stats["splits"].items()}))

@@ -15,6 +15,8 @@ pipeline's metric definitions parse:
   step=120 epoch=0.500 loss=1.2345 learning_rate=2.500e-05 samples_per_second=321.00
 After training, every process evaluates its share of the validation set (SQuAD EM/F1); the main process prints
   evaluation: exact_match=80.1234 f1=88.5678
+then, with a benchmark channel (SM_CHANNEL_BENCHMARK, the operator's benchmark: the pipeline's gate), the same for it:
+  benchmark: exact_match=79.0000 f1=87.0000
 and writes evaluation.json into the model dir and predictions.json into SM_OUTPUT_DATA_DIR. The training curves
 (loss, learning rate, gradient norm, throughput, evaluation) go to TensorBoard event files under
 /opt/ml/output/tensorboard and to log_history.json beside the model.
@@ -30,6 +32,7 @@ from pathlib import Path
 from qa.cli import channel_path, env_path, number, str2bool
 from qa.distributed import prepare_environment, request_nccl_debug, unusable_gpus_error
 from qa.outputs import (
+    BENCHMARK_CHANNEL,
     CHECKPOINT_DIR,
     LOCAL_CHECKPOINT_DIR_ENV,
     LOCAL_TENSORBOARD_DIR_ENV,
@@ -58,6 +61,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         default=channel_path(VALIDATION_CHANNEL),
         help="validation features + examples (preprocess.py); a missing folder: no evaluation",
+    )
+    paths.add_argument(
+        "--benchmark_dir",
+        type=Path,
+        default=channel_path(BENCHMARK_CHANNEL),
+        help="the operator's benchmark features + examples (preprocess.py), scored after the validation set for "
+        "the pipeline's gate; a missing folder: no benchmark",
     )
     paths.add_argument("--output_dir", type=Path, default=Path(env_path(MODEL_DIR_ENV, MODEL_DIR)))
     paths.add_argument(

@@ -49,6 +49,7 @@ def build(ctx: BuildContext) -> LambdaStep:
             names.DATASET_BUCKET: params.dataset_bucket,
             names.MANIFEST_KEY: params.manifest_key,
             names.MANIFEST_VERSION_ID: params.manifest_version_id,
+            names.UPLOADED_BY: params.uploaded_by,
             INPUT_ARTIFACTS_BUCKET: ctx.artifacts_bucket,
             INPUT_CLAIMS_PREFIX: settings.layout.claims,
             INPUT_INPUTS_PREFIX: settings.layout.inputs,

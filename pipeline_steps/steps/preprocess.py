@@ -10,9 +10,11 @@ is ClaimManifest's InputUri, one folder per manifest version (not per execution)
 from __future__ import annotations
 
 from qa.outputs import (
+    BENCHMARK_OUTPUT,
     CLAIM_INPUT_URI,
     PINNED_MANIFEST_FILE,
     PREPROCESS_OUTPUTS,
+    PROCESSING_BENCHMARK_INPUT,
     PROCESSING_DATA_INPUT,
     PROCESSING_INPUT_DIR,
     PROCESSING_OUTPUT_DIR,
@@ -28,11 +30,27 @@ from pipeline_steps.steps.context import BuildContext, job_retry_policies
 
 DATA_DIR = f"{PROCESSING_INPUT_DIR}/{PROCESSING_DATA_INPUT}"
 TOKENIZER_DIR = f"{PROCESSING_INPUT_DIR}/{PROCESSING_TOKENIZER_INPUT}"
+BENCHMARK_DIR = f"{PROCESSING_INPUT_DIR}/{PROCESSING_BENCHMARK_INPUT}"
+
+
+def benchmark_io(ctx: BuildContext) -> tuple[list[ProcessingInput], list[str], tuple[str, ...]]:
+    """The pinned benchmark's input (its folder: ProcessingS3Input has no version id, so the job checks the
+    manifest's SHA-256 itself), arguments and output; nothing without evaluation.benchmark."""
+    pinned, prefix = ctx.settings.evaluation.benchmark, ctx.settings.benchmark_prefix
+    if pinned is None or prefix is None:
+        return [], [], ()
+    folder = f"s3://{ctx.artifacts_bucket}/{prefix}"
+    return (
+        [ProcessingInput(source=folder, destination=BENCHMARK_DIR, input_name=PROCESSING_BENCHMARK_INPUT)],
+        ["--benchmark-dir", BENCHMARK_DIR, "--benchmark-sha256", pinned.manifest_sha256],
+        (BENCHMARK_OUTPUT,),
+    )
 
 
 def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
     params, hps = ctx.params, ctx.settings.hyperparameters
     processor = ctx.script_processor(ctx.settings.processing.preprocess_instance_type, "qa-preprocess")
+    benchmark_inputs, benchmark_arguments, benchmark_outputs = benchmark_io(ctx)
     step_args = processor.run(
         inputs=[
             ctx.code_input(),
@@ -45,6 +63,7 @@ def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
                 destination=TOKENIZER_DIR,
                 input_name="tokenizer",
             ),
+            *benchmark_inputs,
         ],
         # Outputs under the producing execution: a cache hit hands later executions these exact files.
         outputs=[
@@ -53,7 +72,7 @@ def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
                 source=f"{PROCESSING_OUTPUT_DIR}/{name}",
                 destination=ctx.execution_uri(ctx.settings.layout.processed, name),
             )
-            for name in PREPROCESS_OUTPUTS
+            for name in (*PREPROCESS_OUTPUTS, *benchmark_outputs)
         ],
         arguments=[
             "preprocess.py",
@@ -75,6 +94,7 @@ def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
             params.skip_invalid_records,
             "--manifest-version",
             params.manifest_version_id,
+            *benchmark_arguments,
         ],
     )
     return ProcessingStep(

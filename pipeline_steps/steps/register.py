@@ -4,12 +4,17 @@ F1 >= threshold ? RegisterModel (that copy, with its metrics and identity) : fai
 
 from __future__ import annotations
 
+from typing import Any
+
 from qa.outputs import (
+    CLAIM_MANIFEST_SHA256,
     EVALUATION_FILE,
     INPUT_EXACT_MATCH,
     INPUT_F1,
     INPUT_MODEL_ARCHIVE_URI,
     INPUT_REGISTRY_URI,
+    METRIC_BENCHMARK_EXACT_MATCH,
+    METRIC_BENCHMARK_F1,
     METRIC_EVAL_EXACT_MATCH,
     METRIC_EVAL_F1,
     RECORD_MODEL_SHA256,
@@ -32,12 +37,45 @@ from sagemaker.workflow.model_step import ModelStep
 from sagemaker.workflow.steps import TrainingStep
 
 from pipeline_steps import names
+from pipeline_steps.steps import claim
 from pipeline_steps.steps.context import BuildContext, service_retry_policies
 
 
 def metric(train: TrainingStep, name: str):
     """The last value FineTune's metric definitions parsed for `name` (DescribeTrainingJob FinalMetricDataList)."""
     return train.properties.FinalMetricDataList[name].Value
+
+
+def gate_metrics(ctx: BuildContext) -> tuple[str, str]:
+    """(F1, exact match) metric names the gate reads: the operator's benchmark, else (dev only: settings refuse
+    production without one) the uploader's own validation split."""
+    if ctx.settings.evaluation.benchmark is not None:
+        return METRIC_BENCHMARK_F1, METRIC_BENCHMARK_EXACT_MATCH
+    return METRIC_EVAL_F1, METRIC_EVAL_EXACT_MATCH
+
+
+def gate_metadata(ctx: BuildContext, train: TrainingStep, claim_step: LambdaStep) -> dict[str, Any]:
+    """CustomerMetadataProperties of what the gate measured, who uploaded the data and what it was. Every value is
+    bounded by construction (API_CreateModelPackage: 1-256 characters of letters, numbers, spaces and `_.:/=+-@`,
+    at most 50 entries): the labels are constants, benchmark names and versions follow the dataset name rule (at
+    most 100), version ids the settings' pattern, digests are 64 hex digits, UploadedBy is checked by
+    ClaimManifest (qa/parameter_rules.py) and an F1 is a number."""
+    pinned = ctx.settings.evaluation.benchmark
+    common = {
+        names.MODEL_METADATA_DATASET_MANIFEST_SHA256: claim.output(claim_step, CLAIM_MANIFEST_SHA256),
+        names.MODEL_METADATA_UPLOADED_BY: ctx.params.uploaded_by,
+    }
+    if pinned is None:
+        return {names.MODEL_METADATA_GATE: names.GATE_UPLOADER_VALIDATION, **common}
+    return {
+        names.MODEL_METADATA_GATE: names.GATE_BENCHMARK,
+        names.MODEL_METADATA_BENCHMARK_NAME: pinned.name,
+        names.MODEL_METADATA_BENCHMARK_VERSION: pinned.version,
+        names.MODEL_METADATA_BENCHMARK_MANIFEST_VERSION: pinned.manifest_version_id,
+        names.MODEL_METADATA_BENCHMARK_MANIFEST_SHA256: pinned.manifest_sha256,
+        names.MODEL_METADATA_UPLOADER_VALIDATION_F1: Join(on="", values=[metric(train, METRIC_EVAL_F1)]),
+        **common,
+    }
 
 
 def record(ctx: BuildContext, train: TrainingStep) -> LambdaStep:
@@ -48,16 +86,18 @@ def record(ctx: BuildContext, train: TrainingStep) -> LambdaStep:
         inputs={
             INPUT_MODEL_ARCHIVE_URI: train.properties.ModelArtifacts.S3ModelArtifacts,
             INPUT_REGISTRY_URI: f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.registry}/",
-            INPUT_F1: metric(train, METRIC_EVAL_F1),
-            INPUT_EXACT_MATCH: metric(train, METRIC_EVAL_EXACT_MATCH),
+            # The gate's scores (gate_metrics): the package's model-quality report.
+            INPUT_F1: metric(train, gate_metrics(ctx)[0]),
+            INPUT_EXACT_MATCH: metric(train, gate_metrics(ctx)[1]),
             RECORD_REPORT_URI: ctx.execution_uri(ctx.settings.layout.evaluation, EVALUATION_FILE),
         },
         outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in RECORD_OUTPUTS],
     )
 
 
-def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> ConditionStep:
-    f1 = metric(train, METRIC_EVAL_F1)
+def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep, claim_step: LambdaStep) -> ConditionStep:
+    f1 = metric(train, gate_metrics(ctx)[0])
+    gate = "Benchmark F1" if ctx.settings.evaluation.benchmark is not None else "Validation F1"
     params = ctx.params
     outputs = recorded.properties.Outputs
     model = HuggingFaceModel(
@@ -101,6 +141,7 @@ def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> Condi
             # For the approval notification (stacks/notifications.py): the metric's float goes through Std:Join,
             # which yields a string.
             names.MODEL_METADATA_F1: Join(on="", values=[f1]),
+            **gate_metadata(ctx, train, claim_step),
         },
         description=f"{ctx.settings.model.base_model} fine-tuned for extractive question answering",
     )
@@ -113,7 +154,7 @@ def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> Condi
         name=names.F1_FAIL_STEP,
         error_message=Join(
             on=" ",
-            values=["Validation F1", f1, "is below the threshold", params.f1_threshold, "- model not registered."],
+            values=[gate, f1, "is below the threshold", params.f1_threshold, "- model not registered."],
         ),
     )
     return ConditionStep(
@@ -121,5 +162,5 @@ def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep) -> Condi
         conditions=[ConditionGreaterThanOrEqualTo(left=f1, right=params.f1_threshold)],
         if_steps=[register],
         else_steps=[fail],
-        description="Register only models whose validation F1 reaches the threshold",
+        description=f"Register only models whose {gate.lower()} reaches the threshold",
     )

@@ -18,6 +18,9 @@ import json
 from typing import Any, cast
 
 from qa.outputs import (
+    BENCHMARK_CHANNEL,
+    BENCHMARK_METRIC_REGEXES,
+    BENCHMARK_OUTPUT,
     CHECKPOINT_DIR,
     CODE_CHANNEL,
     EVALUATION_METRIC_REGEXES,
@@ -49,6 +52,8 @@ from pipeline_steps.steps.context import (
 METRIC_DEFINITIONS = [
     {"Name": name, "Regex": regex} for name, regex in {**TRAINING_METRIC_REGEXES, **EVALUATION_METRIC_REGEXES}.items()
 ]
+# With evaluation.benchmark, the benchmark line too (FinalMetricDataList['benchmark:f1'], CheckF1's gate).
+BENCHMARK_METRIC_DEFINITIONS = [{"Name": name, "Regex": regex} for name, regex in BENCHMARK_METRIC_REGEXES.items()]
 DISTRIBUTIONS: dict[str, dict[str, Any]] = {
     "torchrun": {"torch_distributed": {"enabled": True}},
     "smddp": {"smdistributed": {"dataparallel": {"enabled": True}}},
@@ -106,6 +111,7 @@ def hyperparameters(ctx: BuildContext) -> dict[str, Any]:
 def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
     training = ctx.settings.training
     outputs = preprocess.properties.ProcessingOutputConfig.Outputs
+    benchmark = ctx.settings.evaluation.benchmark is not None
     transformers_version, pytorch_version, py_version = ctx.settings.training_framework_versions
     estimator = HuggingFace(
         entry_point="train.py",
@@ -136,7 +142,7 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
         subnets=ctx.training_subnet_ids or None,
         security_group_ids=[ctx.values.security_group_id] if ctx.values.security_group_id else None,
         encrypt_inter_container_traffic=training.encrypt_inter_container_traffic,
-        metric_definitions=METRIC_DEFINITIONS,
+        metric_definitions=METRIC_DEFINITIONS + (BENCHMARK_METRIC_DEFINITIONS if benchmark else []),
         enable_network_isolation=True,
         tensorboard_output_config=TensorBoardOutputConfig(
             s3_output_path=ctx.execution_uri(ctx.settings.layout.tensorboard),
@@ -153,6 +159,8 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
         container_arguments=list(DLC_TRAINING_START),
         sagemaker_session=ctx.session,
     )
+    # The operator's benchmark, tokenized by ValidateAndTokenize from the pinned manifest: the gate.
+    benchmark_channel = {BENCHMARK_CHANNEL: TrainingInput(s3_data=outputs[BENCHMARK_OUTPUT].S3Output.S3Uri)}
     step_args = estimator.fit(
         inputs={
             TRAIN_CHANNEL: TrainingInput(s3_data=outputs[TRAIN_SPLIT].S3Output.S3Uri),
@@ -160,6 +168,7 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
             VALIDATION_CHANNEL: TrainingInput(s3_data=outputs[VALIDATION_SPLIT].S3Output.S3Uri),
             # Weights come from S3: a private VPC has no route to a model hub.
             MODEL_CHANNEL: TrainingInput(s3_data=ctx.params.base_model_uri),
+            **(benchmark_channel if benchmark else {}),
         }
     )
     return IsolatedTrainingStep(

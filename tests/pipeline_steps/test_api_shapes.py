@@ -168,21 +168,24 @@ def resolved(value: Any, run_time: dict[str, str]) -> str:
     return str(value)
 
 
-def test_model_metadata_fits_the_api_for_the_longest_values_the_claim_accepts(definition):
+@pytest.mark.parametrize("which", ["definition", "prod_definition"])
+def test_model_metadata_fits_the_api_for_the_longest_values_the_claim_accepts(request, which):
     """CustomerMetadataProperties: keys of 1-128 and values of 1-256 characters of one pattern
     (API_CreateModelPackage, https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateModelPackage.html;
     botocore's CustomerMetadataKey/Value). RegisterModel runs after FineTune is billed, so every value must fit for
     the longest start ClaimManifest lets through: a 63-character bucket, a dataset name and version of 100
-    characters each, a 256-character ManifestVersionId. Before, `dataset_manifest` was the s3:// URI: 293."""
+    characters each, a 256-character ManifestVersionId and UploadedBy; prod's benchmark adds its pin's values.
+    Before, `dataset_manifest` was the s3:// URI: 293."""
+    definition = request.getfixturevalue(which)
     from pipeline_functions import MANIFEST_KEY_PATTERN
     from qa.parameter_rules import metadata_value_problem, parameter_error
 
     from tests.training_code.test_parameter_rules import S3_VERSION_ID, start_event
 
     bucket, key = "b" * 63, f"datasets/{'n' * 100}/{'v' * 100}/manifest.json"
-    start = start_event(DatasetBucket=bucket, ManifestKey=key, ManifestVersionId="a" * 256)
+    start = start_event(DatasetBucket=bucket, ManifestKey=key, ManifestVersionId="a" * 256, UploadedBy="u" * 256)
     assert MANIFEST_KEY_PATTERN.fullmatch(key) and parameter_error(start) == ""
-    parameters = ("DatasetBucket", "ManifestKey", "ManifestVersionId")
+    parameters = ("DatasetBucket", "ManifestKey", "ManifestVersionId", "UploadedBy")
     run_time = {f"Parameters.{name}": str(start[name]) for name in parameters}
     run_time |= {
         "Steps.RecordModel.OutputParameters['ModelSha256']": "f" * 64,
@@ -192,6 +195,8 @@ def test_model_metadata_fits_the_api_for_the_longest_values_the_claim_accepts(de
         # The longest partition and a long region; a name_prefix of 20 characters; execution ids have 12.
         "Execution.PipelineExecutionArn": f"arn:aws-us-gov:sagemaker:ap-southeast-5:123456789012:pipeline/{'p' * 20}"
         "-qa-fine-tuning/execution/abcdefghijkl",
+        "Steps.FineTune.FinalMetricDataList['benchmark:f1'].Value": "86.123456789",
+        "Steps.ClaimManifest.OutputParameters['ManifestSha256']": "f" * 64,
     }
     model = sagemaker_model()
     key_shape, value_shape = model.shape_for("CustomerMetadataKey"), model.shape_for("CustomerMetadataValue")

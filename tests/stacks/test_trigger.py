@@ -41,7 +41,7 @@ def template(bare_stack, dev_settings, datasets_bucket, pipeline_arn) -> Templat
     return Template.from_stack(stack)
 
 
-def test_targets_the_pipeline_with_bucket_key_and_version(template, pipeline_arn):
+def test_targets_the_pipeline_with_bucket_key_version_and_uploader(template, pipeline_arn):
     queue_arn = {"Fn::GetAtt": [logical_id(template, "AWS::SQS::Queue"), "Arn"]}
     template.has_resource_properties(
         "AWS::Events::Rule",
@@ -56,6 +56,8 @@ def test_targets_the_pipeline_with_bucket_key_and_version(template, pipeline_arn
                                 {"Name": "DatasetBucket", "Value": "$.detail.bucket.name"},
                                 {"Name": "ManifestKey", "Value": "$.detail.object.key"},
                                 {"Name": "ManifestVersionId", "Value": "$.detail.object.version-id"},
+                                # Who uploaded the manifest, which the registered package records.
+                                {"Name": "UploadedBy", "Value": "$.detail.requester"},
                             ]
                         },
                         "RetryPolicy": {"MaximumRetryAttempts": 10, "MaximumEventAgeInSeconds": 6 * 3600},

@@ -193,6 +193,7 @@ def test_evaluation_scores_in_float32_as_the_endpoint_serves_and_training_keeps_
     monkeypatch.setattr(fine_tune, "window_logits", recording_window_logits)
     run = SimpleNamespace(
         validation=ValidationSet(features, examples),
+        benchmark=None,
         accelerator=accelerator,
         args=SimpleNamespace(eval_batch_size=7, output_dir=tmp_path / "model", output_data_dir=tmp_path / "data"),
         model=prepared,

@@ -35,6 +35,7 @@ def start_event(**values: object) -> dict[str, object]:
         "Bounds": json.dumps({"MaxInstanceCount": 8, "MinF1Threshold": 0.0}),
         "BaseModelUri": f"{MODELS}bert-large-uncased-whole-word-masking/",
         "BaseModelsUri": MODELS,
+        "UploadedBy": "111122223333",
         **values,
     }
 

@@ -44,6 +44,7 @@ def event(owner: str, version: str, key: str = KEY, **parameters: object) -> dic
         "Bounds": BOUNDS,
         "BaseModelUri": "s3://artifacts/base-models/m/",
         "BaseModelsUri": "s3://artifacts/base-models/",
+        "UploadedBy": "111122223333",
         **parameters,
     }
 

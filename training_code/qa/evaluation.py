@@ -64,9 +64,9 @@ class Evaluation:
     f1: float
     predictions: dict[str, str]
 
-    def line(self) -> str:
-        """The line the training job's metric definitions parse (qa.outputs.EVALUATION_LINE)."""
-        return EVALUATION_LINE.format(exact_match=self.exact_match, f1=self.f1)
+    def line(self, template: str = EVALUATION_LINE) -> str:
+        """The line the training job's metric definitions parse (qa.outputs.EVALUATION_LINE, or BENCHMARK_LINE)."""
+        return template.format(exact_match=self.exact_match, f1=self.f1)
 
     def report(self) -> dict[str, Any]:
         """evaluation.json: SageMaker's model-quality statistics shape, values at the qa.outputs JSON paths."""

@@ -39,6 +39,7 @@ from qa.features import length_limit_error
 from qa.loop_control import CheckpointTimer, StopRequest, any_rank, steps_per_epoch
 from qa.optimizer import build_optimizer
 from qa.outputs import (
+    BENCHMARK_LINE,
     CHECKPOINT_SAVED_LOG,
     CHECKPOINT_WRITING_LOG,
     EVALUATION_FILE,
@@ -92,6 +93,7 @@ class TrainingRun:
     validation: ValidationSet | None  # None without a validation channel: no evaluation
     batches_per_epoch: int  # this process's share, after prepare()
     schedule: Schedule
+    benchmark: ValidationSet | None = None  # the operator's benchmark (the gate), scored after the validation set
 
     @property
     def stop_requested(self) -> bool:
@@ -177,6 +179,7 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
     dataset = FeatureDataset.load(args.train_dir)
     try:
         validation = load_validation(args.validation_dir, accelerator)
+        benchmark = ValidationSet.load(args.benchmark_dir) if args.benchmark_dir.is_dir() else None
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return None
@@ -184,6 +187,8 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
     longest = [(max(dataset.lengths), "the longest training feature")]
     if validation is not None:
         longest.append((validation.longest, "the longest validation feature"))
+    if benchmark is not None:
+        longest.append((benchmark.longest, "the longest benchmark feature"))
     for length, what in longest:
         too_long = length_limit_error(length, tokenizer, config, what)
         if too_long:
@@ -216,6 +221,7 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
         validation=validation,
         batches_per_epoch=len(loader),
         schedule=schedule,
+        benchmark=benchmark,
     )
 
 
@@ -502,31 +508,41 @@ def evaluate(run: TrainingRun, progress: Progress) -> Evaluation | None:
     """SQuAD EM/F1 of the trained model on the validation set in the precision the endpoint serves (see
     served_precision), data-parallel over every process (see qa.evaluation): the main process prints the
     evaluation line once, writes the evaluation report into the model dir and the predictions into the output
-    data dir, logs the scores to TensorBoard and the log history, and returns them (None elsewhere)."""
+    data dir, logs the scores to TensorBoard and the log history, and returns them (None elsewhere). Then the
+    operator's benchmark, when the job has one: its line (the pipeline's gate) and TensorBoard scalars."""
     if run.validation is None:
         return None
-    accelerator, args, features = run.accelerator, run.args, run.validation.features
+    accelerator, args, step = run.accelerator, run.args, progress.global_step
     started = time.perf_counter()
-    batches = length_sorted_batches(features, args.eval_batch_size)
-    mine = batches[accelerator.process_index :: accelerator.num_processes]
-    with served_precision(accelerator, run.model) as model:
-        collator = batch_collator(run.tokenizer, model)
-        logits = gather_object(window_logits(model, collator, features, mine, accelerator.device))
-    evaluation = None
-    if accelerator.is_main_process:
-        evaluation = score(run.validation, *stack_logits(logits, len(features)))
+    evaluation = score_on(run, run.validation)
+    if evaluation is not None:
         evaluation.write(args.output_dir, args.output_data_dir)
         print(evaluation.line(), flush=True)
-        step = progress.global_step
         metrics = {LOG_EVAL_EXACT_MATCH: evaluation.exact_match, LOG_EVAL_F1: evaluation.f1}
         accelerator.log({f"eval/{key.removeprefix('eval_')}": value for key, value in metrics.items()}, step=step)
         progress.history.append({LOG_STEP: step, LOG_EPOCH: run.schedule.epoch_at(step), **metrics})
         log.info(
             "evaluated %d features of %d examples on %d process(es) in %.1f s",
-            len(features),
+            len(run.validation.features),
             len(run.validation.examples),
             accelerator.num_processes,
             time.perf_counter() - started,
         )
+    if run.benchmark is not None:
+        graded = score_on(run, run.benchmark)
+        if graded is not None:
+            print(graded.line(BENCHMARK_LINE), flush=True)
+            accelerator.log({"benchmark/exact_match": graded.exact_match, "benchmark/f1": graded.f1}, step=step)
     accelerator.wait_for_everyone()
     return evaluation
+
+
+def score_on(run: TrainingRun, validation: ValidationSet) -> Evaluation | None:
+    """Every process predicts its share of `validation`'s batches; the main process scores them (None elsewhere)."""
+    accelerator, features = run.accelerator, validation.features
+    batches = length_sorted_batches(features, run.args.eval_batch_size)
+    mine = batches[accelerator.process_index :: accelerator.num_processes]
+    with served_precision(accelerator, run.model) as model:
+        collator = batch_collator(run.tokenizer, model)
+        logits = gather_object(window_logits(model, collator, features, mine, accelerator.device))
+    return score(validation, *stack_logits(logits, len(features))) if accelerator.is_main_process else None

@@ -33,6 +33,12 @@ DATASET_NAME_CHARACTER = "[A-Za-z0-9._-]"
 TRAIN_SPLIT = "train"
 VALIDATION_SPLIT = "validation"
 SPLITS = (TRAIN_SPLIT, VALIDATION_SPLIT)
+# The operator's benchmark (evaluation.benchmark): a dataset in the uploads' format, staged by `make stage-benchmark`
+# under s3://<artifacts>/BENCHMARKS_ROOT/<name>/<version>/ (BENCHMARK_SPLIT files, DATASET_MANIFEST_FILE last).
+# ValidateAndTokenize tokenizes its BENCHMARK_SPLIT into the BENCHMARK_OUTPUT features, FineTune scores them.
+BENCHMARKS_ROOT = "benchmarks"
+BENCHMARK_SPLIT = VALIDATION_SPLIT
+BENCHMARK_OUTPUT = "benchmark"
 
 
 def manifest_key_split(key: object) -> str | None:
@@ -53,6 +59,7 @@ PROCESSING_CODE_INPUT = "code"  # <input>/code: the source bundle, unpacked into
 PROCESSING_DATA_INPUT = "data"  # <input>/data: ClaimManifest's pinned folder (PINNED_MANIFEST_FILE and the files)
 PROCESSING_TOKENIZER_INPUT = "model"  # <input>/model: the base model's tokenizer files
 STATS_OUTPUT = "stats"  # <output>/stats/STATS_FILE
+PROCESSING_BENCHMARK_INPUT = "benchmark"  # <input>/benchmark: the pinned benchmark's manifest and files
 PREPROCESS_OUTPUTS = (*SPLITS, STATS_OUTPUT)
 
 # Variables the SageMaker training toolkit sets in a training container for the two folders it uploads (the local
@@ -71,6 +78,7 @@ TRAINING_CHANNELS_DIR = "/opt/ml/input/data"
 TRAIN_CHANNEL = TRAIN_SPLIT  # preprocess.py's train features
 VALIDATION_CHANNEL = VALIDATION_SPLIT  # preprocess.py's validation features and examples (qa/feature_files.py)
 MODEL_CHANNEL = "model"  # the base model (weights, config, tokenizer)
+BENCHMARK_CHANNEL = BENCHMARK_OUTPUT  # preprocess.py's benchmark features and examples (evaluation.benchmark only)
 CODE_CHANNEL = "code"  # the source bundle, under network isolation (pipeline_steps/steps/train.py)
 
 # Seams of the local runner: environment variables that move a container path on this machine.
@@ -151,6 +159,15 @@ EVALUATION_METRIC_REGEXES = {
     METRIC_EVAL_EXACT_MATCH: r"evaluation: exact_match=([0-9.]+)",
     METRIC_EVAL_F1: r"evaluation: exact_match=[0-9.]+ f1=([0-9.]+)",
 }
+# The same line for the operator's benchmark (BENCHMARK_CHANNEL), printed after it: CheckF1's gate metric when
+# evaluation.benchmark is set (the uploader's validation split is then reported, not gated on).
+BENCHMARK_LINE = "benchmark: exact_match={exact_match:.4f} f1={f1:.4f}"
+METRIC_BENCHMARK_F1 = "benchmark:f1"
+METRIC_BENCHMARK_EXACT_MATCH = "benchmark:exact_match"
+BENCHMARK_METRIC_REGEXES = {
+    METRIC_BENCHMARK_EXACT_MATCH: r"benchmark: exact_match=([0-9.]+)",
+    METRIC_BENCHMARK_F1: r"benchmark: exact_match=[0-9.]+ f1=([0-9.]+)",
+}
 
 # The dataset manifest (datasets/<name>/<version>/manifest.json) the upload tool writes last:
 # {"format": MANIFEST_V2_FORMAT, "dataset": name, "version": version,
@@ -209,6 +226,8 @@ F1_THRESHOLD = "F1Threshold"
 MODEL_APPROVAL_STATUS = "ModelApprovalStatus"
 SKIP_INVALID_RECORDS = "SkipInvalidRecords"
 MAX_TRAINING_COST = "MaxTrainingCostUSD"
+UPLOADED_BY = "UploadedBy"  # the S3 event's detail.requester: who uploaded the manifest
+UPLOADED_BY_UNSET = "unknown: not started by an upload event"  # its default (a valid metadata value)
 
 # Inputs of the pipeline's Lambda functions (the Lambda steps' `inputs`: flat values, structures as JSON text),
 # besides the parameters above, which pass through under their own names.
@@ -235,7 +254,15 @@ CLAIM_DUPLICATE = "Duplicate"  # DUPLICATE_YES / DUPLICATE_NO (the step compares
 DUPLICATE_YES, DUPLICATE_NO = "true", "false"
 CLAIM_CLAIMED_BY = "ClaimedBy"  # the owner execution
 CLAIM_INPUT_URI = "InputUri"  # s3://<artifacts>/inputs/<claim digest>/
-CLAIM_OUTPUTS = (CLAIM_PARAMETER_ERROR, CLAIM_IGNORED, CLAIM_DUPLICATE, CLAIM_CLAIMED_BY, CLAIM_INPUT_URI)
+CLAIM_MANIFEST_SHA256 = "ManifestSha256"  # SHA-256 of the claimed manifest version's bytes ("" when not claimed)
+CLAIM_OUTPUTS = (
+    CLAIM_PARAMETER_ERROR,
+    CLAIM_IGNORED,
+    CLAIM_DUPLICATE,
+    CLAIM_CLAIMED_BY,
+    CLAIM_INPUT_URI,
+    CLAIM_MANIFEST_SHA256,
+)
 ESTIMATED_COST_OUTPUT = "EstimatedCostUSD"  # EstimateTrainingCost: on-demand USD
 RECORD_MODEL_SHA256 = "ModelSha256"
 RECORD_MODEL_URI = "ModelUri"  # the registry copy, registry_archive_uri(RegistryUri, ModelSha256): what is registered

@@ -32,6 +32,7 @@ from qa.outputs import (
     MANIFEST_VERSION_UNSET,
     MAX_TRAINING_COST,
     TRAINING_INSTANCE_COUNT,
+    UPLOADED_BY,
 )
 
 ECHO_PREFIX = 20  # characters of a bad value echoed back in an error
@@ -153,6 +154,10 @@ def _location_error(event: dict[str, Any]) -> str:
     problem = metadata_value_problem(str(version))
     if problem:
         return f"Parameter {MANIFEST_VERSION_ID}={short(str(version))} {problem} (the model registry records it)."
+    uploader = str(event.get(UPLOADED_BY, ""))
+    problem = metadata_value_problem(uploader)
+    if problem:
+        return f"Parameter {UPLOADED_BY}={short(uploader)} {problem} (the model registry records it)."
     # The jobs' role reads base models only there (stacks/roles.py), where `make stage-model` stages them.
     models = str(event[INPUT_BASE_MODELS_URI])
     uri = str(event.get(BASE_MODEL_URI, ""))
