@@ -17,6 +17,15 @@ from qa.parameter_rules import (
 )
 
 MODELS = "s3://artifacts/base-models/"
+BOUNDS = {
+    "MaxInstanceCount": 8,
+    "MinF1Threshold": 0.0,
+    "MaxEpochs": 10.0,
+    "MaxLearningRate": 1e-3,
+    "MaxTrainingCostUSD": 200.0,
+    "MaxExecutionsPerDay": 10,
+    "MaxConcurrentExecutions": 2,
+}
 # An S3 version id as S3's pages show one.
 S3_VERSION_ID = "3sL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY+MTRCxf3vjVBH40Nr8X8gdRQBpUMLUo"
 
@@ -32,7 +41,7 @@ def start_event(**values: object) -> dict[str, object]:
         "TrainingInstanceCount": 1,
         "F1Threshold": 80.0,
         "MaxTrainingCostUSD": 100.0,
-        "Bounds": json.dumps({"MaxInstanceCount": 8, "MinF1Threshold": 0.0}),
+        "Bounds": json.dumps(BOUNDS),
         "BaseModelUri": f"{MODELS}bert-large-uncased-whole-word-masking/",
         "BaseModelsUri": MODELS,
         **values,
@@ -50,7 +59,7 @@ def test_a_usable_start_passes():
 @pytest.mark.parametrize(
     ("values", "says"),
     [
-        ({"Epochs": "0"}, "Parameter Epochs='0' must be > 0."),
+        ({"Epochs": "0"}, "Parameter Epochs='0' must be > 0 and at most"),
         ({"F1Threshold": "150"}, "Parameter F1Threshold='150' must be between 0 and 100."),
         ({"TrainingInstanceCount": "100"}, "TrainingInstanceCount='100' must be between 1 and 8"),
         ({"BaseModelUri": "s3://nope/x/"}, f"Parameter BaseModelUri='s3://nope/x/' must be a folder under {MODELS}"),
