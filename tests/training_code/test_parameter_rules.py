@@ -152,7 +152,7 @@ DAY = 24 * 3600
 def test_the_nth_execution_of_the_day_starts_and_the_next_is_refused():
     """limits.max_executions_per_day: the executions started in the 24 hours before this one, whatever they did."""
     start = 1_000_000.0
-    limit = BOUNDS["MaxExecutionsPerDay"]
+    limit = int(BOUNDS["MaxExecutionsPerDay"])
     earlier = [(start - DAY + 1 + n, "Succeeded") for n in range(limit - 1)] + [(start - DAY, "Failed")]
     assert execution_limit_error(json.dumps(BOUNDS), start, earlier) == ""  # one exactly 24 h before: outside
     refused = execution_limit_error(json.dumps(BOUNDS), start, [*earlier, (start, "Succeeded")])
@@ -161,7 +161,7 @@ def test_the_nth_execution_of_the_day_starts_and_the_next_is_refused():
 
 
 def test_executions_at_once_count_the_running_ones_only():
-    start, limit = 1_000_000.0, BOUNDS["MaxConcurrentExecutions"]
+    start, limit = 1_000_000.0, int(BOUNDS["MaxConcurrentExecutions"])
     running = [(start - 30 * DAY + n, "Executing") for n in range(limit - 1)]
     ended = [(start - 60, status) for status in ("Succeeded", "Failed", "Stopped", "CompletedWithFailures")]
     assert execution_limit_error(BOUNDS, start, running + ended) == ""
