@@ -426,25 +426,21 @@ def read_manifest(store: ObjectStore, bucket: str, key: str, version: str) -> An
 
 
 def content_digest(store: ObjectStore, bucket: str, key: str, version: str) -> str:
-    """SHA-256 of the data a manifest version names: each file's key below the manifest's folder with the SHA-256
-    the manifest records for it, else its version id (pinned by a v2 manifest; the current one for an older
-    list). Manifests with one digest train on the same data, whatever their key or version."""
+    """SHA-256 of the data a manifest version pins: its files, each by key below the manifest's folder and S3
+    version id (recorded by a v2 manifest; for an older list, the version current now), in key order. Manifests
+    with one digest name the same objects, whatever their own bytes, key or version. Version ids rather than the
+    SHA-256 values a manifest states: an uploader can write any SHA-256 (other people's data included), not
+    another object's version id."""
     manifest = read_manifest(store, bucket, key, version)
-    files = manifest.get("files") if isinstance(manifest, dict) else None
-    recorded = {f.get("key"): f.get("sha256") for f in files if isinstance(f, dict)} if isinstance(files, list) else {}
-    lines = []
+    pinned = []
     for relative, source_key, version_id, _ in manifest_files(manifest, bucket, key):
-        sha256 = recorded.get(relative)
-        if isinstance(sha256, str) and sha256:
-            lines.append(f"{relative}\nsha256 {sha256.lower()}")
-            continue
         if version_id is None:
             try:
                 version_id = store.current_version(bucket, source_key)[0]
             except FileNotFoundError:
                 raise ClaimError(f"s3://{bucket}/{source_key} named by the manifest does not exist") from None
-        lines.append(f"{relative}\nversion {version_id}")
-    return hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()
+        pinned.append([relative, str(version_id)])
+    return hashlib.sha256(json.dumps(sorted(pinned)).encode()).hexdigest()
 
 
 def content_claim_key(event: dict[str, Any], digest: str) -> str:

@@ -24,6 +24,8 @@ from tools.deployment import ToolError
 from tools.executions import claim_event, refuse_past_the_execution_limits
 
 KEY = "datasets/squad/v1/manifest.json"
+# Buckets of this module's own on the session's moto server (other tests create theirs).
+DATASETS, ARTIFACTS = "bounds-datasets", "bounds-artifacts"
 START = ("tools.executions", "start", "--name", "squad", "--version", "v1")
 DATA = {"train/train.jsonl": b'{"id": "1"}\n', "validation/validation.json": b'{"data": []}'}
 
@@ -40,8 +42,8 @@ def definition(deployed_session) -> dict:
 
 def claim(definition: dict, owner: str, version: str, key: str = KEY, **values: object) -> dict:
     """ClaimManifest's event in execution `owner` of the deployed definition, with parameter `values`."""
-    event = claim_event(definition, {"DatasetBucket": "datasets", "ManifestKey": key, "ManifestVersionId": version})
-    return {**event, "ExecutionArn": execution(owner), "ArtifactsBucket": "artifacts", **values}
+    event = claim_event(definition, {"DatasetBucket": DATASETS, "ManifestKey": key, "ManifestVersionId": version})
+    return {**event, "ExecutionArn": execution(owner), "ArtifactsBucket": ARTIFACTS, **values}
 
 
 def manifest(store, files: dict[str, bytes], key: str = KEY) -> bytes:
@@ -52,7 +54,7 @@ def manifest(store, files: dict[str, bytes], key: str = KEY) -> bytes:
     listed = [
         {
             "key": name,
-            "version_id": store.put("datasets", f"{folder}/{name}", body),
+            "version_id": store.put(DATASETS, f"{folder}/{name}", body),
             "sha256": hashlib.sha256(body).hexdigest(),
             "size": len(body),
         }
@@ -81,12 +83,12 @@ def test_a_second_put_of_identical_manifest_bytes_is_a_duplicate_that_says_so(de
     monkeypatch.setattr(functions, "earlier_executions", lambda arn: (time.time(), []))
     with pointed_at(aws_environment(moto_url)):
         s3 = boto3.client("s3")
-        for bucket in ("datasets", "artifacts"):
+        for bucket in (DATASETS, ARTIFACTS):
             s3.create_bucket(Bucket=bucket)
             s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
         store = functions.S3ObjectStore()
         body = manifest(store, DATA)
-        first_version, second_version = (store.put("datasets", KEY, body) for _ in range(2))
+        first_version, second_version = (store.put(DATASETS, KEY, body) for _ in range(2))
         assert first_version != second_version and first_version and second_version
         first = functions.claim_handler(claim(definition, "a", first_version))
         second = functions.claim_handler(claim(definition, "b", second_version))
@@ -103,21 +105,23 @@ def test_a_second_put_of_identical_manifest_bytes_is_a_duplicate_that_says_so(de
     assert f"claimed by execution {execution('a')}" in text
 
 
-def test_the_same_data_uploaded_as_another_dataset_version_is_a_duplicate(definition, tmp_path, local):
-    """make upload-dataset of the same files under a new version: new keys, new version ids, the same SHA-256s."""
+def test_a_manifest_put_again_with_other_bytes_but_the_same_pinned_files_is_a_duplicate(definition, tmp_path, local):
+    """Re-indenting the manifest (or reordering its entries) gives a new version id and new bytes: still the same
+    objects, so still a duplicate. Other data is trained, and data whose owner failed goes to the next execution."""
     record(tmp_path, a=("Succeeded", time.time() - 60), b=("Executing", time.time()))
-    first_version = local.put("datasets", KEY, manifest(local, DATA))
-    other_key = "datasets/squad/v2/manifest.json"
-    second_version = local.put("datasets", other_key, manifest(local, DATA, key=other_key))
+    body = manifest(local, DATA)
+    first_version = local.put(DATASETS, KEY, body)
+    parsed = json.loads(body)
+    reformatted = json.dumps({**parsed, "files": parsed["files"][::-1]}, indent=2).encode()
+    second_version = local.put(DATASETS, KEY, reformatted)
+    assert second_version != first_version
     assert functions.claim_handler(claim(definition, "a", first_version))["Duplicate"] == "false"
-    second = functions.claim_handler(claim(definition, "b", second_version, key=other_key))
+    second = functions.claim_handler(claim(definition, "b", second_version))
     assert second["Duplicate"] == "true" and second["ClaimedBy"] == execution("a")
-    # Different data is trained, and an owner that failed leaves the data to the next execution.
-    changed = local.put(
-        "datasets", other_key, manifest(local, {**DATA, "train/train.jsonl": b'{"id": "2"}\n'}, other_key)
-    )
-    assert functions.claim_handler(claim(definition, "b", changed, key=other_key))["Duplicate"] == "false"
-    record(tmp_path, a=("Failed", time.time() - 60), c=("Executing", time.time()))
+    assert "names the same data" in second["DuplicateReason"]
+    changed = local.put(DATASETS, KEY, manifest(local, {**DATA, "train/train.jsonl": b'{"id": "2"}\n'}))
+    assert functions.claim_handler(claim(definition, "b", changed))["Duplicate"] == "false"
+    record(tmp_path, a=("Failed", time.time() - 60), b=("Succeeded", time.time() - 30), c=("Executing", time.time()))
     assert functions.claim_handler(claim(definition, "c", first_version))["Duplicate"] == "false"
 
 
@@ -131,22 +135,22 @@ def test_the_same_data_uploaded_as_another_dataset_version_is_a_duplicate(defini
     ],
 )
 def test_the_claim_refuses_a_ceiling_or_a_run_past_the_settings_limits(definition, tmp_path, local, values, says):
-    version = local.put("datasets", KEY, manifest(local, DATA))
+    version = local.put(DATASETS, KEY, manifest(local, DATA))
     result = functions.claim_handler(claim(definition, "a", version, **values))
     assert result["ParameterError"].startswith(says) and result["InputUri"] == ""
-    assert not (tmp_path / "s3" / "artifacts").exists()  # nothing claimed, nothing pinned
+    assert not (tmp_path / "s3" / ARTIFACTS).exists()  # nothing claimed, nothing pinned
 
 
 def test_the_claim_refuses_the_execution_past_the_daily_limit_and_past_the_limit_at_once(definition, tmp_path, local):
     """The dev limits (cdk.json defaults): 10 executions in 24 hours, 2 at once; duplicates end quietly anyway."""
-    version = local.put("datasets", KEY, manifest(local, DATA))
+    version = local.put(DATASETS, KEY, manifest(local, DATA))
     now = time.time()
     earlier = {f"e{n}": ("Succeeded", now - 3600 + n) for n in range(9)}
     record(tmp_path, old=("Succeeded", now - 25 * 3600), **earlier, me=("Executing", now))
     assert functions.claim_handler(claim(definition, "me", version))["ParameterError"] == ""  # the 10th
     record(tmp_path, old=("Succeeded", now - 25 * 3600), **earlier, e9=("Succeeded", now - 60), n=("Executing", now))
     third = "datasets/squad/v3/manifest.json"
-    other = local.put("datasets", third, manifest(local, {**DATA, "train/t.jsonl": b"{}"}, third))
+    other = local.put(DATASETS, third, manifest(local, {**DATA, "train/t.jsonl": b"{}"}, third))
     refused = functions.claim_handler(claim(definition, "n", other, key=third))
     assert refused["ParameterError"] == (
         "10 executions of this pipeline started in the 24 hours before this one, and limits.max_executions_per_day "
