@@ -16,7 +16,6 @@ the same way (the claim counts a retried execution where it started, so the limi
 
 from __future__ import annotations
 
-import datetime
 import difflib
 import json
 import sys
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qa.outputs import INPUT_BOUNDS
-from qa.parameter_rules import EXECUTION_TIMEOUT_SECONDS, execution_limit_error, parameter_error
+from qa.parameter_rules import execution_limit_error, parameter_error, recent_executions
 
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url
 from config.layout import DatasetLayout
@@ -110,19 +109,13 @@ def refuse_what_the_claim_refuses(definition: dict[str, Any], values: dict[str, 
 
 def refuse_past_the_execution_limits(sagemaker: Any, pipeline_name: str, event: dict[str, Any]) -> None:
     """Fail with the claim step's one line (qa.parameter_rules) when an execution started now would be past the
-    deployed limits on executions per day and at once (ListPipelineExecutions, within the execution timeout:
-    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ListPipelineExecutions.html)."""
+    deployed limits on executions per day and at once (counted as the claim counts them)."""
     now = time.time()
-    since = datetime.datetime.fromtimestamp(now - EXECUTION_TIMEOUT_SECONDS, tz=datetime.UTC)
-    pages = sagemaker.get_paginator("list_pipeline_executions").paginate(PipelineName=pipeline_name, CreatedAfter=since)
-    earlier = [
-        (summary["StartTime"].timestamp(), str(summary["PipelineExecutionStatus"]))
-        for page in pages
-        for summary in page["PipelineExecutionSummaries"]
-    ]
-    if INPUT_BOUNDS not in event:
-        fail(f"the deployed {names.CLAIM_STEP} step has no {INPUT_BOUNDS} input: deploy this checkout")
-    problem = execution_limit_error(event[INPUT_BOUNDS], now, earlier)
+    earlier = [(started, status) for started, status, _ in recent_executions(sagemaker, pipeline_name, now)]
+    try:
+        problem = execution_limit_error(event[INPUT_BOUNDS], now, earlier)
+    except KeyError as err:  # a definition deployed before the limits
+        fail(f"the deployed {names.CLAIM_STEP} step has no {err.args[0]} input: deploy this checkout (make deploy)")
     if problem:
         fail(f"{problem} Nothing started ({names.CLAIM_STEP} would stop it).")
 

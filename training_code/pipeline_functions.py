@@ -77,11 +77,11 @@ from qa.outputs import (
     model_quality_metrics,
 )
 from qa.parameter_rules import (
-    EXECUTION_TIMEOUT_SECONDS,
     data_key_problem,
     execution_limit_error,
     json_input,
     parameter_error,
+    recent_executions,
     short,
 )
 
@@ -332,10 +332,8 @@ def _local_executions(path: Path) -> dict[str, tuple[str, float | None]]:
 
 def earlier_executions(execution_arn: str) -> tuple[float, list[tuple[float, str]]]:
     """This execution's start (epoch seconds) and (start, status) of every execution of its pipeline that started
-    before it and may still count: within the execution timeout (EXECUTION_TIMEOUT_SECONDS). Locally: the runner's
-    record, in start order. On SageMaker: ListPipelineExecutions of the pipeline in the execution's ARN
-    (arn:...:pipeline/<name>/execution/<id>; PipelineName takes the pipeline's ARN:
-    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ListPipelineExecutions.html)."""
+    before it and may still count (qa.parameter_rules.recent_executions). Locally: the runner's record, in start
+    order. On SageMaker: those of the pipeline named in the execution's ARN (arn:...:pipeline/<name>/execution/<id>)."""
     now = time.time()
     local = os.environ.get(LOCAL_EXECUTIONS_ENV)
     if local:
@@ -343,18 +341,10 @@ def earlier_executions(execution_arn: str) -> tuple[float, list[tuple[float, str
         before = list(executions)[: list(executions).index(execution_arn)] if execution_arn in executions else []
         start = executions.get(execution_arn, ("", None))[1] or now
         return start, [(executions[arn][1] or start, executions[arn][0]) for arn in before]
-    import datetime
-
     import boto3
 
-    pipeline_arn = execution_arn.rsplit("/execution/", 1)[0]
-    since = datetime.datetime.fromtimestamp(now - EXECUTION_TIMEOUT_SECONDS, tz=datetime.UTC)
-    pages = boto3.client("sagemaker").get_paginator("list_pipeline_executions")
-    listed = [
-        (summary["StartTime"].timestamp(), str(summary["PipelineExecutionStatus"]), summary["PipelineExecutionArn"])
-        for page in pages.paginate(PipelineName=pipeline_arn, CreatedAfter=since)
-        for summary in page["PipelineExecutionSummaries"]
-    ]
+    pipeline_name = execution_arn.rsplit("/execution/", 1)[0].rsplit(":pipeline/", 1)[-1]
+    listed = recent_executions(boto3.client("sagemaker"), pipeline_name, now)
     start = next((started for started, _, arn in listed if arn == execution_arn), now)
     return start, [(started, status) for started, status, arn in listed if arn != execution_arn and started <= start]
 

@@ -17,6 +17,7 @@ import pipeline_functions as functions
 import pytest
 from qa.notifications import CLAIM_STEP_ENV, FIRST_DELIVERY_STEP_ENV
 from qa.outputs import LOCAL_EXECUTIONS_ENV, LOCAL_S3_ROOT_ENV, MANIFEST_V2_FORMAT
+from qa.parameter_rules import execution_limit_error
 
 from tests.conftest import aws_environment, pointed_at
 from tests.tools.conftest import assert_one_line_error, run_cli
@@ -199,5 +200,13 @@ def test_make_start_refuses_the_execution_past_the_daily_limit(deployed, deploye
             refuse_past_the_execution_limits(sagemaker, deployed.pipeline_name, event)
         deployed.client("s3").put_object(Bucket=deployed.datasets_bucket, Key=KEY, Body=b"{}")
         assert_one_line_error(run_cli(*START, env=deployed_env), "limits.max_executions_per_day allows 10")
+        # The claim's own count, from the 11th execution's ARN: the 10 before it, the 11th refused.
+        eleventh = sagemaker.start_pipeline_execution(
+            PipelineName=deployed.pipeline_name, ClientRequestToken=uuid.uuid4().hex
+        )["PipelineExecutionArn"]
+        start, earlier = functions.earlier_executions(eleventh)
+        assert len(earlier) == 10 and "limits.max_executions_per_day" in execution_limit_error(
+            event["Bounds"], start, earlier
+        )
     finally:
         deployed.replace_pipeline(deployed.pipeline_definition)

@@ -16,6 +16,7 @@ Standard library only: the Lambda runtime loads it as it is (stacks/functions.py
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import unicodedata
@@ -206,6 +207,19 @@ def execution_limit_error(bounds: Any, start: float, earlier: list[tuple[float, 
             f"allows {at_once} at once: start it when one has ended, or raise the limit (cdk.json) and deploy."
         )
     return ""
+
+
+def recent_executions(sagemaker: Any, pipeline: str, now: float) -> list[tuple[float, str, str]]:
+    """(start, PipelineExecutionStatus, ARN) of every execution of `pipeline` (its name or ARN) created within the
+    execution timeout before `now`: what the execution limits count. `sagemaker` is a boto3 SageMaker client
+    (ListPipelineExecutions: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ListPipelineExecutions.html)."""
+    since = datetime.datetime.fromtimestamp(now - EXECUTION_TIMEOUT_SECONDS, tz=datetime.UTC)
+    pages = sagemaker.get_paginator("list_pipeline_executions").paginate(PipelineName=pipeline, CreatedAfter=since)
+    return [
+        (summary["StartTime"].timestamp(), str(summary["PipelineExecutionStatus"]), summary["PipelineExecutionArn"])
+        for page in pages
+        for summary in page["PipelineExecutionSummaries"]
+    ]
 
 
 def parameter_error(event: dict[str, Any]) -> str:
