@@ -2,8 +2,8 @@
 limit) and the parameter half of attack 7 (the claim accepted MaxTrainingCostUSD=1e12 and Epochs=500: 8 x p4d x
 24 h is about $7,200 per attempt). Performed against the claim function (LocalObjectStore, and moto server's
 versioned S3, where a PUT of the same bytes is a new version id) and against `make start` on moto server.
-Not modelled by moto: pipeline executions that keep running (moto's succeed at once) and the claim's
-ListPipelineExecutions from inside a Lambda; the claim's count comes from the local runner's record here."""
+Not modelled by moto: pipeline executions that keep running (moto's succeed at once, so the limit at once is
+performed on the local runner's record of executions) and ListPipelineExecutions' CreatedAfter (ignored)."""
 
 from __future__ import annotations
 
