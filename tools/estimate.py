@@ -430,6 +430,9 @@ def _notes(
         "time = FLOPs / (GPUs x peak dense bf16 x MFU x data-parallel efficiency); DP efficiency: bf16 gradient "
         f"all-reduce at measured bus bandwidth (NVIDIA/nccl#527), {c.ALLREDUCE_OVERLAP:.0%} of the backward hides it",
         _encryption_note(settings.training.encrypt_inter_container_traffic),
+        f"cost guard: MaxTrainingCostUSD defaults to {usd(settings.default_max_cost_usd)} (training.max_cost_usd, "
+        f"else limits.default_cost_multiple x the configured choice's FineTune estimate on SQuAD v1.1, "
+        f"{usd(settings.reference_training_usd)}); an execution may pass at most {usd(settings.max_training_cost_usd)}",
         *sorted(sources),
         f"tokenization: inside FineTune it would save the CPU cold start "
         f"({_minutes(cpu_job.startup) if cpu_job else 'n/a'} on a cache miss) but it costs less in its cached CPU "
