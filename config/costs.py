@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from qa.cost import Hardware, JobTerms, cost_model_document
+from qa.cost import BERT_LARGE, Hardware, JobTerms, cost_model_document, run_estimate
 
 from config.instance_types import GPU_MODELS, instance_type
 
@@ -283,3 +283,51 @@ def cost_model(settings: Settings) -> dict[str, Any]:
         hps.gradient_accumulation_steps,
         gradient_bytes(hps.precision),
     )
+
+
+# --- The reference workload: what `make estimate` prices without a DATASET, and what the default cost ceiling
+# (limits.default_cost_multiple x this estimate, Settings.default_max_cost_usd) is a multiple of -----------------
+# Same shape, different names: the configs of these hub models are known without downloading them.
+KNOWN_SHAPES = {
+    name: BERT_LARGE
+    for name in ("bert-large-uncased-whole-word-masking", "bert-large-uncased", "bert-large-cased-whole-word-masking")
+}
+# SQuAD v1.1: 87,599 train / 10,570 validation questions (Rajpurkar et al. 2016, the
+# published train-v1.1.json / dev-v1.1.json, 30.3 + 4.9 MB); 88,729 / 10,822 features at 384/128 (Hugging Face
+# course, chapter 7 "Question answering"): so 1,130 train examples overflow one window, and at least that many
+# features are full 384-token windows. Mean feature length with dynamic padding: ~200 tokens (issue 20; the
+# bundled tokenizer gives WORDPIECES_PER_WORD on the sample data, see bench/RESULTS.md); the remaining
+# features are set to the length that makes the mean 200.
+SQUAD_TRAIN_EXAMPLES, SQUAD_VALIDATION_EXAMPLES = 87_599, 10_570
+SQUAD_TRAIN_FEATURES, SQUAD_VALIDATION_FEATURES = 88_729, 10_822
+SQUAD_MEAN_FEATURE_TOKENS = 200
+SQUAD_MB = 30.3 + 4.9
+SQUAD_SOURCE = "SQuAD v1.1 (88,729 train / 10,822 validation features at 384/128, mean window ~200 tokens)"
+
+
+def squad_lengths(features: int, examples: int, max_seq_length: int, padded: bool) -> dict[int, int]:
+    """SQuAD v1.1's feature lengths; every feature is `max_seq_length` long when batches are padded to it."""
+    if padded:
+        return {max_seq_length: features}
+    full = features - examples
+    rest = round((SQUAD_MEAN_FEATURE_TOKENS * features - max_seq_length * full) / (features - full))
+    return {max_seq_length: full, rest: features - full}
+
+
+def reference_training_usd(settings: Settings) -> float:
+    """The cost guard's estimate (qa.cost.run_estimate, as EstimateTrainingCost computes it) of FineTune on the
+    configured choice (training.instance_type x instance_count, hyperparameters.epochs) for the reference workload,
+    SQuAD v1.1 on the configured base model. KeyError when that model's shape is not known offline."""
+    if settings.model.base_model not in KNOWN_SHAPES:
+        raise KeyError(settings.model.base_model)
+    hps, training = settings.hyperparameters, settings.training
+    estimate = run_estimate(
+        cost_model(settings),
+        KNOWN_SHAPES[settings.model.base_model],
+        squad_lengths(SQUAD_TRAIN_FEATURES, SQUAD_TRAIN_EXAMPLES, hps.max_seq_length, padded=False),
+        squad_lengths(SQUAD_VALIDATION_FEATURES, SQUAD_VALIDATION_EXAMPLES, hps.max_seq_length, padded=False),
+        training.instance_type,
+        training.instance_count,
+        hps.epochs,
+    )
+    return float(estimate["training_on_demand_usd"])

@@ -6,6 +6,7 @@ being silently ignored.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Literal, get_args
 
@@ -14,7 +15,13 @@ from qa import benchmark as benchmark_files
 from qa.features import DEFAULT_MAX_WINDOWS_PER_EXAMPLE
 from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_MAX_LENGTH
 
-from config.costs import TRAINING_USD_PER_HOUR, hardware_facts, young_daly_minutes
+from config.costs import (
+    KNOWN_SHAPES,
+    TRAINING_USD_PER_HOUR,
+    hardware_facts,
+    reference_training_usd,
+    young_daly_minutes,
+)
 from config.images import (
     DEFAULT_PROCESSING_IMAGE,
     DEFAULT_TRAINING_IMAGES,
@@ -206,11 +213,13 @@ class TrainingSettings(StrictModel):
         description="Wall time from the manifest upload to the registered model that `make estimate` plans for: "
         "it marks the cheapest instance choice whose modelled pipeline (tokenization not cached) finishes within it.",
     )
-    max_cost_usd: float = Field(
-        1000.0,
+    max_cost_usd: float | None = Field(
+        None,
         gt=0,
         description="Default of the MaxTrainingCostUSD pipeline parameter: executions whose estimated on-demand "
-        "training cost (list prices, config/costs.py) exceeds it stop before FineTune.",
+        "training cost (list prices, config/costs.py) exceeds it stop before FineTune. Default: "
+        "limits.default_cost_multiple x the estimate of the configured choice for SQuAD v1.1 (Settings."
+        "default_max_cost_usd; `make estimate` prints that estimate).",
     )
 
     @property
@@ -298,6 +307,44 @@ class EvaluationSettings(StrictModel):
         return self
 
 
+class LimitsSettings(StrictModel):
+    """What one execution may ask for, and how many may run: ClaimManifest refuses an execution past these before
+    anything is billed, and `make start` refuses to start it (qa/parameter_rules.py, one home for both). The
+    values reach the claim through the definition (its Bounds input). training.max_instance_count and
+    evaluation.min_f1_threshold are the bounds of TrainingInstanceCount and F1Threshold."""
+
+    default_cost_multiple: float = Field(
+        3.0,
+        ge=1,
+        description="The default MaxTrainingCostUSD (unless training.max_cost_usd is set): this multiple of the "
+        "estimated on-demand FineTune cost of the configured choice on SQuAD v1.1 (config/costs.py "
+        "reference_training_usd; `make estimate` prints it).",
+    )
+    max_cost_multiple: float = Field(
+        10.0,
+        ge=1,
+        description="The largest MaxTrainingCostUSD an execution may pass (unless max_training_cost_usd is set): "
+        "this multiple of the same estimate.",
+    )
+    max_training_cost_usd: float | None = Field(
+        None, gt=0, description="The largest MaxTrainingCostUSD an execution may pass, in USD."
+    )
+    max_epochs: float = Field(10.0, gt=0, description="The largest Epochs an execution may pass.")
+    max_learning_rate: float = Field(1e-3, gt=0, lt=1, description="The largest LearningRate an execution may pass.")
+    max_executions_per_day: int = Field(
+        10,
+        gt=0,
+        description="How many executions of the pipeline may start in 24 hours: the claim refuses one that has this "
+        "many started in the 24 hours before it (every execution counts: duplicates, refused ones).",
+    )
+    max_concurrent_executions: int = Field(
+        2,
+        gt=0,
+        description="How many executions may run at once: the claim refuses one that started while this many "
+        "earlier ones are still executing.",
+    )
+
+
 class RegistrySettings(StrictModel):
     """How trained models are registered."""
 
@@ -377,6 +424,7 @@ class Settings(StrictModel):
     evaluation: EvaluationSettings = EvaluationSettings()
     registry: RegistrySettings = RegistrySettings()
     tracking: TrackingSettings = TrackingSettings()
+    limits: LimitsSettings = LimitsSettings()
 
     @field_validator("region")
     @classmethod
@@ -410,9 +458,64 @@ class Settings(StrictModel):
                 "training.use_spot=true needs training.checkpoint_prefix: without checkpoints every spot "
                 "interruption restarts training from scratch"
             )
+        problems += self._bound_problems(priced=not problems)
         if problems:
             raise ValueError("\n  - ".join(dict.fromkeys(problems)))
         return self
+
+    def _bound_problems(self, priced: bool) -> list[str]:
+        """The defaults within the limits an execution must meet (`priced`: the cost ceilings can be computed)."""
+        limits, training, hps = self.limits, self.training, self.hyperparameters
+        problems = [
+            f"{key} ({value:g}) is above {bound_key} ({bound:g}): every execution with the default would be refused; "
+            f"lower the one or raise the other"
+            for key, value, bound_key, bound in (
+                ("training.instance_count", training.instance_count, "training.max_instance_count",
+                 training.max_instance_count),
+                ("hyperparameters.epochs", hps.epochs, "limits.max_epochs", limits.max_epochs),
+                ("hyperparameters.learning_rate", hps.learning_rate, "limits.max_learning_rate",
+                 limits.max_learning_rate),
+            )
+            if value > bound
+        ]  # fmt: skip
+        if not priced:
+            return problems
+        if (training.max_cost_usd is None or limits.max_training_cost_usd is None) and (
+            self.model.base_model not in KNOWN_SHAPES
+        ):
+            return [
+                *problems,
+                f"the shape of model.base_model {self.model.base_model} is not known offline, so the default cost "
+                "ceilings cannot be estimated: set training.max_cost_usd and limits.max_training_cost_usd (USD)",
+            ]
+        if self.default_max_cost_usd > self.max_training_cost_usd:
+            problems.append(
+                f"the default MaxTrainingCostUSD ({self.default_max_cost_usd:g}, training.max_cost_usd or "
+                f"limits.default_cost_multiple) is above its upper bound ({self.max_training_cost_usd:g}, "
+                "limits.max_training_cost_usd or limits.max_cost_multiple): lower the one or raise the other"
+            )
+        return problems
+
+    @property
+    def reference_training_usd(self) -> float:
+        """The estimated on-demand FineTune cost of the configured choice on SQuAD v1.1 (config/costs.py)."""
+        return reference_training_usd(self)
+
+    @property
+    def default_max_cost_usd(self) -> float:
+        """MaxTrainingCostUSD's default: training.max_cost_usd, else limits.default_cost_multiple x the reference
+        estimate, rounded up to the dollar."""
+        if self.training.max_cost_usd is not None:
+            return self.training.max_cost_usd
+        return float(math.ceil(self.limits.default_cost_multiple * self.reference_training_usd))
+
+    @property
+    def max_training_cost_usd(self) -> float:
+        """The largest MaxTrainingCostUSD an execution may pass: limits.max_training_cost_usd, else
+        limits.max_cost_multiple x the reference estimate, rounded up to the dollar."""
+        if self.limits.max_training_cost_usd is not None:
+            return self.limits.max_training_cost_usd
+        return float(math.ceil(self.limits.max_cost_multiple * self.reference_training_usd))
 
     def _production_problems(self) -> list[str]:
         """What a production environment must hold: the manual approval gate and its F1 floor."""

@@ -2,8 +2,8 @@
 
 The definition names each function by ARN; locally the ARN's function name is the handler
 (`pipeline_functions.claim_handler`, as the stacks configure it). S3 is the local object store's folder
-(LOCAL_S3_ROOT) and SageMaker's DescribePipelineExecution a JSON file of execution statuses that the runner
-keeps (QA_LOCAL_EXECUTIONS).
+(LOCAL_S3_ROOT) and SageMaker's DescribePipelineExecution / ListPipelineExecutions a JSON file of execution
+statuses and starts that the runner keeps (QA_LOCAL_EXECUTIONS).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import importlib
 import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,8 +54,11 @@ class LocalFunctions:
         self.store_root, self.executions_file = store_root, executions_file
 
     def record_status(self, execution_arn: str, status: str) -> None:
+        """Record the execution's status, and its start when first seen (qa.outputs.LOCAL_EXECUTIONS_ENV's form)."""
         statuses = json.loads(self.executions_file.read_text()) if self.executions_file.is_file() else {}
-        statuses[execution_arn] = status
+        previous = statuses.get(execution_arn)
+        start = previous["start"] if isinstance(previous, dict) else time.time()
+        statuses[execution_arn] = {"status": status, "start": start}
         self.executions_file.parent.mkdir(parents=True, exist_ok=True)
         self.executions_file.write_text(json.dumps(statuses, indent=1))
 

@@ -62,7 +62,7 @@ def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket:
         skip_invalid_records=ParameterString(
             names.SKIP_INVALID_RECORDS, default_value="false", enum_values=["true", "false"]
         ),
-        max_training_cost=ParameterFloat(names.MAX_TRAINING_COST, default_value=settings.training.max_cost_usd),
+        max_training_cost=ParameterFloat(names.MAX_TRAINING_COST, default_value=settings.default_max_cost_usd),
         # The trigger sets it from the event (stacks/trigger.py); the package records it.
         uploaded_by=ParameterString(names.UPLOADED_BY, default_value=UPLOADED_BY_UNSET),
     )

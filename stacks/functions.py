@@ -102,14 +102,16 @@ def stage_function_code(build_dir: Path) -> Path:
     return target
 
 
+def pipeline_arn(scope: Construct, pipeline_name: str) -> str:
+    """One pipeline: the resource form of its pipeline actions (ListPipelineExecutions, ...)."""
+    return Stack.of(scope).format_arn(
+        service="sagemaker", resource="pipeline", resource_name=pipeline_name, arn_format=ArnFormat.SLASH_RESOURCE_NAME
+    )
+
+
 def pipeline_executions_arn(scope: Construct, pipeline_name: str) -> str:
     """Every execution of one pipeline: the resource form of its execution actions."""
-    return Stack.of(scope).format_arn(
-        service="sagemaker",
-        resource="pipeline",
-        resource_name=f"{pipeline_name}/execution/*",
-        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
-    )
+    return f"{pipeline_arn(scope, pipeline_name)}/execution/*"
 
 
 class PipelineFunction(Construct):
@@ -260,6 +262,15 @@ class PipelineFunctions(Construct):
             ),
             "ClaimManifest may only describe executions of this one pipeline (DescribePipelineExecution), to learn "
             "whether a claim's owner failed.",
+        )
+        # ListPipelineExecutions: resource type pipeline, arn:${Partition}:sagemaker:${Region}:${Account}:pipeline/
+        # ${PipelineName} (Service Authorization Reference, Amazon SageMaker AI; tests/stacks/iam_reference.py).
+        claim.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="CountPipelineExecutions",
+                actions=["sagemaker:ListPipelineExecutions"],
+                resources=[pipeline_arn(self, pipeline_name)],
+            )
         )
 
         # The estimate: the dataset statistics and the base model's config.json.

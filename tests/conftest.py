@@ -220,6 +220,28 @@ def moto_url(tmp_path_factory) -> Iterator[str]:
         log.close()
 
 
+@pytest.fixture(scope="session")
+def deployed_session(moto_url, dev) -> Any:
+    """The dev stacks deployed once per session on moto server (tests/tools/conftest.py `deploy`)."""
+    from tests.tools.conftest import deploy
+
+    return deploy(moto_url, dev)
+
+
+@pytest.fixture
+def deployed(deployed_session, moto_url) -> Iterator[Any]:
+    """boto3 pointed at the deployed region; the buckets are emptied again after the test."""
+    with pointed_at(aws_environment(moto_url)):
+        yield deployed_session
+        deployed_session.empty_buckets()
+
+
+@pytest.fixture
+def deployed_env(deployed, moto_url) -> dict[str, str]:
+    """The environment of a command run against the deployed region."""
+    return aws_environment(moto_url)
+
+
 def aws_environment(moto_url: str, region: str = REGION) -> dict[str, str]:
     """Dummy credentials and a region for the emulator; no profile, config or credentials file is read."""
     return {

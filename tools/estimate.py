@@ -17,47 +17,32 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from qa.cost import BERT_LARGE, WEIGHT_BYTES, JobEstimate, ModelShape, Workload, training_job
+from qa.cost import WEIGHT_BYTES, JobEstimate, ModelShape, Workload, training_job
 
 from config import Settings, load_settings, read_cdk_json_context
 from config import costs as c
+from config.costs import (
+    KNOWN_SHAPES,
+    SQUAD_MB,
+    SQUAD_SOURCE,
+    SQUAD_TRAIN_EXAMPLES,
+    SQUAD_TRAIN_FEATURES,
+    SQUAD_VALIDATION_EXAMPLES,
+    SQUAD_VALIDATION_FEATURES,
+    squad_lengths,
+)
 from config.instance_types import instance_type
 from config.loader import DEFAULT_ENV
 from config.paths import CDK_JSON, GPU_THROUGHPUT_RESULT
 from pipeline_steps import names
 
 GPU_RESULT = GPU_THROUGHPUT_RESULT
-# Same shape, different names: the configs of these hub models are known without downloading them.
-KNOWN_SHAPES = {
-    name: BERT_LARGE
-    for name in ("bert-large-uncased-whole-word-masking", "bert-large-uncased", "bert-large-cased-whole-word-masking")
-}
 NODE_COUNTS = (1, 2, 4)
-# SQuAD v1.1 without a DATASET: 87,599 train / 10,570 validation questions (Rajpurkar et al. 2016, the
-# published train-v1.1.json / dev-v1.1.json, 30.3 + 4.9 MB); 88,729 / 10,822 features at 384/128 (Hugging Face
-# course, chapter 7 "Question answering"): so 1,130 train examples overflow one window, and at least that many
-# features are full 384-token windows. Mean feature length with dynamic padding: ~200 tokens (issue 20; the
-# bundled tokenizer gives WORDPIECES_PER_WORD on the sample data, see bench/RESULTS.md); the remaining
-# features are set to the length that makes the mean 200.
-SQUAD_TRAIN_EXAMPLES, SQUAD_VALIDATION_EXAMPLES = 87_599, 10_570
-SQUAD_TRAIN_FEATURES, SQUAD_VALIDATION_FEATURES = 88_729, 10_822
-SQUAD_MEAN_FEATURE_TOKENS = 200
-SQUAD_MB = 30.3 + 4.9
-SQUAD_SOURCE = "SQuAD v1.1 (88,729 train / 10,822 validation features at 384/128, mean window ~200 tokens)"
 # The seed article (/work/shared/seeds, the blog post's hyperparameters and closing section): bert-large-uncased-
 # whole-word-masking, SQuAD v1.1, fp16, batch 4 per GPU, pad_to_max_length, 2 epochs, one HF training job that
 # downloads, tokenizes (run_qa.py, one process), trains and evaluates; ~4 h / ~$15 on 1 x ml.p3.2xlarge,
 # 28 min / $24 on 2 x ml.p3.16xlarge.
 SEED_RUNS = (("ml.p3.2xlarge", 1, 4 * 60.0, 15.0), ("ml.p3.16xlarge", 2, 28.0, 24.0))
-
-
-def squad_lengths(features: int, examples: int, max_seq_length: int, padded: bool) -> dict[int, int]:
-    """SQuAD v1.1's feature lengths; every feature is `max_seq_length` long when batches are padded to it."""
-    if padded:
-        return {max_seq_length: features}
-    full = features - examples
-    rest = round((SQUAD_MEAN_FEATURE_TOKENS * features - max_seq_length * full) / (features - full))
-    return {max_seq_length: full, rest: features - full}
 
 
 def dataset_lengths(dataset: Path, max_seq_length: int, doc_stride: int) -> tuple[dict[int, int], dict[int, int], int]:
@@ -445,6 +430,9 @@ def _notes(
         "time = FLOPs / (GPUs x peak dense bf16 x MFU x data-parallel efficiency); DP efficiency: bf16 gradient "
         f"all-reduce at measured bus bandwidth (NVIDIA/nccl#527), {c.ALLREDUCE_OVERLAP:.0%} of the backward hides it",
         _encryption_note(settings.training.encrypt_inter_container_traffic),
+        f"cost guard: MaxTrainingCostUSD defaults to {usd(settings.default_max_cost_usd)} (training.max_cost_usd, "
+        f"else limits.default_cost_multiple x the configured choice's FineTune estimate on SQuAD v1.1, "
+        f"{usd(settings.reference_training_usd)}); an execution may pass at most {usd(settings.max_training_cost_usd)}",
         *sorted(sources),
         f"tokenization: inside FineTune it would save the CPU cold start "
         f"({_minutes(cpu_job.startup) if cpu_job else 'n/a'} on a cache miss) but it costs less in its cached CPU "

@@ -7,9 +7,11 @@
 (make start / make retry / make logs.) `start` resolves the manifest's S3 version id with HeadObject (the
 trigger passes it from the S3 event) and checks every PARAMS value against the deployed pipeline's parameter
 types and allowed values, then the whole execution's values against the rules its first step, ClaimManifest,
-applies (qa/parameter_rules.py: Epochs > 0, F1Threshold within its range, BaseModelUri under base-models/, ...),
-before StartPipelineExecution, so a typo or an out-of-range value fails here and starts nothing. `retry` applies
-the same rules to the execution's own values: a retry of an execution they stopped would stop the same way.
+applies (qa/parameter_rules.py: Epochs within (0, limits.max_epochs], F1Threshold within its range, BaseModelUri
+under base-models/, ...), and the limits on executions per day and at once (ListPipelineExecutions), before
+StartPipelineExecution, so a typo, an out-of-range value or one execution too many fails here and starts nothing.
+`retry` applies the parameter rules to the execution's own values: a retry of an execution they stopped would stop
+the same way (the claim counts a retried execution where it started, so the limits are the claim's to apply).
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from __future__ import annotations
 import difflib
 import json
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from qa.parameter_rules import parameter_error
+from qa.outputs import INPUT_BOUNDS
+from qa.parameter_rules import execution_limit_error, parameter_error, recent_executions
 
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url
 from config.layout import DatasetLayout
@@ -103,6 +107,19 @@ def refuse_what_the_claim_refuses(definition: dict[str, Any], values: dict[str, 
         fail(f"{problem} {then}")
 
 
+def refuse_past_the_execution_limits(sagemaker: Any, pipeline_name: str, event: dict[str, Any]) -> None:
+    """Fail with the claim step's one line (qa.parameter_rules) when an execution started now would be past the
+    deployed limits on executions per day and at once (counted as the claim counts them)."""
+    now = time.time()
+    earlier = [(started, status) for started, status, _ in recent_executions(sagemaker, pipeline_name, now)]
+    try:
+        problem = execution_limit_error(event[INPUT_BOUNDS], now, earlier)
+    except KeyError as err:  # a definition deployed before the limits
+        fail(f"the deployed {names.CLAIM_STEP} step has no {err.args[0]} input: deploy this checkout (make deploy)")
+    if problem:
+        fail(f"{problem} Nothing started ({names.CLAIM_STEP} would stop it).")
+
+
 def parse_params(text: str, defined: dict[str, PipelineParameter]) -> dict[str, str]:
     """`Name=value Name=value` checked against the parameters' types and allowed values; one line per problem."""
     values: dict[str, str] = {}
@@ -171,6 +188,7 @@ def start(deployment: Deployment, name: str, version: str, params: str, env_name
     }
     values.update({k: v for k, v in dataset.items() if k in defined})
     refuse_what_the_claim_refuses(definition, values, f"Nothing started ({names.CLAIM_STEP} would stop it).")
+    refuse_past_the_execution_limits(sagemaker, pipeline_name, claim_event(definition, values))
     response = sagemaker.start_pipeline_execution(
         PipelineName=pipeline_name,
         PipelineParameters=[{"Name": k, "Value": v} for k, v in values.items()],

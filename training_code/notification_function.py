@@ -37,7 +37,7 @@ from qa.notifications import (
     STEP_STATUS_CHANGE,
     TOPIC_ARN_ENV,
 )
-from qa.outputs import CLAIM_CLAIMED_BY, CLAIM_DUPLICATE, CLAIM_IGNORED, DUPLICATE_YES
+from qa.outputs import CLAIM_CLAIMED_BY, CLAIM_DUPLICATE, CLAIM_DUPLICATE_REASON, CLAIM_IGNORED, DUPLICATE_YES
 
 log = logging.getLogger("notification_function")
 log.setLevel(logging.INFO)
@@ -77,9 +77,15 @@ def _step_message(detail: dict[str, Any], environment: dict[str, str]) -> str | 
         raise ValueError(f"no notification for step {detail.get('stepName')!r} {detail.get('currentStepStatus')!r}")
     claim = claim_outputs(execution, environment[CLAIM_STEP_ENV])
     if claim.get(CLAIM_DUPLICATE) == DUPLICATE_YES:
+        owner = claim.get(CLAIM_CLAIMED_BY) or UNKNOWN
+        if claim.get(CLAIM_DUPLICATE_REASON):  # the same data as another dataset version
+            return (
+                f"duplicate, nothing trained: {claim[CLAIM_DUPLICATE_REASON]}; that data is claimed by execution "
+                f"{owner} (execution {execution} ends Succeeded)."
+            )
         return (
-            "duplicate delivery, nothing trained: the dataset version is claimed by execution "
-            f"{claim.get(CLAIM_CLAIMED_BY) or UNKNOWN} (execution {execution} ends Succeeded)."
+            f"duplicate delivery, nothing trained: the dataset version is claimed by execution {owner} "
+            f"(execution {execution} ends Succeeded)."
         )
     if claim.get(CLAIM_IGNORED):
         return f"nothing trained: {claim[CLAIM_IGNORED]} (execution {execution} ends Succeeded)."

@@ -1,6 +1,7 @@
 """The pipeline's Lambda functions (SageMaker Pipelines Lambda steps): no instance starts for them.
 
-    claim_handler          ClaimManifest: check the parameters, claim the manifest version once, pin its data
+    claim_handler          ClaimManifest: check the parameters, claim the manifest version and its data once,
+                           check the execution limits, pin the data
     estimate_cost_handler  EstimateTrainingCost: the training estimate of qa/cost.py from stats.json
     record_model_handler   RecordModel: the trained archive's one version, hashed and copied to registry/<sha256>/,
                            and the model-quality report
@@ -30,10 +31,13 @@ from qa.outputs import (
     BASE_MODEL_URI,
     CLAIM_CLAIMED_BY,
     CLAIM_DUPLICATE,
+    CLAIM_DUPLICATE_REASON,
     CLAIM_IGNORED,
     CLAIM_INPUT_URI,
     CLAIM_MANIFEST_SHA256,
+    CLAIM_OUTPUTS,
     CLAIM_PARAMETER_ERROR,
+    CONTENT_CLAIMS,
     DATASET_BUCKET,
     DATASET_MANIFEST_FILE,
     DATASET_NAME_CHARACTER,
@@ -46,6 +50,7 @@ from qa.outputs import (
     ESTIMATED_COST_OUTPUT,
     EVALUATION_FILE,
     INPUT_ARTIFACTS_BUCKET,
+    INPUT_BOUNDS,
     INPUT_CLAIMS_PREFIX,
     INPUT_COST_MODEL,
     INPUT_EXACT_MATCH,
@@ -79,7 +84,15 @@ from qa.outputs import (
     same_s3_checksum,
     sha256_checksum,
 )
-from qa.parameter_rules import data_key_problem, json_input, parameter_error, short, shown
+from qa.parameter_rules import (
+    data_key_problem,
+    execution_limit_error,
+    json_input,
+    parameter_error,
+    recent_executions,
+    short,
+    shown,
+)
 
 log = logging.getLogger("pipeline_functions")
 log.setLevel(logging.INFO)
@@ -368,8 +381,7 @@ def execution_status(execution_arn: str) -> str:
     such execution exists."""
     local = os.environ.get(LOCAL_EXECUTIONS_ENV)
     if local:
-        statuses = json.loads(Path(local).read_text()) if Path(local).is_file() else {}
-        return str(statuses.get(execution_arn, "Unknown"))
+        return _local_executions(Path(local)).get(execution_arn, ("Unknown", None))[0]
     import boto3
     from botocore.exceptions import ClientError
 
@@ -380,6 +392,34 @@ def execution_status(execution_arn: str) -> str:
             return "Unknown"
         raise
     return str(response["PipelineExecutionStatus"])
+
+
+def _local_executions(path: Path) -> dict[str, tuple[str, float | None]]:
+    """The local runner's execution record: ARN -> (status, start in epoch seconds or None), in start order."""
+    recorded = json.loads(path.read_text()) if path.is_file() else {}
+    return {
+        arn: (str(value["status"]), float(value["start"])) if isinstance(value, dict) else (str(value), None)
+        for arn, value in recorded.items()
+    }
+
+
+def earlier_executions(execution_arn: str) -> tuple[float, list[tuple[float, str]]]:
+    """This execution's start (epoch seconds) and (start, status) of every execution of its pipeline that started
+    before it and may still count (qa.parameter_rules.recent_executions). Locally: the runner's record, in start
+    order. On SageMaker: those of the pipeline named in the execution's ARN (arn:...:pipeline/<name>/execution/<id>)."""
+    now = time.time()
+    local = os.environ.get(LOCAL_EXECUTIONS_ENV)
+    if local:
+        executions = _local_executions(Path(local))
+        before = list(executions)[: list(executions).index(execution_arn)] if execution_arn in executions else []
+        start = executions.get(execution_arn, ("", None))[1] or now
+        return start, [(executions[arn][1] or start, executions[arn][0]) for arn in before]
+    import boto3
+
+    pipeline_name = execution_arn.rsplit("/execution/", 1)[0].rsplit(":pipeline/", 1)[-1]
+    listed = recent_executions(boto3.client("sagemaker"), pipeline_name, now)
+    start = next((started for started, _, arn in listed if arn == execution_arn), now)
+    return start, [(started, status) for started, status, arn in listed if arn != execution_arn and started <= start]
 
 
 def split_uri(uri: str) -> tuple[str, str]:
@@ -409,18 +449,13 @@ def _read_claim(store: ObjectStore, bucket: str, key: str) -> tuple[dict[str, An
     return claim, etag
 
 
-def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> str:
-    """Claim the manifest version for this execution; returns the owner's execution ARN (this execution's when the
-    claim is its own). Takes over the claim of an owner that failed or was stopped; a claim naming an execution
-    that does not exist is an error, not a duplicate."""
-    me = event[INPUT_EXECUTION_ARN]
-    bucket, key, version = event[DATASET_BUCKET], event[MANIFEST_KEY], event[MANIFEST_VERSION_ID]
-    claims_bucket = event[INPUT_ARTIFACTS_BUCKET]
-    claim_key = f"{event[INPUT_CLAIMS_PREFIX].strip('/')}/{claim_digest(bucket, key, version)}.json"
-    manifest = f"s3://{bucket}/{key} (version {version})"
-    body = json.dumps({"execution_arn": me, "manifest": manifest, "claimed_at": int(time.time())}).encode()
+def _claim(store: ObjectStore, claims_bucket: str, claim_key: str, what: str, me: str) -> str:
+    """Claim `what` with the claim object `claim_key` for execution `me`; returns the owner's execution ARN (`me`
+    when the claim is its own). Takes over the claim of an owner that failed or was stopped; a claim naming an
+    execution that does not exist is an error, not a duplicate."""
+    body = json.dumps({"execution_arn": me, "manifest": what, "claimed_at": int(time.time())}).encode()
     if store.create_if_absent(claims_bucket, claim_key, body):
-        log.info("claimed %s for %s", manifest, me)
+        log.info("claimed %s for %s", what, me)
         return me
     claim, etag = _read_claim(store, claims_bucket, claim_key)
     owner = claim["execution_arn"]
@@ -434,14 +469,70 @@ def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> str:
         )
     if status in ENDED_WITHOUT_RESULT:
         if store.replace_if_match(claims_bucket, claim_key, body, etag):
-            log.info("took over %s from %s (%s)", manifest, owner, status)
+            log.info("took over %s from %s (%s)", what, owner, status)
             return me
         claim, _ = _read_claim(store, claims_bucket, claim_key)  # another execution took it over first
         owner = claim["execution_arn"]
         if owner == me:
             return me
-    log.warning("%s is owned by %s (%s): this delivery stops here", manifest, owner, status)
+    log.warning("%s is owned by %s (%s): this delivery stops here", what, owner, status)
     return owner
+
+
+def read_manifest(store: ObjectStore, bucket: str, key: str, version: str) -> Any:
+    """The manifest at `version`, parsed; ClaimError when it is no JSON."""
+    body, _, _ = store.get(bucket, key, version)
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ClaimError(f"s3://{bucket}/{key} (version {version}) is not valid JSON: {err}") from None
+
+
+def content_digest(store: ObjectStore, bucket: str, key: str, version: str) -> str:
+    """SHA-256 of the data a manifest version pins: its files, each by key below the manifest's folder and S3
+    version id (recorded by a v2 manifest; for an older list, the version current now), in key order. Manifests
+    with one digest name the same objects, whatever their own bytes, key or version. Version ids rather than the
+    SHA-256 values a manifest states: an uploader can write any SHA-256 (other people's data included), not
+    another object's version id."""
+    manifest = read_manifest(store, bucket, key, version)
+    pinned = []
+    for listed in manifest_files(manifest, bucket, key):
+        version_id = listed.version_id
+        if version_id is None:
+            try:
+                version_id = store.current_version(bucket, listed.source_key)[0]
+            except FileNotFoundError:
+                raise ClaimError(f"s3://{bucket}/{listed.source_key} named by the manifest does not exist") from None
+        pinned.append([listed.relative, str(version_id)])
+    return hashlib.sha256(json.dumps(sorted(pinned)).encode()).hexdigest()
+
+
+def content_claim_key(event: dict[str, Any], digest: str) -> str:
+    return f"{event[INPUT_CLAIMS_PREFIX].strip('/')}/{CONTENT_CLAIMS}/{digest}.json"
+
+
+def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> tuple[str, str]:
+    """Claim the manifest version, then the data it names (its content digest), for this execution. Returns the
+    owner's execution ARN (this execution's when both claims are its own) and, for a duplicate of another
+    version's data, one line saying so ("" for a second delivery of the same version)."""
+    me = event[INPUT_EXECUTION_ARN]
+    bucket, key, version = event[DATASET_BUCKET], event[MANIFEST_KEY], event[MANIFEST_VERSION_ID]
+    claims_bucket = event[INPUT_ARTIFACTS_BUCKET]
+    claim_key = f"{event[INPUT_CLAIMS_PREFIX].strip('/')}/{claim_digest(bucket, key, version)}.json"
+    manifest = f"s3://{bucket}/{key} (version {version})"
+    owner = _claim(store, claims_bucket, claim_key, manifest, me)
+    if owner != me:  # a duplicate delivery: the notification says so without a reason
+        return owner, ""
+    digest = content_digest(store, bucket, key, version)
+    content_key = content_claim_key(event, digest)
+    owner = _claim(store, claims_bucket, content_key, f"the data of {manifest}, content {digest}", me)
+    if owner != me:
+        return owner, (
+            f"{short(key)} version {short(version)} names the same data (content digest {digest[:12]}) as a "
+            f"manifest already claimed: nothing new to train (to train it again, delete s3://{claims_bucket}/"
+            f"{content_key})"
+        )
+    return me, ""
 
 
 # ----------------------------------------------------------------------------------------------- pinning
@@ -531,11 +622,7 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
     target_bucket, prefix = split_uri(input_uri)
     if store.exists(target_bucket, prefix + PINNED_MANIFEST_FILE):
         return
-    body, _, _ = store.get(bucket, key, version)
-    try:
-        manifest = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ClaimError(f"s3://{bucket}/{key} (version {version}) is not valid JSON: {err}") from None
+    manifest = read_manifest(store, bucket, key, version)
     pins = []
     for relative, source_key, version_id, size, sha256, composite in manifest_files(manifest, bucket, key):
         problem = data_key_problem(source_key, event[INPUT_INPUTS_PREFIX], relative)
@@ -573,14 +660,7 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
 def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
     """ClaimManifest. Outputs: qa.outputs.CLAIM_OUTPUTS, all strings of at most 1,024 characters (a Lambda step
     output's limit, API_OutputParameter): the messages quote the values they name shortened (qa.parameter_rules)."""
-    result = {
-        CLAIM_PARAMETER_ERROR: "",
-        CLAIM_IGNORED: "",
-        CLAIM_DUPLICATE: DUPLICATE_NO,
-        CLAIM_CLAIMED_BY: "",
-        CLAIM_INPUT_URI: "",
-        CLAIM_MANIFEST_SHA256: "",
-    }
+    result = {name: "" for name in CLAIM_OUTPUTS} | {CLAIM_DUPLICATE: DUPLICATE_NO}
     key = event.get(MANIFEST_KEY, "")
     if not MANIFEST_KEY_PATTERN.fullmatch(str(key)):
         result[CLAIM_IGNORED] = f"{short(str(key))} is not a manifest key ({MANIFEST_KEY_FORM}): nothing to do"
@@ -591,19 +671,24 @@ def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
         result[CLAIM_PARAMETER_ERROR] = problem
         return result
     store = object_store()
-    owner = claim_manifest(store, event)
+    owner, duplicate = claim_manifest(store, event)
     result[CLAIM_CLAIMED_BY] = owner
     if owner != event[INPUT_EXECUTION_ARN]:
-        result[CLAIM_DUPLICATE] = DUPLICATE_YES
-    else:
-        digest = claim_digest(event[DATASET_BUCKET], key, event[MANIFEST_VERSION_ID])
-        result[CLAIM_INPUT_URI] = (
-            f"s3://{event[INPUT_ARTIFACTS_BUCKET]}/{event[INPUT_INPUTS_PREFIX].strip('/')}/{digest}/"
-        )
-        pin_inputs(store, event, result[CLAIM_INPUT_URI])
-        # What the registered package records of the dataset (the manifest lists each file's SHA-256).
-        body, _, _ = store.get(event[DATASET_BUCKET], key, event[MANIFEST_VERSION_ID])
-        result[CLAIM_MANIFEST_SHA256] = hashlib.sha256(body).hexdigest()
+        result[CLAIM_DUPLICATE], result[CLAIM_DUPLICATE_REASON] = DUPLICATE_YES, duplicate
+        log.warning("duplicate of %s: %s", owner, duplicate)
+        return result
+    # Only an execution that would train meets the execution limits: a duplicate ends quietly, limit or not.
+    start, earlier = earlier_executions(event[INPUT_EXECUTION_ARN])
+    problem = execution_limit_error(event[INPUT_BOUNDS], start, earlier)
+    if problem:
+        result[CLAIM_PARAMETER_ERROR] = problem
+        return result
+    digest = claim_digest(event[DATASET_BUCKET], key, event[MANIFEST_VERSION_ID])
+    result[CLAIM_INPUT_URI] = f"s3://{event[INPUT_ARTIFACTS_BUCKET]}/{event[INPUT_INPUTS_PREFIX].strip('/')}/{digest}/"
+    pin_inputs(store, event, result[CLAIM_INPUT_URI])
+    # What the registered package records of the dataset (the manifest lists each file's SHA-256).
+    body, _, _ = store.get(event[DATASET_BUCKET], key, event[MANIFEST_VERSION_ID])
+    result[CLAIM_MANIFEST_SHA256] = hashlib.sha256(body).hexdigest()
     return result
 
 

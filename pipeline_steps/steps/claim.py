@@ -1,5 +1,6 @@
-"""ClaimManifest, a Lambda step (no instance): check the parameters, claim the manifest version for this
-execution (S3 conditional write), pin its data. Then ParametersValid (a bad parameter fails here, before any
+"""ClaimManifest, a Lambda step (no instance): check the parameters against the settings' limits, claim the
+manifest version and its content for this execution (S3 conditional writes), check the execution limits, pin its
+data. Then ParametersValid (a bad parameter fails here, before any
 cost) and FirstDelivery (a duplicate delivery, or a key that is no manifest, ends here, succeeded).
 """
 
@@ -8,7 +9,12 @@ from __future__ import annotations
 import json
 
 from qa.outputs import (
+    BOUND_MAX_CONCURRENT_EXECUTIONS,
+    BOUND_MAX_EPOCHS,
+    BOUND_MAX_EXECUTIONS_PER_DAY,
     BOUND_MAX_INSTANCE_COUNT,
+    BOUND_MAX_LEARNING_RATE,
+    BOUND_MAX_TRAINING_COST,
     BOUND_MIN_F1_THRESHOLD,
     CLAIM_DUPLICATE,
     CLAIM_IGNORED,
@@ -36,9 +42,15 @@ from pipeline_steps.steps.context import BuildContext
 
 def build(ctx: BuildContext) -> LambdaStep:
     params, settings = ctx.params, ctx.settings
+    limits = settings.limits
     bounds = {
         BOUND_MAX_INSTANCE_COUNT: settings.training.max_instance_count,
         BOUND_MIN_F1_THRESHOLD: settings.evaluation.min_f1_threshold,
+        BOUND_MAX_EPOCHS: limits.max_epochs,
+        BOUND_MAX_LEARNING_RATE: limits.max_learning_rate,
+        BOUND_MAX_TRAINING_COST: settings.max_training_cost_usd,
+        BOUND_MAX_EXECUTIONS_PER_DAY: limits.max_executions_per_day,
+        BOUND_MAX_CONCURRENT_EXECUTIONS: limits.max_concurrent_executions,
     }
     return LambdaStep(
         name=names.CLAIM_STEP,

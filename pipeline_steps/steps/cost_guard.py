@@ -61,7 +61,8 @@ def build(ctx: BuildContext, estimate_step: LambdaStep, then: list[Step | StepCo
                 cost,
                 "(on-demand list price) exceeds MaxTrainingCostUSD",
                 ctx.params.max_training_cost,
-                "- nothing trained. Raise MaxTrainingCostUSD, or choose fewer epochs or instances (make estimate).",
+                f"- nothing trained. Raise MaxTrainingCostUSD (at most {ctx.settings.max_training_cost_usd:g}, "
+                "limits.max_cost_multiple), or choose fewer epochs or instances (make estimate).",
             ],
         ),
     )

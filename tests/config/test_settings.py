@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from config import ConfigError, load_settings
@@ -286,3 +288,39 @@ def test_tracking_names_one_destination_for_aws_executions():
         TrackingSettings(managed_server=True, mlflow_tracking_uri="http://mlflow:5000")
     with pytest.raises(ValueError, match="mlflow_version"):
         TrackingSettings(mlflow_version="latest")
+
+
+def test_the_default_cost_ceiling_is_a_stated_multiple_of_the_configured_choices_estimate(cdk_context):
+    """MaxTrainingCostUSD's default and its upper bound follow the configured choice (issue 30: it was $1000 for a
+    run estimated at a few dollars), each rounded up to the dollar."""
+    settings = load(cdk_context)
+    estimate = settings.reference_training_usd
+    assert 1 < estimate < 10  # 1 x p4d, 2 epochs of SQuAD v1.1 (make estimate)
+    assert settings.default_max_cost_usd == math.ceil(settings.limits.default_cost_multiple * estimate)
+    assert settings.max_training_cost_usd == math.ceil(settings.limits.max_cost_multiple * estimate)
+    doubled = load(cdk_context, **{"training.instance_count": "2"})
+    assert doubled.default_max_cost_usd > settings.default_max_cost_usd  # the ceiling follows the choice
+    explicit = load(cdk_context, **{"training.max_cost_usd": "20", "limits.max_training_cost_usd": "50"})
+    assert (explicit.default_max_cost_usd, explicit.max_training_cost_usd) == (20, 50)
+    # A model whose shape is not known offline has no estimate: both ceilings in USD, then it loads.
+    usd = {"training.max_cost_usd": "20", "limits.max_training_cost_usd": "50"}
+    assert load(cdk_context, **{"model.base_model": "my-encoder", **usd}).default_max_cost_usd == 20
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"hyperparameters.epochs": "11"}, r"hyperparameters\.epochs \(11\) is above limits\.max_epochs \(10\)"),
+        ({"hyperparameters.learning_rate": "0.01"}, r"learning_rate \(0\.01\) is above limits\.max_learning_rate"),
+        (
+            {"training.instance_count": "4", "training.max_instance_count": "2"},
+            r"training\.instance_count \(4\) is above training\.max_instance_count \(2\)",
+        ),
+        ({"training.max_cost_usd": "1000"}, r"default MaxTrainingCostUSD \(1000.*is above its upper bound \(38"),
+        ({"limits.max_executions_per_day": "0"}, r"limits\.max_executions_per_day"),
+        ({"model.base_model": "my-encoder"}, r"set training\.max_cost_usd and limits\.max_training_cost_usd"),
+    ],
+)
+def test_defaults_past_their_limits_fail_at_synth(cdk_context, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load(cdk_context, **overrides)

@@ -59,12 +59,12 @@ def packages(tmp_path, dev):
 @pytest.mark.parametrize(
     ("parameter", "says"),
     [
-        ("Epochs=-1", "Parameter Epochs=-1.0 must be > 0."),
+        ("Epochs=-1", "Parameter Epochs=-1.0 must be > 0 and at most"),
         ("TrainingInstanceCount=0", "Parameter TrainingInstanceCount=0 must be between 1 and"),
-        ("LearningRate=0", "Parameter LearningRate=0.0 must be > 0."),
-        ("LearningRate=-0.001", "Parameter LearningRate=-0.001 must be > 0."),
+        ("LearningRate=0", "Parameter LearningRate=0.0 must be > 0 and at most"),
+        ("LearningRate=-0.001", "Parameter LearningRate=-0.001 must be > 0 and at most"),
         ("F1Threshold=150", "Parameter F1Threshold=150.0 must be between 0 and 100."),
-        ("MaxTrainingCostUSD=-1", "Parameter MaxTrainingCostUSD=-1.0 must be >= 0."),
+        ("MaxTrainingCostUSD=-1", "Parameter MaxTrainingCostUSD=-1.0 must be between 0 and"),
         ("Epochs=two", "parameter Epochs='two' is not of type Float"),
     ],
 )

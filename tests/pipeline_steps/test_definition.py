@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import sys
@@ -115,7 +116,9 @@ def test_step_order_and_parameters(definition, settings):
         "ModelApprovalStatus",
         "MaxTrainingCostUSD",
     } <= set(params)
-    assert params["MaxTrainingCostUSD"]["DefaultValue"] == settings.training.max_cost_usd
+    # A multiple of the configured choice's estimate on SQuAD v1.1 (limits.default_cost_multiple), not $1000.
+    assert params["MaxTrainingCostUSD"]["DefaultValue"] == settings.default_max_cost_usd
+    assert settings.default_max_cost_usd == math.ceil(3 * settings.reference_training_usd) < 1000
     assert params["TrainingInstanceType"]["DefaultValue"] == settings.training.instance_type
     assert params["TrainingInstanceCount"]["DefaultValue"] == settings.training.instance_count
     assert params["F1Threshold"]["DefaultValue"] == settings.evaluation.f1_threshold
@@ -123,14 +126,22 @@ def test_step_order_and_parameters(definition, settings):
     assert params["BaseModelUri"]["DefaultValue"] == settings.base_model_uri(artifacts_bucket(settings))
 
 
-def test_no_job_step_runs_before_the_claim_and_no_instance_runs_the_claim(definition):
+def test_no_job_step_runs_before_the_claim_and_no_instance_runs_the_claim(definition, settings):
     claim = step(definition, "ClaimManifest")
     assert claim["Type"] == "Lambda" and claim["FunctionArn"] == "${ClaimFunctionArn}"
     inputs = claim["Arguments"]
     for name in ("Epochs", "LearningRate", "TrainingInstanceCount", "F1Threshold", "MaxTrainingCostUSD"):
         assert inputs[name] == {"Get": f"Parameters.{name}"}  # checked before anything is billed
     assert inputs["ExecutionArn"] == {"Get": "Execution.PipelineExecutionArn"}
-    assert json.loads(inputs["Bounds"]) == {"MaxInstanceCount": 8, "MinF1Threshold": 0.0}
+    assert json.loads(inputs["Bounds"]) == {
+        "MaxInstanceCount": 8,
+        "MinF1Threshold": 0.0,
+        "MaxEpochs": 10.0,
+        "MaxLearningRate": 1e-3,
+        "MaxTrainingCostUSD": settings.max_training_cost_usd,
+        "MaxExecutionsPerDay": 10,
+        "MaxConcurrentExecutions": 2,
+    }
     gated = step(definition, "FirstDelivery")["Arguments"]["Conditions"]
     assert {(c["LeftValue"]["Get"], c["RightValue"]) for c in gated} == {
         ("Steps.ClaimManifest.OutputParameters['Duplicate']", "false"),

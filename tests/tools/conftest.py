@@ -175,9 +175,9 @@ class Deployed:
                     s3.delete_objects(Bucket=bucket, Delete={"Objects": doomed})
 
 
-@pytest.fixture(scope="session")
-def deployed_session(moto_url, dev) -> Deployed:
-    """`cdk bootstrap` (the CDK's bootstrap template) and the synthesized dev stacks, deployed once."""
+def deploy(moto_url: str, dev: Any) -> Deployed:
+    """`cdk bootstrap` (the CDK's bootstrap template) and the synthesized dev stacks, deployed on moto server: the
+    session's `deployed_session` fixture (tests/conftest.py, so that tests/security can use it too)."""
     if not BOOTSTRAP_TEMPLATE.is_file():
         pytest.fail(f"{BOOTSTRAP_TEMPLATE} is missing: install the CDK CLI first (make venv)")
     with pointed_at(aws_environment(moto_url)):
@@ -226,20 +226,6 @@ def aws(moto_url) -> Iterator[dict[str, str]]:
     environment = aws_environment(moto_url, EMPTY_REGION)
     with pointed_at(environment):
         yield environment
-
-
-@pytest.fixture
-def deployed(deployed_session, moto_url) -> Iterator[Deployed]:
-    """boto3 pointed at the deployed region; the buckets are emptied again after the test."""
-    with pointed_at(aws_environment(moto_url)):
-        yield deployed_session
-        deployed_session.empty_buckets()
-
-
-@pytest.fixture
-def deployed_env(deployed, moto_url) -> dict[str, str]:
-    """The environment of a command run against the deployed region."""
-    return aws_environment(moto_url)
 
 
 def small_model(folder: Path, config: dict) -> Path:

@@ -52,6 +52,9 @@ def test_the_default_meets_the_targets_and_states_its_cold_starts(capsys):
     assert spot <= 1.5
     assert re.search(r"costs less in its cached CPU job above [0-9,]+ examples", out)
     assert "Young/Daly interval" in out
+    # The cost ceilings the settings derive from this estimate (issue 30: the default was $1000).
+    ceilings = f"MaxTrainingCostUSD defaults to ${settings.default_max_cost_usd:.2f}"
+    assert ceilings in out and f"may pass at most ${settings.max_training_cost_usd:.2f}" in out
 
 
 def test_the_encryption_slowdown_is_stated_as_an_assumption_with_the_aws_page(capsys):

@@ -93,7 +93,8 @@ def test_start_refuses_what_the_first_step_would_refuse_and_starts_nothing(deplo
     before = executions(deployed)
     assert_one_line_error(
         run_cli(*START, "--params", "Epochs=0", env=deployed_env),
-        "Parameter Epochs='0' must be > 0. Nothing started (ClaimManifest would stop it).",
+        "Parameter Epochs='0' must be > 0 and at most 10 (limits.max_epochs). "
+        "Nothing started (ClaimManifest would stop it).",
     )
     deployment = load_deployment("dev")
     for params, says in (
@@ -171,7 +172,13 @@ def test_an_execution_the_first_step_stopped_is_not_retried(deployed):
         "describe_pipeline_execution", {"PipelineExecutionStatus": "Failed"}, {"PipelineExecutionArn": ARN}
     )
     stub_execution_values(stub, json.loads(deployed.pipeline_definition), {"Epochs": "0", "ManifestVersionId": "v-1"})
-    with stub, pytest.raises(ToolError, match=r"Epochs='0' must be > 0\. Execution abc123 ran with it, and a retry"):
+    with (
+        stub,
+        pytest.raises(
+            ToolError,
+            match=r"Epochs='0' must be > 0 and at most \d+ \(limits.max_epochs\)\. Execution abc123 ran with it, and",
+        ),
+    ):
         retry(StubbedDeployment(client), ARN)  # type: ignore[arg-type]
     stub.assert_no_pending_responses()
 

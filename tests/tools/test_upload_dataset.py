@@ -474,6 +474,8 @@ def test_a_dataset_dict_folder_goes_through_upload_claim_and_the_preprocess_read
     from datasets import Dataset, DatasetDict
 
     monkeypatch.delenv(LOCAL_S3_ROOT_ENV, raising=False)
+    # The claim's execution count (ListPipelineExecutions of the event's pipeline, which moto does not have).
+    monkeypatch.setattr(pipeline_functions, "earlier_executions", lambda arn: (0.0, []))
     records = {split: sample_records[split][:5] for split in SPLITS}
     dataset = tmp_path / "dataset-dict"
     DatasetDict({split: Dataset.from_list(records[split]) for split in SPLITS}).save_to_disk(str(dataset))

@@ -13,10 +13,20 @@ from qa.parameter_rules import (
     METADATA_VALUE_SYMBOLS,
     S3_KEY_MAX_BYTES,
     data_key_problem,
+    execution_limit_error,
     parameter_error,
 )
 
 MODELS = "s3://artifacts/base-models/"
+BOUNDS = {
+    "MaxInstanceCount": 8,
+    "MinF1Threshold": 0.0,
+    "MaxEpochs": 10.0,
+    "MaxLearningRate": 1e-3,
+    "MaxTrainingCostUSD": 200.0,
+    "MaxExecutionsPerDay": 10,
+    "MaxConcurrentExecutions": 2,
+}
 # An S3 version id as S3's pages show one.
 S3_VERSION_ID = "3sL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY+MTRCxf3vjVBH40Nr8X8gdRQBpUMLUo"
 
@@ -32,7 +42,7 @@ def start_event(**values: object) -> dict[str, object]:
         "TrainingInstanceCount": 1,
         "F1Threshold": 80.0,
         "MaxTrainingCostUSD": 100.0,
-        "Bounds": json.dumps({"MaxInstanceCount": 8, "MinF1Threshold": 0.0}),
+        "Bounds": json.dumps(BOUNDS),
         "BaseModelUri": f"{MODELS}bert-large-uncased-whole-word-masking/",
         "BaseModelsUri": MODELS,
         "UploadedBy": "111122223333",
@@ -51,7 +61,7 @@ def test_a_usable_start_passes():
 @pytest.mark.parametrize(
     ("values", "says"),
     [
-        ({"Epochs": "0"}, "Parameter Epochs='0' must be > 0."),
+        ({"Epochs": "0"}, "Parameter Epochs='0' must be > 0 and at most"),
         ({"F1Threshold": "150"}, "Parameter F1Threshold='150' must be between 0 and 100."),
         ({"TrainingInstanceCount": "100"}, "TrainingInstanceCount='100' must be between 1 and 8"),
         ({"BaseModelUri": "s3://nope/x/"}, f"Parameter BaseModelUri='s3://nope/x/' must be a folder under {MODELS}"),
@@ -113,3 +123,57 @@ def test_a_data_key_and_its_pinned_copy_must_fit_an_s3_key_in_bytes():
     assert "would have 1025 bytes" in data_key_problem(f"datasets/a/v1/{longest[:-1]}é", "inputs", longest[:-1] + "é")
     uploaded = "datasets/" + "n" * 100 + "/" + "v" * 100 + "/" + longest  # longer where it was uploaded
     assert f"would have {len(uploaded)} bytes" in data_key_problem(uploaded, "inputs", longest)
+
+
+@pytest.mark.parametrize(
+    ("name", "highest", "above", "lowest_refused", "setting"),
+    [
+        ("Epochs", BOUNDS["MaxEpochs"], 10.000001, 0, "limits.max_epochs"),
+        ("LearningRate", BOUNDS["MaxLearningRate"], 0.0010001, 0, "limits.max_learning_rate"),
+        ("TrainingInstanceCount", BOUNDS["MaxInstanceCount"], 9, 0, "training.max_instance_count"),
+        ("MaxTrainingCostUSD", BOUNDS["MaxTrainingCostUSD"], 200.01, -0.01, "limits.max_training_cost_usd"),
+        ("F1Threshold", 100, 100.01, -0.01, None),
+    ],
+)
+def test_each_numeric_parameter_passes_at_its_bound_and_is_refused_past_it(
+    name, highest, above, lowest_refused, setting
+):
+    """Issue 30, attack 7: every numeric parameter has an upper bound from the settings (the claim's Bounds)."""
+    assert parameter_error(start_event(**{name: highest})) == ""
+    for value in (above, lowest_refused):
+        problem = parameter_error(start_event(**{name: value}))
+        assert problem.startswith(f"Parameter {name}={value!r} must be "), problem
+        assert setting is None or f"({setting}" in problem
+    assert parameter_error(start_event(**{name: 1e12})) != ""
+
+
+DAY = 24 * 3600
+
+
+def test_the_nth_execution_of_the_day_starts_and_the_next_is_refused():
+    """limits.max_executions_per_day: the executions started in the 24 hours before this one, whatever they did."""
+    start = 1_000_000.0
+    limit = int(BOUNDS["MaxExecutionsPerDay"])
+    earlier = [(start - DAY + 1 + n, "Succeeded") for n in range(limit - 1)] + [(start - DAY, "Failed")]
+    assert execution_limit_error(json.dumps(BOUNDS), start, earlier) == ""  # one exactly 24 h before: outside
+    refused = execution_limit_error(json.dumps(BOUNDS), start, [*earlier, (start, "Succeeded")])
+    assert refused.startswith(f"{limit} executions of this pipeline started in the 24 hours before this one")
+    assert "limits.max_executions_per_day" in refused
+
+
+def test_executions_at_once_count_the_running_ones_only():
+    start, limit = 1_000_000.0, int(BOUNDS["MaxConcurrentExecutions"])
+    running = [(start - 30 * DAY + n, "Executing") for n in range(limit - 1)]
+    ended = [(start - 60, status) for status in ("Succeeded", "Failed", "Stopped", "CompletedWithFailures")]
+    assert execution_limit_error(BOUNDS, start, running + ended) == ""
+    refused = execution_limit_error(BOUNDS, start, [*running, (start - 1, "Stopping")])
+    assert refused.startswith(f"{limit} earlier executions of this pipeline are still running")
+    assert "limits.max_concurrent_executions" in refused
+
+
+def test_every_execution_limit_message_fits_a_lambda_step_output():
+    most = sagemaker_shape("OutputParameter").members["Value"].metadata["max"]
+    huge = {**BOUNDS, "MaxExecutionsPerDay": 10**12, "MaxConcurrentExecutions": 10**12}
+    for earlier in ([(0.0, "Succeeded")] * 11, [(0.0, "Executing")] * 3):
+        assert 0 < len(execution_limit_error(BOUNDS, 1.0, earlier)) <= most
+    assert execution_limit_error(huge, 1.0, [(0.0, "Executing")] * 3) == ""

@@ -20,7 +20,17 @@ from qa.outputs import LOCAL_EXECUTIONS_ENV, LOCAL_S3_ROOT_ENV, MANIFEST_V2_FORM
 from tests.conftest import aws_environment, pointed_at
 
 KEY = "datasets/squad/v1/manifest.json"
-BOUNDS = json.dumps({"MaxInstanceCount": 4, "MinF1Threshold": 50.0})
+BOUNDS = json.dumps(
+    {
+        "MaxInstanceCount": 4,
+        "MinF1Threshold": 50.0,
+        "MaxEpochs": 10.0,
+        "MaxLearningRate": 1e-3,
+        "MaxTrainingCostUSD": 200.0,
+        "MaxExecutionsPerDay": 10,
+        "MaxConcurrentExecutions": 2,
+    }
+)
 
 
 def execution(name: str) -> str:
@@ -87,7 +97,7 @@ def test_one_execution_owns_a_manifest_version_and_a_duplicate_names_it(tmp_path
     second = functions.claim_handler(event("b", version))
     assert second == {**second, "Duplicate": "true", "ClaimedBy": execution("a"), "InputUri": ""}
     assert functions.claim_handler(event("a", version))["Duplicate"] == "false"  # a retry of the owner's step
-    assert len(list((tmp_path / "s3" / "artifacts" / "claims").iterdir())) == 1
+    assert len(list((tmp_path / "s3" / "artifacts" / "claims").glob("*.json"))) == 1
 
 
 def test_a_new_upload_of_the_same_key_is_a_new_claim_with_its_own_pinned_data(tmp_path, local):
@@ -102,7 +112,7 @@ def test_a_new_upload_of_the_same_key_is_a_new_claim_with_its_own_pinned_data(tm
     assert second["InputUri"] != first["InputUri"]
     assert pinned(local, second["InputUri"], "train/train.jsonl") == b'{"id": "2"}\n'
     assert pinned(local, first["InputUri"], "train/train.jsonl") == b'{"id": "1"}\n'
-    assert len(list((tmp_path / "s3" / "artifacts" / "claims").iterdir())) == 2
+    assert len(list((tmp_path / "s3" / "artifacts" / "claims").glob("*.json"))) == 2
 
 
 def test_the_execution_trains_on_the_versions_its_manifest_pins(tmp_path, local):
@@ -175,15 +185,20 @@ def test_a_key_that_is_no_manifest_ends_quietly_with_one_line(tmp_path, local, k
 @pytest.mark.parametrize(
     ("name", "value", "says"),
     [
-        ("Epochs", -1, "Epochs=-1 must be > 0"),
+        ("Epochs", -1, "Epochs=-1 must be > 0 and at most 10 (limits.max_epochs)"),
         ("Epochs", "two", "Epochs='two' is not a number"),
         ("TrainingInstanceCount", 0, "TrainingInstanceCount=0 must be between 1 and 4 (training.max_instance_count)"),
         ("TrainingInstanceCount", 5, "TrainingInstanceCount=5 must be between 1 and 4 (training.max_instance_count)"),
-        ("LearningRate", 0, "LearningRate=0 must be > 0"),
-        ("LearningRate", -1e-5, "LearningRate=-1e-05 must be > 0"),
+        ("LearningRate", 0, "LearningRate=0 must be > 0 and at most 0.001 (limits.max_learning_rate)"),
+        ("LearningRate", -1e-5, "LearningRate=-1e-05 must be > 0 and at most 0.001 (limits.max_learning_rate)"),
         ("F1Threshold", 150, "F1Threshold=150 must be between 50 and 100"),
         ("F1Threshold", 10, "F1Threshold=10 must be between 50 and 100"),
-        ("MaxTrainingCostUSD", -1, "MaxTrainingCostUSD=-1 must be >= 0"),
+        (
+            "MaxTrainingCostUSD",
+            -1,
+            "MaxTrainingCostUSD=-1 must be between 0 and 200 (limits.max_training_cost_usd, or "
+            "limits.max_cost_multiple x the estimate of make estimate)",
+        ),
         ("Epochs", "nan", "Epochs='nan' is not a finite number"),
     ],
 )
@@ -361,6 +376,7 @@ def test_the_claim_on_s3_with_conditional_writes(moto_url, monkeypatch):
     monkeypatch.delenv(LOCAL_S3_ROOT_ENV, raising=False)
     owners = {execution("a"): "Executing"}
     monkeypatch.setattr(functions, "execution_status", lambda arn: owners.get(arn, "Unknown"))
+    monkeypatch.setattr(functions, "earlier_executions", lambda arn: (0.0, []))
     with pointed_at(aws_environment(moto_url)):
         s3 = boto3.client("s3")
         for bucket in ("datasets", "artifacts"):
@@ -377,7 +393,11 @@ def test_the_claim_on_s3_with_conditional_writes(moto_url, monkeypatch):
         owners[execution("a")] = "Failed"
         taken = functions.claim_handler(event("b", version))
         assert taken["Duplicate"] == "false" and taken["ClaimedBy"] == execution("b")
-        [stored] = s3.list_objects_v2(Bucket="artifacts", Prefix="claims/")["Contents"]
+        [stored] = [
+            o
+            for o in s3.list_objects_v2(Bucket="artifacts", Prefix="claims/")["Contents"]
+            if "/content/" not in o["Key"]
+        ]
         claim = json.loads(s3.get_object(Bucket="artifacts", Key=stored["Key"])["Body"].read())
         assert claim["execution_arn"] == execution("b")
 
@@ -434,6 +454,7 @@ def test_on_s3_an_overwritten_or_corrupt_claim_is_an_error_and_a_nested_manifest
     silent duplicate, and a nested manifest.json key ends quietly without writing anything."""
     monkeypatch.delenv(LOCAL_S3_ROOT_ENV, raising=False)
     monkeypatch.setattr(functions, "execution_status", lambda arn: "Executing" if arn == execution("a") else "Unknown")
+    monkeypatch.setattr(functions, "earlier_executions", lambda arn: (0.0, []))
     buckets = {"DatasetBucket": "claims-ds-on-moto", "ArtifactsBucket": "claims-art-on-moto"}
     with pointed_at(aws_environment(moto_url)):
         s3 = boto3.client("s3")
@@ -462,4 +483,6 @@ def test_on_s3_an_overwritten_or_corrupt_claim_is_an_error_and_a_nested_manifest
         nested = functions.claim_handler(event("a", "v-1", key="datasets/mf/v1/train/manifest.json", **buckets))
         assert "is not a manifest key" in nested["Ignored"]
         claims = s3.list_objects_v2(Bucket=buckets["ArtifactsBucket"], Prefix="claims/")["Contents"]
-        assert [c["Key"] for c in claims] == [claim_key]  # the nested key claimed nothing
+        # The nested key claimed nothing: the claims are the first execution's (its version and its content).
+        assert [c["Key"] for c in claims if "/content/" not in c["Key"]] == [claim_key]
+        assert len(claims) == 2

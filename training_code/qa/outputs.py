@@ -178,7 +178,9 @@ MANIFEST_V2_FORMAT = "hfqa-dataset-manifest/2"
 # sample's manifest, written before any bucket exists).
 ANY_DATASETS_BUCKET = "<datasets-bucket>"
 # Local runner seams of the pipeline's Lambda functions (training_code/pipeline_functions.py).
-LOCAL_EXECUTIONS_ENV = "QA_LOCAL_EXECUTIONS"  # a JSON file {execution ARN: status} standing in for SageMaker
+# A JSON file {execution ARN: {"status": status, "start": epoch seconds}} standing in for SageMaker, in start order
+# (a bare status string: started now).
+LOCAL_EXECUTIONS_ENV = "QA_LOCAL_EXECUTIONS"
 LOCAL_VERSIONS_DIR = ".versions"  # <LOCAL_S3_ROOT>/.versions/<bucket>/<key>/<version id>: kept object versions
 
 
@@ -235,10 +237,15 @@ INPUT_EXECUTION_ARN = "ExecutionArn"  # ClaimManifest: the execution that claims
 INPUT_ARTIFACTS_BUCKET = "ArtifactsBucket"  # ClaimManifest: where claims and pinned inputs go
 INPUT_CLAIMS_PREFIX = "ClaimsPrefix"
 INPUT_INPUTS_PREFIX = "InputsPrefix"
-INPUT_BOUNDS = "Bounds"  # ClaimManifest: {BOUND_MAX_INSTANCE_COUNT: int, BOUND_MIN_F1_THRESHOLD: float}
+INPUT_BOUNDS = "Bounds"  # ClaimManifest: {BOUND_*: number}, the settings' limits (qa/parameter_rules.py applies them)
 INPUT_BASE_MODELS_URI = "BaseModelsUri"  # ClaimManifest: s3://<artifacts>/base-models/, where BaseModelUri must lie
 BOUND_MAX_INSTANCE_COUNT = "MaxInstanceCount"
 BOUND_MIN_F1_THRESHOLD = "MinF1Threshold"
+BOUND_MAX_EPOCHS = "MaxEpochs"
+BOUND_MAX_LEARNING_RATE = "MaxLearningRate"
+BOUND_MAX_TRAINING_COST = "MaxTrainingCostUSD"
+BOUND_MAX_EXECUTIONS_PER_DAY = "MaxExecutionsPerDay"
+BOUND_MAX_CONCURRENT_EXECUTIONS = "MaxConcurrentExecutions"
 INPUT_STATS_URI = "StatsUri"  # EstimateTrainingCost: s3://.../STATS_FILE
 INPUT_COST_MODEL = "CostModel"  # EstimateTrainingCost: qa/cost.py's cost model
 INPUT_MODEL_ARCHIVE_URI = "ModelArchiveUri"  # RecordModel: FineTune's model.tar.gz
@@ -255,6 +262,7 @@ DUPLICATE_YES, DUPLICATE_NO = "true", "false"
 CLAIM_CLAIMED_BY = "ClaimedBy"  # the owner execution
 CLAIM_INPUT_URI = "InputUri"  # s3://<artifacts>/inputs/<claim digest>/
 CLAIM_MANIFEST_SHA256 = "ManifestSha256"  # SHA-256 of the claimed manifest version's bytes ("" when not claimed)
+CLAIM_DUPLICATE_REASON = "DuplicateReason"  # "" or one line: what the duplicate repeats (version or content)
 CLAIM_OUTPUTS = (
     CLAIM_PARAMETER_ERROR,
     CLAIM_IGNORED,
@@ -262,7 +270,11 @@ CLAIM_OUTPUTS = (
     CLAIM_CLAIMED_BY,
     CLAIM_INPUT_URI,
     CLAIM_MANIFEST_SHA256,
+    CLAIM_DUPLICATE_REASON,
 )
+# Claims by content (ClaimManifest): <claims prefix>/CONTENT_CLAIMS/<content digest>.json, beside the claims by
+# manifest version (<claims prefix>/<claim digest>.json).
+CONTENT_CLAIMS = "content"
 ESTIMATED_COST_OUTPUT = "EstimatedCostUSD"  # EstimateTrainingCost: on-demand USD
 RECORD_MODEL_SHA256 = "ModelSha256"
 RECORD_MODEL_URI = "ModelUri"  # the registry copy, registry_archive_uri(RegistryUri, ModelSha256): what is registered

@@ -8,11 +8,15 @@ ECHO_PREFIX characters of it) and the rule: the line becomes the claim step's Pa
 step output value holds at most 1,024 characters (OutputParameter Value:
 https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_OutputParameter.html).
 
+`execution_limit_error(bounds, start, earlier)` applies the settings' limits on executions per day and at once:
+the claim to the executions that started before its own, `make start` to those started before now.
+
 Standard library only: the Lambda runtime loads it as it is (stacks/functions.py FUNCTION_FILES).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import unicodedata
@@ -20,7 +24,12 @@ from typing import Any
 
 from qa.outputs import (
     BASE_MODEL_URI,
+    BOUND_MAX_CONCURRENT_EXECUTIONS,
+    BOUND_MAX_EPOCHS,
+    BOUND_MAX_EXECUTIONS_PER_DAY,
     BOUND_MAX_INSTANCE_COUNT,
+    BOUND_MAX_LEARNING_RATE,
+    BOUND_MAX_TRAINING_COST,
     BOUND_MIN_F1_THRESHOLD,
     DATASET_BUCKET,
     EPOCHS,
@@ -53,6 +62,14 @@ BUCKET_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789.-")
 # to <inputs prefix>/<claim digest>/<its key below the manifest's folder>, the digest a SHA-256 in hex.
 S3_KEY_MAX_BYTES = 1024
 CLAIM_DIGEST_CHARACTERS = 64
+# The execution limits' window, and the PipelineExecutionStatus values of an execution still running (of Executing,
+# Stopping, Stopped, Failed, Succeeded and CompletedWithFailures in botocore's SageMaker model:
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_PipelineExecutionSummary.html).
+DAY_SECONDS = 24 * 3600
+RUNNING_STATUSES = ("Executing", "Stopping")
+# How far back a still-running execution may have started: a pipeline execution times out after 672 hours
+# ("Pipeline execution timeout", https://docs.aws.amazon.com/sagemaker/latest/dg/feature-store-feature-processor-quotas.html).
+EXECUTION_TIMEOUT_SECONDS = 672 * 3600
 
 
 def short(value: str) -> str:
@@ -114,29 +131,36 @@ def _number(event: dict[str, Any], name: str, kind: type) -> tuple[float | None,
 
 def _number_error(event: dict[str, Any]) -> str:
     bounds = json_input(event[INPUT_BOUNDS])
-    rules: list[tuple[str, type, Any, str]] = [
-        (EPOCHS, float, lambda v: v > 0, "must be > 0"),
-        (LEARNING_RATE, float, lambda v: v > 0, "must be > 0"),
+    # (parameter, type, lowest, whether the lowest is allowed, highest, the setting that holds the highest)
+    rules: list[tuple[str, type, float, bool, float, str]] = [
+        (EPOCHS, float, 0, False, bounds[BOUND_MAX_EPOCHS], "limits.max_epochs"),
+        (LEARNING_RATE, float, 0, False, bounds[BOUND_MAX_LEARNING_RATE], "limits.max_learning_rate"),
         (
             TRAINING_INSTANCE_COUNT,
             int,
-            lambda v: 1 <= v <= bounds[BOUND_MAX_INSTANCE_COUNT],
-            f"must be between 1 and {bounds[BOUND_MAX_INSTANCE_COUNT]} (training.max_instance_count)",
+            1,
+            True,
+            bounds[BOUND_MAX_INSTANCE_COUNT],
+            "training.max_instance_count",
         ),
+        (F1_THRESHOLD, float, bounds[BOUND_MIN_F1_THRESHOLD], True, 100, ""),
         (
-            F1_THRESHOLD,
+            MAX_TRAINING_COST,
             float,
-            lambda v: bounds[BOUND_MIN_F1_THRESHOLD] <= v <= 100,
-            f"must be between {bounds[BOUND_MIN_F1_THRESHOLD]:g} and 100",
+            0,
+            True,
+            bounds[BOUND_MAX_TRAINING_COST],
+            "limits.max_training_cost_usd, or limits.max_cost_multiple x the estimate of make estimate",
         ),
-        (MAX_TRAINING_COST, float, lambda v: v >= 0, "must be >= 0"),
     ]
-    for name, kind, valid, rule in rules:
+    for name, kind, low, low_allowed, high, setting in rules:
         value, problem = _number(event, name, kind)
         if problem:
             return f"Parameter {problem}."
-        if not valid(value):
-            return f"Parameter {name}={shown(event[name])} {rule}."
+        assert value is not None
+        if value < low or (value == low and not low_allowed) or value > high:
+            allowed = f"between {low:g} and {high:g}" if low_allowed else f"> {low:g} and at most {high:g}"
+            return f"Parameter {name}={shown(event[name])} must be {allowed}{f' ({setting})' if setting else ''}."
     return ""
 
 
@@ -167,6 +191,40 @@ def _location_error(event: dict[str, Any]) -> str:
             "models there, and the jobs may read only there)."
         )
     return ""
+
+
+def execution_limit_error(bounds: Any, start: float, earlier: list[tuple[float, str]]) -> str:
+    """ "" when an execution that starts at `start` (epoch seconds) is within the settings' execution limits,
+    given every execution of the pipeline that started before it ((start, PipelineExecutionStatus) each); else one
+    line naming the limit and the fix. Every earlier execution counts (duplicates, refused ones): each started."""
+    bounds = json_input(bounds)
+    per_day, at_once = bounds[BOUND_MAX_EXECUTIONS_PER_DAY], bounds[BOUND_MAX_CONCURRENT_EXECUTIONS]
+    today = sum(1 for started, _ in earlier if start - DAY_SECONDS < started <= start)
+    if today >= per_day:
+        return (
+            f"{today} executions of this pipeline started in the 24 hours before this one, and "
+            f"limits.max_executions_per_day allows {per_day}: start it later, or raise the limit (cdk.json) and deploy."
+        )
+    running = sum(1 for _, status in earlier if status in RUNNING_STATUSES)
+    if running >= at_once:
+        return (
+            f"{running} earlier executions of this pipeline are still running, and limits.max_concurrent_executions "
+            f"allows {at_once} at once: start it when one has ended, or raise the limit (cdk.json) and deploy."
+        )
+    return ""
+
+
+def recent_executions(sagemaker: Any, pipeline: str, now: float) -> list[tuple[float, str, str]]:
+    """(start, PipelineExecutionStatus, ARN) of every execution of `pipeline` (its name or ARN) created within the
+    execution timeout before `now`: what the execution limits count. `sagemaker` is a boto3 SageMaker client
+    (ListPipelineExecutions: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ListPipelineExecutions.html)."""
+    since = datetime.datetime.fromtimestamp(now - EXECUTION_TIMEOUT_SECONDS, tz=datetime.UTC)
+    pages = sagemaker.get_paginator("list_pipeline_executions").paginate(PipelineName=pipeline, CreatedAfter=since)
+    return [
+        (summary["StartTime"].timestamp(), str(summary["PipelineExecutionStatus"]), summary["PipelineExecutionArn"])
+        for page in pages
+        for summary in page["PipelineExecutionSummaries"]
+    ]
 
 
 def parameter_error(event: dict[str, Any]) -> str:
