@@ -40,8 +40,8 @@ class ArtifactLayout:
     def expiring_versions(self) -> tuple[str, ...]:
         """Prefixes whose noncurrent object versions expire (the artifacts bucket's lifecycle rules): every prefix
         but those of what model packages reference (the registry copies, the evaluation reports of their
-        ModelMetrics) and the checkpoints', which have a rule of their own."""
-        kept = {self.registry, self.evaluation, self.checkpoints}
+        ModelMetrics, the benchmark version that gated them) and the checkpoints', which have a rule of their own."""
+        kept = {self.registry, self.evaluation, self.benchmarks, self.checkpoints}
         return tuple(p for p in (getattr(self, f.name) for f in fields(self)) if p not in kept)
 
     def deletable_by_jobs(self) -> tuple[str, ...]:

@@ -84,7 +84,10 @@ class JobRole(Construct):
             "execution; the jobs are network-isolated, so only SageMaker's sync of the job's own checkpoint_s3_uri "
             "uses it, and the bucket's versioning keeps what a delete hides.",
         )
-        artifacts.grant_list(role, layout.listed_by_jobs())
+        # SageMaker lists each S3Prefix input: the benchmark's folder is one in prod.
+        artifacts.grant_list(
+            role, (*layout.listed_by_jobs(), *([benchmark_prefix.rstrip("/")] if benchmark_prefix else []))
+        )
         key.grant_sse_kms(role)
         key.grant_job_output_encryption(role)
         key.grant_job_volume_encryption(role)

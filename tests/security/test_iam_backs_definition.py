@@ -182,6 +182,10 @@ def test_the_job_role_lists_only_the_prefixes_sagemaker_lists_for_its_jobs(env):
         assert may_list(prefix), prefix
     for denied in (None, "", f"{layout.claims}/", f"{layout.models}/", f"{layout.evaluation}/", "registry/"):
         assert not may_list(denied), denied
+    # ValidateAndTokenize's benchmark input (prod) is an S3Prefix input too: its folder, and no other benchmark's.
+    if env.settings.benchmark_prefix:
+        assert may_list(env.settings.benchmark_prefix)
+        assert not may_list(f"{layout.benchmarks}/another/v1/")
 
 
 # ---------------------------------------------------------------- EventBridge and the topic (Do 9, last item)

@@ -205,7 +205,8 @@ def test_no_lifecycle_rule_expires_what_a_package_references_or_its_versions(syn
     after 30 days."""
     environment = synthesized[env_name]
     layout = environment.settings.layout
-    referenced = (layout.registry + "/", layout.evaluation + "/")  # a package's ModelDataUrl and ModelMetrics
+    # A package's ModelDataUrl, its ModelMetrics, and the benchmark version that gated it.
+    referenced = (layout.registry + "/", layout.evaluation + "/", layout.benchmarks + "/")
     [artifacts] = [
         r
         for k, r in environment.templates["data"]["Resources"].items()
