@@ -112,8 +112,8 @@ def test_tiny_demo_passes_every_step_registers_with_metrics_and_ignores_a_duplic
     # The report RecordModel wrote from FineTune's FinalMetricDataList, with the archive's identity.
     archive = (sequence.work_dir / "s3" / package.model_data.removeprefix("s3://")).read_bytes()
     assert package.metrics["model"]["sha256"] == hashlib.sha256(archive).hexdigest()
-    assert package.model_data.endswith("/output/model.tar.gz")
-    assert (sequence.work_dir / "s3" / package.model_data.removeprefix("s3://")).is_file()
+    # The package names RecordModel's content-addressed copy of that archive, not FineTune's models/ key.
+    assert package.model_data.endswith(f"/registry/{package.metrics['model']['sha256']}/model.tar.gz")
     assert "execution local-" in out and ": Succeeded" in out
     # The demo ends by asking the registered model the first validation question.
     question, answer = out.rstrip().splitlines()[-2:]

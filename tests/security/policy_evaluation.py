@@ -4,7 +4,8 @@ from the definition's job requests: enough to perform an attack against a statem
 Condition semantics, from IAM's condition-operator page
 (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html): a key the
 request context lacks makes an operator false, except `...IfExists` (true) and `Null` (which tests presence);
-several values of one key are ORed, several keys and operators ANDed. Set operators on multivalued keys
+several values of one key are ORed, several keys and operators ANDed; a negated operator (`StringNotEquals`, ...) holds
+for a request without the key. Set operators on multivalued keys
 (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html):
 `ForAllValues:` holds when every value of the request matches one of the policy's (and when the key is missing),
 `ForAnyValue:` when one does (never for a missing key). Operators this module does not know raise, so a statement it
@@ -53,11 +54,25 @@ _MATCHERS = {
 }
 
 
+# Negated operators hold where their positive form does not, and where the request lacks the key.
+_NEGATED = {
+    "StringNotEquals": "StringEquals",
+    "StringNotLike": "StringLike",
+    "ArnNotEquals": "ArnEquals",
+    "ArnNotLike": "ArnLike",
+}
+
+
 def _operator_holds(operator: str, key: str, policy_values: list[str], context: Context) -> bool:
     present = key in context and context[key] not in (None, [])
     if operator == "Null":
         [wanted] = policy_values
         return (not present) == (wanted.lower() == "true")
+    if operator in _NEGATED:
+        return not present or not _operator_holds(_NEGATED[operator], key, policy_values, context)
+    if operator == "NumericLessThan":
+        [bound] = policy_values
+        return present and float(context[key]) < float(bound)
     qualifier, _, base = operator.rpartition(":")
     if_exists = base.endswith("IfExists")
     base = base.removesuffix("IfExists")

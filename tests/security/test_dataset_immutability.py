@@ -24,6 +24,7 @@ from qa.outputs import LOCAL_VERSIONS_DIR, MANIFEST_V2_FORMAT, same_s3_checksum
 
 from stacks.data import checkpoint_noncurrent_days
 from tests.conftest import ROOT, as_list, aws_environment, pointed_at, resources_of_type
+from tests.security.policy_evaluation import condition_holds
 from tools.upload_dataset import UploadPlan, upload, validate_dataset
 
 SAMPLE = ROOT / "data" / "sample-squad"
@@ -63,22 +64,6 @@ def bucket_policy(template: dict[str, Any], purpose: str) -> list[dict[str, Any]
     return policy["Properties"]["PolicyDocument"]["Statement"]
 
 
-def condition_holds(operator: str, key: str, expected: list[str], context: dict[str, str]) -> bool:
-    """IAM's condition operators as the policy uses them (https://docs.aws.amazon.com/IAM/latest/UserGuide/
-    reference_policies_elements_condition_operators.html); a negated operator holds when the key is absent."""
-    values = [v.lower() for v in expected] if operator == "Bool" else expected
-    present = key in context
-    if operator == "Null":
-        return present == (values == ["false"])
-    if operator in ("Bool", "StringEquals"):
-        return present and context[key] in values
-    if operator == "StringNotEquals":
-        return not present or context[key] not in values
-    if operator == "NumericLessThan":
-        return present and float(context[key]) < float(values[0])
-    raise AssertionError(f"operator {operator} is not evaluated here: add it")
-
-
 def denied(statements: list[dict[str, Any]], bucket: str, request: dict[str, Any]) -> list[str]:
     """The Sids of the Deny statements that refuse an s3:PutObject request on `request['key']`."""
     arn = f"arn:aws:s3:::{bucket}/{request['key']}"
@@ -89,12 +74,11 @@ def denied(statements: list[dict[str, Any]], bucket: str, request: dict[str, Any
             continue
         if not any(fnmatch.fnmatchcase(arn, resolved(r, bucket)) for r in as_list(statement["Resource"])):
             continue
-        conditions = statement.get("Condition", {})
-        if all(
-            condition_holds(operator, key, [resolved(v, bucket) for v in as_list(expected)], request["context"])
-            for operator, block in conditions.items()
-            for key, expected in block.items()
-        ):
+        conditions = {
+            operator: {key: [resolved(v, bucket) for v in as_list(expected)] for key, expected in block.items()}
+            for operator, block in statement.get("Condition", {}).items()
+        }
+        if condition_holds(conditions, request["context"]):
             sids.append(statement.get("Sid", "?"))
     return sids
 

@@ -42,8 +42,15 @@ def test_arn_like_matches_each_part_and_string_like_globs():
 
 
 def test_an_operator_it_does_not_know_fails_loudly():
-    with pytest.raises(NotImplementedError, match="NumericLessThan"):
-        condition_holds({"NumericLessThan": {"sagemaker:MaxRuntimeInSeconds": "10"}}, {"x": 1})
+    with pytest.raises(NotImplementedError, match="NumericGreaterThan"):
+        condition_holds({"NumericGreaterThan": {"sagemaker:MaxRuntimeInSeconds": "10"}}, {"x": 1})
+
+
+def test_a_negated_operator_holds_without_the_key_and_where_the_positive_fails():
+    condition = {"StringNotEquals": {"s3:x-amz-server-side-encryption": "aws:kms"}}
+    assert condition_holds(condition, {})
+    assert condition_holds(condition, {"s3:x-amz-server-side-encryption": "AES256"})
+    assert not condition_holds(condition, {"s3:x-amz-server-side-encryption": "aws:kms"})
 
 
 def test_a_deny_wins_and_actions_match_case_insensitively():
