@@ -3,13 +3,15 @@
     python -m tools.preflight [--env dev]        (make preflight ENV=dev)
 
 Checks the CDK bootstrap stack, the deployed stacks and pipeline, the base model staged at the pipeline's
-BaseModelUri, the SageMaker instance quotas the pipeline needs, the datasets bucket, and reports the retention and
+BaseModelUri, the SageMaker instance quotas the pipeline needs, the datasets bucket, the benchmark pinned in the
+settings (staged at that version and SHA-256), and reports the retention and
 encryption of SageMaker's job log groups. Each failed check names its fix; the exit code is 1 when any check
 failed. Nothing is changed in the account.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from collections.abc import Callable
@@ -17,10 +19,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
 
+from qa.benchmark import manifest_key as benchmark_manifest_key
+
 from config import Settings, read_cdk_json_context
 from config.aws_locations import JOB_LOG_GROUPS, log_retention_days
 from config.loader import DEFAULT_ENV
 from config.paths import CDK_JSON
+from config.settings import BenchmarkSettings
 from pipeline_steps import names
 from tools.deployment import (
     MODEL_CONFIG,
@@ -237,6 +242,43 @@ def check_datasets_bucket(deployment: Deployment, env_name: str) -> Check:
     return Check("datasets bucket", "ok", f"s3://{bucket} reachable")
 
 
+def check_benchmark(s3: Any, bucket: str, pinned: BenchmarkSettings | None, env_name: str) -> Check:
+    """The benchmark the settings pin (evaluation.benchmark) is staged as pinned: its manifest's current version
+    is the pinned version id, whose bytes have the pinned SHA-256. ValidateAndTokenize checks the same SHA-256 on
+    what SageMaker downloads (the current version: ProcessingS3Input has no version id), so a pin that the
+    bucket does not hold fails every run after it is billed; here it fails before."""
+    from botocore.exceptions import ClientError
+
+    name = "benchmark staged"
+    if pinned is None:
+        return Check(name, "ok", "no evaluation.benchmark: the gate scores the upload's own validation split")
+    key = benchmark_manifest_key(pinned.name, pinned.version)
+    uri = f"s3://{bucket}/{key}"
+    fix = (
+        f"make stage-benchmark BENCHMARK=<dir> NAME={pinned.name} VERSION=<new version> ENV={env_name}, then pin what "
+        "it prints in cdk.json evaluation.benchmark"
+    )
+    try:
+        head = s3.head_object(Bucket=bucket, Key=key)
+        body = s3.get_object(Bucket=bucket, Key=key, VersionId=pinned.manifest_version_id)["Body"].read()
+    except ClientError as err:
+        if err.response["Error"]["Code"] in ("404", "NoSuchKey", "NoSuchVersion", "InvalidArgument", "400"):
+            return Check(name, "FAIL", f"{uri} (version {pinned.manifest_version_id}) is not staged", fix)
+        raise
+    actual = hashlib.sha256(body).hexdigest()
+    if actual != pinned.manifest_sha256:
+        detail = (
+            f"{uri} version {pinned.manifest_version_id} has SHA-256 {actual}, not the pinned {pinned.manifest_sha256}"
+        )
+        return Check(name, "FAIL", detail, fix)
+    if head.get("VersionId") != pinned.manifest_version_id:
+        detail = (
+            f"{uri} was replaced: its current version {head.get('VersionId')} is not the pinned one (the job reads it)"
+        )
+        return Check(name, "FAIL", detail, fix)
+    return Check(name, "ok", f"{uri} version {pinned.manifest_version_id} (SHA-256 as pinned)")
+
+
 def check_job_log_groups(deployment: Deployment) -> list[Check]:
     """Retention and key of the log groups SageMaker writes every job's stdout and stderr to (JOB_LOG_GROUPS).
     They are the account's, shared by every SageMaker job of the Region, so no stack of this project owns them
@@ -296,6 +338,15 @@ def run_checks(deployment: Deployment, env_name: str, quotas_client: Any) -> lis
         *guarded("base model staged", lambda: check_base_model(deployment, env_name)),
         *guarded("SageMaker quotas", lambda: check_quotas(deployment, quotas_client), QUOTAS_FIX),
         *guarded("datasets bucket", lambda: check_datasets_bucket(deployment, env_name)),
+        *guarded(
+            "benchmark staged",
+            lambda: check_benchmark(
+                deployment.client("s3"),
+                deployment.bucket("artifacts"),
+                deployment.settings.evaluation.benchmark,
+                env_name,
+            ),
+        ),
         *guarded(
             "job log groups",
             lambda: check_job_log_groups(deployment),

@@ -12,9 +12,12 @@ import zlib
 import boto3
 import pytest
 from botocore.stub import Stubber
+from qa import benchmark
 
 from config import load_settings, read_cdk_json_context
 from config.paths import CDK_JSON
+from config.settings import BenchmarkSettings
+from tests.conftest import ROOT
 from tests.tools.conftest import (
     ACCOUNT,
     BOOTSTRAP_VERSION_PARAMETER,
@@ -26,7 +29,14 @@ from tests.tools.conftest import (
     stage_base_model,
 )
 from tools.deployment import load_deployment, split_s3_uri
-from tools.preflight import MIN_BOOTSTRAP_VERSION, check_bootstrap, check_job_log_groups, check_quotas, preflight
+from tools.preflight import (
+    MIN_BOOTSTRAP_VERSION,
+    check_benchmark,
+    check_bootstrap,
+    check_job_log_groups,
+    check_quotas,
+    preflight,
+)
 
 # What the dev environment uses: 1 x ml.p4d.24xlarge on spot (the estimate's default) for FineTune, one
 # ml.m5.4xlarge for ValidateAndTokenize. The Lambda steps need no SageMaker quota.
@@ -73,14 +83,14 @@ def test_fails_on_missing_model_and_zero_quota_then_passes_when_fixed(deployed, 
     assert row(table, "base model staged").split()[3] == "FAIL"
     assert "fix: make stage-model MODEL=bert-large-uncased-whole-word-masking ENV=dev" in table
     assert "FAIL    0 < 1" in row(table, "quota ml.p4d.24xlarge for spot training job usage")
-    assert table.strip().endswith("2 of 12 checks failed")
+    assert table.strip().endswith("2 of 13 checks failed")
 
     stage_base_model(deployed, tmp_path)
     # The increase is an applied quota value: it overrides AWS's default of 0.
     code, table = run_preflight(stubbed_quotas(zero_spot, {"ml.p4d.24xlarge for spot training job usage": 4.0}), capsys)
     assert code == 0, table
     assert "FAIL" not in table
-    assert table.strip().endswith("all 12 checks passed")
+    assert table.strip().endswith("all 13 checks passed")
 
 
 def test_quota_rows_follow_the_step_graph(deployed, capsys):
@@ -255,3 +265,39 @@ def test_the_job_log_groups_retention_and_key_are_reported(aws):
     )
     assert processing.fix.startswith(f"aws logs put-retention-policy --region {EMPTY_REGION} --log-group-name")
     assert (training.status, training.detail) == ("ok", f"logs kept 90 days; encrypted with {key}")
+
+
+def test_the_pinned_benchmark_must_be_staged_at_its_version_and_digest(aws):
+    """evaluation.benchmark against the bucket: as staged it passes; a pin of bytes the bucket does not hold, a
+    manifest replaced after pinning (the job downloads the current version) and a benchmark never staged each fail
+    with the staging command. moto answers GetObject of an unknown version id as S3 does (NoSuchVersion / 400)."""
+    s3 = boto3.client("s3", region_name=EMPTY_REGION)
+    bucket = "preflight-benchmark-artifacts"
+    s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": EMPTY_REGION})
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+
+    def put(key: str, body: bytes) -> str:
+        return s3.put_object(Bucket=bucket, Key=key, Body=body)["VersionId"]
+
+    version_id, sha256 = benchmark.stage(ROOT / "data" / "sample-squad", "holdout", "v1", put)
+    pinned = BenchmarkSettings(
+        name="holdout",
+        version="v1",
+        manifest_version_id=version_id,
+        manifest_sha256=sha256,
+        writers=["arn:aws:iam::123456789012:role/release"],
+    )
+    assert check_benchmark(s3, bucket, None, "dev").status == "ok"
+    staged = check_benchmark(s3, bucket, pinned, "prod")
+    assert (staged.status, staged.detail) == (
+        "ok",
+        f"s3://{bucket}/benchmarks/holdout/v1/manifest.json version {version_id} (SHA-256 as pinned)",
+    )
+    stale = check_benchmark(s3, bucket, pinned.model_copy(update={"manifest_sha256": "0" * 64}), "prod")
+    assert stale.status == "FAIL" and stale.detail.endswith(f"not the pinned {'0' * 64}")
+    assert stale.fix.startswith("make stage-benchmark BENCHMARK=<dir> NAME=holdout VERSION=<new version> ENV=prod")
+    missing = check_benchmark(s3, bucket, pinned.model_copy(update={"name": "never"}), "prod")
+    assert missing.status == "FAIL" and missing.detail.endswith("is not staged")
+    put(benchmark.manifest_key("holdout", "v1"), b"{}")
+    replaced = check_benchmark(s3, bucket, pinned, "prod")
+    assert replaced.status == "FAIL" and "was replaced" in replaced.detail
