@@ -161,10 +161,19 @@ def _processing(sagemaker: Any, step: str, arn: str, record: RunRecord) -> None:
     record.jobs.append(JobCost(step, "processing", cluster["InstanceType"], cluster["InstanceCount"], seconds))
 
 
+def execution_parameters(sagemaker: Any, execution_arn: str) -> dict[str, str]:
+    """Name -> value of the parameters an execution ran with, every page of them. ListPipelineParametersForExecution
+    may leave out PipelineParameters (not a required member of its response in the SageMaker API model) and returns
+    at most 100 per page (MaxResults)."""
+    paginator = sagemaker.get_paginator("list_pipeline_parameters_for_execution")
+    pages = paginator.paginate(PipelineExecutionArn=execution_arn)
+    return {p["Name"]: str(p["Value"]) for page in pages for p in page.get("PipelineParameters", [])}
+
+
 def record_from_aws(sagemaker: Any, s3: Any, execution_arn: str) -> RunRecord:
     """The record of one AWS pipeline execution (read-only SageMaker and S3 calls)."""
     execution = sagemaker.describe_pipeline_execution(PipelineExecutionArn=execution_arn)
-    parameters = sagemaker.list_pipeline_parameters_for_execution(PipelineExecutionArn=execution_arn)
+    parameters = execution_parameters(sagemaker, execution_arn)
     record = RunRecord(
         execution_id=_job_name(execution_arn),
         execution_arn=execution_arn,
@@ -172,7 +181,7 @@ def record_from_aws(sagemaker: Any, s3: Any, execution_arn: str) -> RunRecord:
         source="aws",
         status=execution["PipelineExecutionStatus"],
         started_at=_iso(execution.get("CreationTime")),
-        parameters={p["Name"]: str(p["Value"]) for p in parameters["PipelineParameters"]},
+        parameters=parameters,
         failure=execution.get("FailureReason"),
     )
     pages = sagemaker.get_paginator("list_pipeline_execution_steps").paginate(

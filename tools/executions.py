@@ -32,6 +32,7 @@ from config.aws_locations import JOB_LOG_GROUPS, execution_console_url
 from config.layout import DatasetLayout
 from config.loader import DEFAULT_ENV
 from pipeline_steps import names
+from reporting.record import execution_parameters
 from tools.deployment import (
     Deployment,
     ToolParser,
@@ -235,10 +236,9 @@ def retry(deployment: Deployment, arn: str) -> str:
     if status in NOT_RETRYABLE:
         fail(f"execution {execution} is {status}: only a failed or stopped execution can be retried")
     definition = sagemaker.describe_pipeline_definition_for_execution(PipelineExecutionArn=arn)["PipelineDefinition"]
-    listed = sagemaker.list_pipeline_parameters_for_execution(PipelineExecutionArn=arn)["PipelineParameters"]
     refuse_what_the_claim_refuses(
         json.loads(definition),
-        {p["Name"]: p["Value"] for p in listed},
+        execution_parameters(sagemaker, arn),
         f"Execution {execution} ran with it, and a retry would stop the same way: start a new one (make start).",
     )
     response = sagemaker.retry_pipeline_execution(PipelineExecutionArn=arn, ClientRequestToken=uuid.uuid4().hex)

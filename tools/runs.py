@@ -20,6 +20,7 @@ from config.aws_locations import JOB_LOG_GROUPS, execution_console_url, job_cons
 from config.costs import PRICE_REGION, PRICES_AS_OF, list_price_usd
 from config.loader import DEFAULT_ENV
 from pipeline_steps import names
+from reporting.record import execution_parameters
 from tools.deployment import (
     ToolParser,
     fail,
@@ -106,12 +107,12 @@ def training_run(sagemaker: Any, job_arn: str) -> TrainingRun:
 
 def describe_execution(sagemaker: Any, summary: dict[str, Any]) -> ExecutionReport:
     arn = summary["PipelineExecutionArn"]
-    parameters = sagemaker.list_pipeline_parameters_for_execution(PipelineExecutionArn=arn)["PipelineParameters"]
+    parameters = execution_parameters(sagemaker, arn)
     report = ExecutionReport(
         arn=arn,
         started=summary["StartTime"],
         status=summary["PipelineExecutionStatus"],
-        manifest_key=next((p["Value"] for p in parameters if p["Name"] == names.MANIFEST_KEY), None),
+        manifest_key=parameters.get(names.MANIFEST_KEY),
         failure=summary.get("PipelineExecutionFailureReason"),
     )
     steps = sagemaker.list_pipeline_execution_steps(PipelineExecutionArn=arn, SortOrder="Ascending")
