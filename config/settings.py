@@ -54,6 +54,10 @@ INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[0-9]*x?large$"
 InterfaceEndpoint = Literal["ecr", "logs", "monitoring", "sts", "sagemaker"]
 
 
+# The folder, under Settings.log_group_root, of the Lambda functions' log groups.
+FUNCTION_LOG_FOLDER = "functions"
+
+
 class StrictModel(BaseModel):
     """Base for every settings section: immutable, unknown keys rejected."""
 
@@ -657,6 +661,11 @@ class Settings(StrictModel):
         """The folder every log group of the project is named under (`/<name_prefix>/`): the project key's policy
         lets CloudWatch Logs use the key for these log groups only."""
         return f"/{self.name_prefix}/"
+
+    def function_log_group(self, function: str) -> str:
+        """The log group of the project's Lambda function `function` (its construct id: the pipeline step it serves,
+        e.g. ClaimManifest, or NotifyTopic); the stacks name it, `make runs` and `make logs` read it."""
+        return f"{self.log_group_root}{FUNCTION_LOG_FOLDER}/{function}"
 
     def bucket_name(self, purpose: BucketPurpose, account: str, region: str) -> str:
         """Deterministic bucket names, so IAM policies, the pipeline definition and the upload tools can

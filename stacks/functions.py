@@ -23,6 +23,7 @@ from qa.outputs import STATS_OUTPUT
 from config import ArtifactLayout
 from config.layout import DatasetLayout
 from config.paths import TRAINING_CODE, private_dir
+from config.settings import FUNCTION_LOG_FOLDER
 from pipeline_steps import names
 from pipeline_steps.placeholders import FUNCTION_HANDLERS
 from stacks.data import ProjectKey, SecureBucket
@@ -138,7 +139,7 @@ class PipelineFunction(Construct):
         )
         # Encrypted with the project key, whose policy lets CloudWatch Logs use it for the project's log groups.
         self.log_group = encrypted_log_group(
-            self, "Logs", lifetime=log_groups, key=key, purpose=f"functions/{construct_id}"
+            self, "Logs", lifetime=log_groups, key=key, purpose=f"{FUNCTION_LOG_FOLDER}/{construct_id}"
         )
         self.log_group.grant_write(self.role)
         self.function = lambda_.Function(

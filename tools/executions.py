@@ -28,6 +28,7 @@ from typing import Any
 from qa.outputs import INPUT_BOUNDS
 from qa.parameter_rules import execution_limit_error, parameter_error, recent_executions
 
+from config import Settings
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url
 from config.layout import DatasetLayout
 from config.loader import DEFAULT_ENV
@@ -254,8 +255,9 @@ class StepLogs:
     end_ms: int | None = None
 
 
-def step_logs(sagemaker: Any, arn: str, step: str | None) -> list[StepLogs]:
-    """Where each job step's logs are (CloudWatch log group and stream prefix), in step order."""
+def step_logs(sagemaker: Any, arn: str, step: str | None, settings: Settings) -> list[StepLogs]:
+    """Where each job step's logs are (CloudWatch log group and stream prefix), in step order: a job's in SageMaker's
+    group, a Lambda step's in its function's own group (Settings.function_log_group)."""
     found = []
     for page in sagemaker.get_paginator("list_pipeline_execution_steps").paginate(
         PipelineExecutionArn=arn, SortOrder="Ascending"
@@ -269,9 +271,8 @@ def step_logs(sagemaker: Any, arn: str, step: str | None) -> list[StepLogs]:
                 job = metadata[kind]["Arn"].rsplit("/", 1)[-1]
                 found.append(StepLogs(item["StepName"], JOB_LOG_GROUPS[kind], f"{job}/"))
             elif "Lambda" in metadata:
-                function = metadata["Lambda"]["Arn"].rsplit(":", 1)[-1]
                 times = [int(item[k].timestamp() * 1000) if k in item else None for k in ("StartTime", "EndTime")]
-                found.append(StepLogs(item["StepName"], f"/aws/lambda/{function}", None, *times))
+                found.append(StepLogs(item["StepName"], settings.function_log_group(item["StepName"]), None, *times))
     return found
 
 
@@ -306,7 +307,7 @@ def log_lines(logs: Any, where: StepLogs) -> Iterator[str]:
 def print_logs(deployment: Deployment, arn: str, step: str | None) -> None:
     from botocore.exceptions import ClientError
 
-    places = step_logs(deployment.client("sagemaker"), arn, step)
+    places = step_logs(deployment.client("sagemaker"), arn, step, deployment.settings)
     if not places:
         which = f"step named {short(step)}" if step else "job or Lambda steps"
         fail(f"execution {arn.rsplit('/', 1)[-1]} has no {which} (yet): make runs lists its steps")

@@ -16,6 +16,7 @@ from typing import Any
 
 from qa.outputs import METRIC_EVAL_F1
 
+from config import Settings
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url, job_console_url
 from config.costs import PRICE_REGION, PRICES_AS_OF, list_price_usd
 from config.loader import DEFAULT_ENV
@@ -155,23 +156,24 @@ def _duration(seconds: float | None) -> str:
     return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
 
 
-def log_group(kind: str, name: str) -> str:
-    """The CloudWatch log group of a job (SageMaker's) or of a Lambda function (/aws/lambda/<name>)."""
-    return JOB_LOG_GROUPS.get(kind) or f"/aws/lambda/{name}"
+def log_group(kind: str, step: str, settings: Settings) -> str:
+    """The CloudWatch log group of a job (SageMaker's, shared by every job) or of the step's Lambda function (the
+    project's own, named by the stacks: not /aws/lambda/<name>)."""
+    return JOB_LOG_GROUPS.get(kind) or settings.function_log_group(step)
 
 
-def format_jobs(report: ExecutionReport, region: str) -> list[str]:
+def format_jobs(report: ExecutionReport, region: str, settings: Settings) -> list[str]:
     lines = []
     for step in report.steps:
         if step.job is None:
             continue
         kind, name = step.job
         link = f" {job_console_url(region, kind, name)}" if kind in JOB_LOG_GROUPS else ""
-        lines.append(f"  {step.name}: {kind} {name}, logs {log_group(kind, name)}{link}")
+        lines.append(f"  {step.name}: {kind} {name}, logs {log_group(kind, step.name, settings)}{link}")
     return lines
 
 
-def format_report(report: ExecutionReport, region: str) -> str:
+def format_report(report: ExecutionReport, region: str, settings: Settings) -> str:
     pipeline_name = report.arn.split(":pipeline/", 1)[-1].split("/", 1)[0]
     lines = [
         f"{report.started:%Y-%m-%d %H:%M} {report.status:10} {report.manifest_key or '(no ManifestKey)'}",
@@ -200,7 +202,7 @@ def format_report(report: ExecutionReport, region: str) -> str:
     )
     if report.model_package:
         lines[-1] += f"; registered {report.model_package} ({report.approval_status})"
-    lines.extend(format_jobs(report, region))
+    lines.extend(format_jobs(report, region, settings))
     for step in (s for s in report.steps if s.status == "Failed"):
         lines.append(f"  {step.name}: {step.detail}")
     return "\n".join(lines)
@@ -230,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     if not reports:
         print(f"no executions of {pipeline_name} yet")
     for report in reports:
-        print(format_report(report, deployment.region) + "\n")
+        print(format_report(report, deployment.region, deployment.settings) + "\n")
     print(f"costs at on-demand LIST prices ({PRICE_REGION}, as of {PRICES_AS_OF}, config/costs.py)")
     return 0
 

@@ -57,6 +57,17 @@ def test_each_function_runs_python_3_12_with_its_handler_its_own_role_and_a_time
     assert "ManagedPolicyArns" not in role["Properties"]
 
 
+@pytest.mark.parametrize("name", [*sorted(FUNCTIONS), "NotifyTopic"])
+def test_each_function_logs_to_the_group_make_runs_and_make_logs_read(dev, name):
+    """LoggingConfig names the function's own group: Settings.function_log_group, which tools/runs.py and
+    tools/executions.py read (a function with a LoggingConfig log group does not log to /aws/lambda/<name>)."""
+    template = dev.templates["pipeline"]
+    prefix = "Notifications" if name == "NotifyTopic" else "Functions"
+    function = template["Resources"][logical_id(template, f"{prefix}{name}Function")]["Properties"]
+    group = template["Resources"][function["LoggingConfig"]["LogGroup"]["Ref"]]
+    assert group["Properties"]["LogGroupName"] == dev.settings.function_log_group(name)
+
+
 def test_the_code_asset_holds_only_the_stdlib_part_of_training_code(tmp_path):
     staged = stage_function_code(tmp_path)
     assert sorted(p.relative_to(staged).as_posix() for p in staged.rglob("*") if p.is_file()) == sorted(FUNCTION_FILES)

@@ -14,7 +14,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli
-from tools.deployment import ToolError, load_deployment
+from tools.deployment import ToolError, load_deployment, settings_for
 from tools.executions import (
     declared_parameters,
     deployed_definition,
@@ -225,7 +225,7 @@ def test_logs_of_an_executions_jobs(deployed):
         {"PipelineExecutionArn": ARN, "SortOrder": "Ascending"},
     )
     with stub:
-        [where] = step_logs(client, ARN, None)
+        [where] = step_logs(client, ARN, None, settings_for("dev"))
     assert (where.step, where.log_group, where.stream_prefix) == ("FineTune", group, "pipelines-ft-1/")
     lines = list(log_lines(logs, where))
     assert lines == [f"pipelines-ft-1/algo-1-1764570000  pipelines-ft-1 line {i}" for i in range(3)]
@@ -249,8 +249,9 @@ def test_logs_of_an_unknown_step_is_one_line(monkeypatch, deployed):
 def test_logs_of_a_lambda_step_are_the_events_within_the_step(deployed):
     """A function's log streams are not per execution: the step's events are those between its start and end."""
     logs = deployed.client("logs")
-    group = "/aws/lambda/hfqa-dev-claim"
-    logs.create_log_group(logGroupName=group)
+    # The function's own log group, as the stacks name it: the moto deployment created it.
+    group = "/hfqa-dev/functions/ClaimManifest"
+    assert logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
     logs.create_log_stream(logGroupName=group, logStreamName="2026/12/01/[$LATEST]abc")
     start = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
     at = int(start.timestamp() * 1000)
@@ -277,6 +278,6 @@ def test_logs_of_a_lambda_step_are_the_events_within_the_step(deployed):
         {"PipelineExecutionArn": ARN, "SortOrder": "Ascending"},
     )
     with stub:
-        [where] = step_logs(client, ARN, "ClaimManifest")
+        [where] = step_logs(client, ARN, "ClaimManifest", settings_for("dev"))
     assert (where.log_group, where.stream_prefix) == (group, None)
     assert list(log_lines(logs, where)) == ["2026/12/01/[$LATEST]abc  claimed"]

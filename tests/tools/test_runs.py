@@ -17,11 +17,14 @@ from botocore.stub import Stubber
 from qa.outputs import METRIC_EVAL_F1
 
 from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli
+from tools.deployment import settings_for
 from tools.runs import format_report, recent_executions, training_run
 
 PIPELINE = "hfqa-dev-qa-fine-tuning"
 ACCOUNT_ARN = "arn:aws:sagemaker:us-east-1:111122223333"
 T0 = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
+
+DEV = settings_for("dev")
 
 
 def execution_arn(name: str) -> str:
@@ -159,7 +162,7 @@ def test_succeeded_execution_shows_cost_f1_and_approved_package(reports):
     ok = reports["ok-1"]
     assert ok.f1 == 91.25 and ok.approval_status == "Approved"
     assert ok.training.list_price_usd == pytest.approx(37.688 * 2 * 1500 / 3600)
-    text = format_report(ok, REGION)
+    text = format_report(ok, REGION, DEV)
     assert "Succeeded" in text and "F1: 91.25; registered" in text and "(Approved)" in text
     assert "$31.41 at on-demand list price" in text
 
@@ -167,14 +170,14 @@ def test_succeeded_execution_shows_cost_f1_and_approved_package(reports):
 def test_failed_f1_gate_shows_the_fail_message_and_no_package(reports):
     failed = reports["f1-2"]
     assert failed.status == "Failed" and failed.f1 == 71.5 and failed.model_package is None
-    assert "F1BelowThreshold: Validation F1 71.5 is below the threshold 88.0" in format_report(failed, REGION)
+    assert "F1BelowThreshold: Validation F1 71.5 is below the threshold 88.0" in format_report(failed, REGION, DEV)
 
 
 def test_spot_interrupted_execution_shows_retries_and_savings(reports):
     spot = reports["spot-3"]
     assert spot.training.interruptions == 1
     assert spot.training.spot_savings == pytest.approx(0.7)
-    text = format_report(spot, REGION)
+    text = format_report(spot, REGION, DEV)
     assert "FineTune Succeeded 36m00s (2 attempts)" in text
     assert "trained 2,000 s, billed 600 s (70% spot savings), 1 spot interruption(s)" in text
     assert "(PendingManualApproval)" in text
@@ -194,7 +197,7 @@ def test_command_without_credentials_is_one_line(aws):
 
 
 def test_report_names_each_job_with_its_log_group_and_console_links(reports):
-    text = format_report(reports["ok-1"], REGION)
+    text = format_report(reports["ok-1"], REGION, DEV)
     console = f"https://{REGION}.console.aws.amazon.com/sagemaker/home?region={REGION}#/"
     assert f"  console: {console}pipelines/{PIPELINE}/executions/ok-1" in text
     logs = "logs /aws/sagemaker/TrainingJobs"
@@ -204,7 +207,8 @@ def test_report_names_each_job_with_its_log_group_and_console_links(reports):
         f"  ValidateAndTokenize: ProcessingJob p, logs /aws/sagemaker/ProcessingJobs {console}processing-jobs/p"
     )
     assert processing in text
-    assert "  ClaimManifest: Lambda hfqa-dev-claim, logs /aws/lambda/hfqa-dev-claim\n" in text
+    # The function's own log group, as the stacks name it (tests/stacks/test_functions.py), not /aws/lambda/<name>.
+    assert "  ClaimManifest: Lambda hfqa-dev-claim, logs /hfqa-dev/functions/ClaimManifest\n" in text
 
 
 @pytest.mark.parametrize("limit", ["0", "-3", "101", "ten"])
