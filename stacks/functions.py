@@ -319,18 +319,17 @@ class PipelineFunctions(Construct):
                 sid="CopyToRegistryIfAbsent",
                 actions=["s3:PutObject"],
                 resources=[artifacts.object_arn(f"{layout.registry}/*")],
-                # The copy's If-None-Match (s3:if-none-match): a registry object is created once, never replaced.
-                # CopyObject authorizes as s3:PutObject on the destination and, since S3's conditional copies
-                # (2025-10), carries these keys: "you can use the s3:if-match and s3:if-none-match condition keys
-                # ... to enforce conditional copy operations"
-                # (https://www.amazonaws.cn/en/new/2025/amazon-s3-adds-conditional-write-functionality-to-copy-operations/);
-                # older copies of https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html
-                # still say copies fail under such a policy. Were the key absent, the copy would be denied (loudly:
-                # RecordModel fails), never allowed unconditionally.
-                conditions={"Null": {"s3:if-none-match": "false"}},
+                # No condition on s3:if-none-match, though the copy always sends If-None-Match
+                # (pipeline_functions.copy_to_registry): AWS's pages disagree on whether a CopyObject carries that
+                # key. The conditional-writes enforcement page says copies under such a condition fail (403 without
+                # the header, 501 Not Implemented with it:
+                # https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html); S3's
+                # conditional-copy announcement (2025-10) says the keys now apply to copies. A condition that AWS
+                # does not evaluate for copies would fail every RecordModel; the bucket policy still lets only this
+                # role write registry/ and no one delete there, and the key is the content's own SHA-256.
             ),
             f"RecordModel creates one content-addressed copy per trained archive, {layout.registry}/<sha256>/"
-            "model.tar.gz, only with If-None-Match.",
+            "model.tar.gz (with If-None-Match, not required by IAM: see the comment).",
         )
         add_reviewed_statement(
             self.record.role,
