@@ -233,8 +233,15 @@ class TrainingSettings(StrictModel):
 
 
 class ProcessingSettings(StrictModel):
-    """The CPU preprocessing job (ValidateAndTokenize)."""
+    """Where the dataset is validated and tokenized, and the CPU preprocessing job (ValidateAndTokenize)."""
 
+    tokenize_in: Literal["fine_tune", "cpu_job"] = Field(
+        "cpu_job",
+        description="fine_tune: ClaimManifest validates every record (a Lambda function, no instance) and FineTune "
+        "tokenizes on its own vCPUs: one instance cold start. cpu_job: ValidateAndTokenize, a cached CPU job, "
+        "validates and tokenizes before FineTune (for datasets above what the claim step validates in time; "
+        "`make estimate DATASET=...` says which pays).",
+    )
     preprocess_instance_type: str = Field("ml.m5.4xlarge", pattern=INSTANCE_TYPE_PATTERN)
     image_uri: str | None = Field(None, min_length=1, description="Overrides the default CPU image.")
     volume_size_gb: int = Field(50, gt=0, le=16384)
