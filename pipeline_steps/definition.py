@@ -46,7 +46,9 @@ def _build(settings: Settings, values: DeployTimeValues) -> dict[str, Any]:
     # CheckTrainingCost -> FineTune -> RecordModel -> CheckF1 -> RegisterModel (docs: README "Architecture").
     claim_step = claim.build(ctx)
     preprocess_step = preprocess.build(ctx, claim_step)
-    estimate_step = cost_guard.estimate(ctx, preprocess_step)
+    # processing.tokenize_in "fine_tune": ClaimManifest validated the records and estimated the stats (DatasetValid).
+    stats = claim.stats_uri(claim_step) if claim.validates(ctx) else cost_guard.preprocess_stats(preprocess_step)
+    estimate_step = cost_guard.estimate(ctx, stats)
     train_step = train.build(ctx, preprocess_step)
     record_step = register.record(ctx, train_step)
     check_f1 = register.build(ctx, train_step, record_step, claim_step)

@@ -1,7 +1,8 @@
 """The pipeline's Lambda functions (SageMaker Pipelines Lambda steps): no instance starts for them.
 
     claim_handler          ClaimManifest: check the parameters, claim the manifest version and its data once,
-                           check the execution limits, pin the data
+                           check the execution limits, pin the data (processing.tokenize_in "fine_tune": and
+                           validate every record of it, estimating its stats.json: qa/claim_validation.py)
     estimate_cost_handler  EstimateTrainingCost: the training estimate of qa/cost.py from stats.json
     record_model_handler   RecordModel: the trained archive's one version, hashed and copied to registry/<sha256>/,
                            and the model-quality report
@@ -20,16 +21,20 @@ import json
 import logging
 import os
 import re
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+from qa.claim_validation import fitted, size_error, validate_dataset
 from qa.cost import run_estimate
 from qa.outputs import (
     ANY_DATASETS_BUCKET,
     BASE_MODEL_URI,
     CLAIM_CLAIMED_BY,
+    CLAIM_DATASET_ERROR,
     CLAIM_DUPLICATE,
     CLAIM_DUPLICATE_REASON,
     CLAIM_IGNORED,
@@ -37,6 +42,8 @@ from qa.outputs import (
     CLAIM_MANIFEST_SHA256,
     CLAIM_OUTPUTS,
     CLAIM_PARAMETER_ERROR,
+    CLAIM_STATS_FOLDER,
+    CLAIM_STATS_URI,
     CONTENT_CLAIMS,
     DATASET_BUCKET,
     DATASET_MANIFEST_FILE,
@@ -53,13 +60,17 @@ from qa.outputs import (
     INPUT_BOUNDS,
     INPUT_CLAIMS_PREFIX,
     INPUT_COST_MODEL,
+    INPUT_DOC_STRIDE,
     INPUT_EXACT_MATCH,
     INPUT_EXECUTION_ARN,
     INPUT_F1,
     INPUT_INPUTS_PREFIX,
+    INPUT_MAX_SEQ_LENGTH,
+    INPUT_MAX_WINDOWS_PER_EXAMPLE,
     INPUT_MODEL_ARCHIVE_URI,
     INPUT_REGISTRY_URI,
     INPUT_STATS_URI,
+    INPUT_VALIDATE,
     LOCAL_EXECUTIONS_ENV,
     LOCAL_S3_ROOT_ENV,
     LOCAL_VERSIONS_DIR,
@@ -72,7 +83,9 @@ from qa.outputs import (
     RECORD_MODEL_VERSION_ID,
     RECORD_REPORT_URI,
     RECORD_TRAINED_VERSION_ID,
+    SKIP_INVALID_RECORDS,
     SPLITS,
+    STATS_FILE,
     TRAIN_SPLIT,
     TRAINING_INSTANCE_COUNT,
     TRAINING_INSTANCE_TYPE,
@@ -651,10 +664,64 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
     pinned = [{"prefix": input_uri}, *(pin["key"] for pin in pins)]
     store.put(
         target_bucket,
-        prefix + "pins.json",
+        prefix + PINS_FILE,
         json.dumps({"manifest": f"s3://{bucket}/{key}", "version": version, "files": pins}).encode(),
     )
     store.put(target_bucket, prefix + PINNED_MANIFEST_FILE, json.dumps(pinned, indent=1).encode())
+
+
+PINS_FILE = "pins.json"  # beside the pinned manifest: {"manifest", "version", "files": [{"key", "version_id"}]}
+
+
+def claim_stats_uri(event: dict[str, Any], digest: str) -> str:
+    """Where the claim writes its estimated stats.json: beside the pinned folders, not in one (FineTune's data)."""
+    inputs = event[INPUT_INPUTS_PREFIX].strip("/")
+    return f"s3://{event[INPUT_ARTIFACTS_BUCKET]}/{inputs}/{CLAIM_STATS_FOLDER}/{digest}/{STATS_FILE}"
+
+
+def download(store: ObjectStore, bucket: str, key: str, version_id: str, path: Path) -> None:
+    """One object version into `path`, a chunk at a time (memory holds one chunk)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as handle:
+        for chunk in store.stream(bucket, key, version_id):
+            handle.write(chunk)
+
+
+def validate_pinned(store: ObjectStore, event: dict[str, Any], input_uri: str, stats_uri: str) -> str:
+    """Validate every record of the pinned files (qa.claim_validation, the lines ValidateAndTokenize prints) and
+    write the estimated stats.json to `stats_uri`. Each file is read at its pinned version from the datasets bucket
+    into a private folder of this function's /tmp, removed afterwards (a warm function keeps /tmp). Returns "" or
+    the refusal, fitted to a Lambda step output (the log has it whole)."""
+    bucket, key = event[DATASET_BUCKET], event[MANIFEST_KEY]
+    target_bucket, prefix = split_uri(input_uri)
+    pins = json.loads(store.get(target_bucket, prefix + PINS_FILE)[0])["files"]
+    total = sum(store.current_version(target_bucket, prefix + pin["key"])[1] for pin in pins)
+    refusal = size_error(total)
+    if not refusal:
+        folder = key.rsplit("/", 1)[0] + "/"
+        root = Path(tempfile.mkdtemp(prefix="claim-"))
+        try:
+            files: dict[str, list[Path]] = {split: [] for split in SPLITS}
+            for pin in pins:
+                download(store, bucket, folder + pin["key"], pin["version_id"], root / pin["key"])
+                files[str(manifest_key_split(pin["key"]))].append(root / pin["key"])
+            verdict = validate_dataset(
+                files,
+                root,
+                max_seq_length=int(event[INPUT_MAX_SEQ_LENGTH]),
+                doc_stride=int(event[INPUT_DOC_STRIDE]),
+                max_windows_per_example=int(event[INPUT_MAX_WINDOWS_PER_EXAMPLE]),
+                skip_invalid=str(event[SKIP_INVALID_RECORDS]).lower() == "true",
+                manifest_version=event[MANIFEST_VERSION_ID],
+            )
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        refusal = verdict.error
+        if verdict.stats is not None:
+            store.put(*split_uri(stats_uri), json.dumps(verdict.stats, indent=2).encode())
+    if refusal:
+        log.error("dataset refused:\n%s", refusal)
+    return fitted(refusal)
 
 
 def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
@@ -689,6 +756,10 @@ def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
     # What the registered package records of the dataset (the manifest lists each file's SHA-256).
     body, _, _ = store.get(event[DATASET_BUCKET], key, event[MANIFEST_VERSION_ID])
     result[CLAIM_MANIFEST_SHA256] = hashlib.sha256(body).hexdigest()
+    if event.get(INPUT_VALIDATE) == "true":  # processing.tokenize_in "fine_tune": no ValidateAndTokenize job
+        stats_uri = claim_stats_uri(event, digest)
+        result[CLAIM_DATASET_ERROR] = validate_pinned(store, event, result[CLAIM_INPUT_URI], stats_uri)
+        result[CLAIM_STATS_URI] = "" if result[CLAIM_DATASET_ERROR] else stats_uri
     return result
 
 

@@ -34,15 +34,19 @@ from qa.data import (
     Problem,
     columnar_reader_missing,
     load_dataset_files,
+    none_left_error,
     read_manifest,
+    rejection,
     summarize_problems,
 )
 from qa.feature_files import EXAMPLES_FILE, write_features
 from qa.features import (
     DEFAULT_MAX_WINDOWS_PER_EXAMPLE,
+    length_histogram,
     length_limit_error,
     prepare_train_features,
     prepare_validation_features,
+    too_many_windows,
 )
 from qa.outputs import (
     BENCHMARK_OUTPUT,
@@ -61,7 +65,6 @@ from qa.outputs import (
 )
 
 DATA_DIR = Path(PROCESSING_INPUT_DIR) / PROCESSING_DATA_INPUT
-HISTOGRAM_BUCKET = 32
 TOKENIZE_BATCH = 1000  # records per tokenizer call (the fast tokenizer encodes a batch on several threads)
 RECORDS_PER_WORKER = 2000  # a process per this many records, at most one per core
 Prepare = Callable[..., dict[str, list[Any]]]
@@ -102,11 +105,6 @@ def _workers(requested: int, records: int) -> int:
     """Processes for tokenization: all cores, but no more than one per RECORDS_PER_WORKER records."""
     cores = requested or os.cpu_count() or 1
     return max(1, min(cores, math.ceil(records / RECORDS_PER_WORKER)))
-
-
-def _length_histogram(lengths: list[int]) -> dict[str, int]:
-    counts = Counter((n // HISTOGRAM_BUCKET) * HISTOGRAM_BUCKET for n in lengths)
-    return {f"{low}-{low + HISTOGRAM_BUCKET - 1}": counts[low] for low in sorted(counts)}
 
 
 def _start_worker(prepare: Prepare, tokenizer: Any, max_seq_length: int, doc_stride: int) -> None:
@@ -152,15 +150,14 @@ def window_problems(
             if windows > args.max_windows_per_example:
                 file, location = report.sources[record_id]
                 problems.append(
-                    Problem(
+                    too_many_windows(
                         file,
                         location,
                         record_id,
-                        "context",
-                        f"makes {windows} windows of {args.max_seq_length} tokens (doc stride {args.doc_stride}), more "
-                        f"than the {args.max_windows_per_example} allowed (processing.max_windows_per_example)",
-                        "split the context into passages, one record per passage that holds the answer",
-                        record_level=True,
+                        windows,
+                        args.max_seq_length,
+                        args.doc_stride,
+                        args.max_windows_per_example,
                     )
                 )
     return problems
@@ -181,14 +178,9 @@ def drop_examples(report: LoadReport, features: dict[str, dict[str, list]], reco
 def rejected(problems: list[Problem], skip_invalid: bool, log: Any) -> bool:
     """True, after printing them, when problems stop the job (any, or with --skip-invalid those of whole files);
     else False, after logging the records that are skipped."""
-    fatal = [p for p in problems if not (skip_invalid and p.record_level)]
-    if fatal:
-        print(summarize_problems(fatal), file=sys.stderr)
-        print(
-            f"error: dataset rejected ({len(fatal)} problem(s)); fix them, or pass --skip-invalid true to drop "
-            "invalid records",
-            file=sys.stderr,
-        )
+    refusal = rejection(problems, skip_invalid)
+    if refusal:
+        print(refusal, file=sys.stderr)
         return True
     for problem in problems:
         log.warning("skipped invalid record: %s", problem)
@@ -197,10 +189,10 @@ def rejected(problems: list[Problem], skip_invalid: bool, log: Any) -> bool:
 
 def none_left(report: LoadReport) -> bool:
     """True, after printing which, when a split has no valid record left."""
-    empty = [split for split in SPLITS if not report.records[split]]
-    if empty:
-        print(f"error: no valid {' or '.join(empty)} records left", file=sys.stderr)
-    return bool(empty)
+    error = none_left_error({split: len(report.records[split]) for split in SPLITS})
+    if error:
+        print(error, file=sys.stderr)
+    return bool(error)
 
 
 def write_validation(out: Path, features: dict[str, list], records: list[dict[str, Any]]) -> None:
@@ -288,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             "windowed_examples": sum(1 for n in Counter(features["example_id"]).values() if n > 1),
             "invalid_records": report.invalid_records[split],
             # One count per feature: EstimateTrainingCost prices every feature from it.
-            "length_histogram": _length_histogram(lengths),
+            "length_histogram": length_histogram(lengths),
         }
         log.info("%s: %d examples -> %d features", split, len(records), len(lengths))
     if args.benchmark_sha256:

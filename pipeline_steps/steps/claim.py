@@ -2,6 +2,10 @@
 manifest version and its content for this execution (S3 conditional writes), check the execution limits, pin its
 data. Then ParametersValid (a bad parameter fails here, before any
 cost) and FirstDelivery (a duplicate delivery, or a key that is no manifest, ends here, succeeded).
+
+processing.tokenize_in "fine_tune": the claim also validates every record of the pinned data (qa/claim_validation.py)
+and estimates its stats.json; DatasetValid, after FirstDelivery, fails a refused dataset with the claim's
+DatasetError (DatasetRejected) before any instance starts. "cpu_job": ValidateAndTokenize does both, as before.
 """
 
 from __future__ import annotations
@@ -16,17 +20,24 @@ from qa.outputs import (
     BOUND_MAX_LEARNING_RATE,
     BOUND_MAX_TRAINING_COST,
     BOUND_MIN_F1_THRESHOLD,
+    CLAIM_DATASET_ERROR,
     CLAIM_DUPLICATE,
     CLAIM_IGNORED,
     CLAIM_OUTPUTS,
     CLAIM_PARAMETER_ERROR,
+    CLAIM_STATS_URI,
+    CLAIM_VALIDATION_OUTPUTS,
     DUPLICATE_NO,
     INPUT_ARTIFACTS_BUCKET,
     INPUT_BASE_MODELS_URI,
     INPUT_BOUNDS,
     INPUT_CLAIMS_PREFIX,
+    INPUT_DOC_STRIDE,
     INPUT_EXECUTION_ARN,
     INPUT_INPUTS_PREFIX,
+    INPUT_MAX_SEQ_LENGTH,
+    INPUT_MAX_WINDOWS_PER_EXAMPLE,
+    INPUT_VALIDATE,
 )
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionEquals
@@ -38,6 +49,11 @@ from sagemaker.workflow.steps import Step
 
 from pipeline_steps import names
 from pipeline_steps.steps.context import BuildContext
+
+
+def validates(ctx: BuildContext) -> bool:
+    """Whether the claim validates the dataset (processing.tokenize_in "fine_tune")."""
+    return ctx.settings.processing.tokenize_in == "fine_tune"
 
 
 def build(ctx: BuildContext) -> LambdaStep:
@@ -52,6 +68,15 @@ def build(ctx: BuildContext) -> LambdaStep:
         BOUND_MAX_EXECUTIONS_PER_DAY: limits.max_executions_per_day,
         BOUND_MAX_CONCURRENT_EXECUTIONS: limits.max_concurrent_executions,
     }
+    # fine_tune mode only: cpu_job's definition stays as it was (no new inputs or outputs).
+    validation = {
+        INPUT_VALIDATE: "true",
+        INPUT_MAX_SEQ_LENGTH: settings.hyperparameters.max_seq_length,
+        INPUT_DOC_STRIDE: settings.hyperparameters.doc_stride,
+        INPUT_MAX_WINDOWS_PER_EXAMPLE: settings.processing.max_windows_per_example,
+        names.SKIP_INVALID_RECORDS: params.skip_invalid_records,
+    }
+    outputs = [name for name in CLAIM_OUTPUTS if validates(ctx) or name not in CLAIM_VALIDATION_OUTPUTS]
     return LambdaStep(
         name=names.CLAIM_STEP,
         lambda_func=ctx.function(ctx.values.claim_function_arn),
@@ -73,8 +98,9 @@ def build(ctx: BuildContext) -> LambdaStep:
             INPUT_BOUNDS: json.dumps(bounds, sort_keys=True),
             names.BASE_MODEL_URI: params.base_model_uri,
             INPUT_BASE_MODELS_URI: f"s3://{ctx.artifacts_bucket}/{settings.layout.base_models}/",
+            **(validation if validates(ctx) else {}),
         },
-        outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in CLAIM_OUTPUTS],
+        outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in outputs],
     )
 
 
@@ -82,8 +108,25 @@ def output(step: LambdaStep, name: str):
     return step.properties.Outputs[name]
 
 
+def stats_uri(claim: LambdaStep):
+    """The claim's estimated stats.json (fine_tune mode), what EstimateTrainingCost reads."""
+    return output(claim, CLAIM_STATS_URI)
+
+
 def gates(ctx: BuildContext, claim: LambdaStep, then: list[Step | StepCollection]) -> ConditionStep:
-    """ParametersValid -> FirstDelivery -> `then`."""
+    """ParametersValid -> FirstDelivery -> `then` (fine_tune mode: FirstDelivery -> DatasetValid -> `then`)."""
+    if validates(ctx):
+        then = [
+            ConditionStep(
+                name=names.DATASET_VALID_STEP,
+                conditions=[ConditionEquals(left=output(claim, CLAIM_DATASET_ERROR), right="")],
+                if_steps=then,
+                # The claim's refusal: the lines ValidateAndTokenize would print, within the 1,024 characters of a
+                # Lambda step output (qa.claim_validation.fitted; a Fail step's ErrorMessage allows 3,072).
+                else_steps=[FailStep(name=names.DATASET_FAIL_STEP, error_message=output(claim, CLAIM_DATASET_ERROR))],
+                description="Stop before any instance starts when the claim refused the dataset",
+            )
+        ]
     first_delivery = ConditionStep(
         name=names.FIRST_DELIVERY_STEP,
         conditions=[

@@ -1,4 +1,5 @@
-"""EstimateTrainingCost (a Lambda step: qa/cost.py on the dataset's stats.json for this execution's
+"""EstimateTrainingCost (a Lambda step: qa/cost.py on the dataset's stats.json, ValidateAndTokenize's or in
+processing.tokenize_in "fine_tune" mode the claim's estimate, for this execution's
 instance type, count and epochs), then CheckTrainingCost: stop before any GPU when the estimate exceeds
 MaxTrainingCostUSD.
 
@@ -13,6 +14,7 @@ import json
 from qa.outputs import ESTIMATED_COST_OUTPUT, INPUT_COST_MODEL, INPUT_STATS_URI, STATS_FILE, STATS_OUTPUT
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionLessThanOrEqualTo
+from sagemaker.workflow.entities import PipelineVariable
 from sagemaker.workflow.fail_step import FailStep
 from sagemaker.workflow.functions import Join
 from sagemaker.workflow.lambda_step import LambdaOutput, LambdaOutputTypeEnum, LambdaStep
@@ -31,15 +33,22 @@ def cost_model_json(settings: Settings) -> str:
     return json.dumps(cost_model(settings), sort_keys=True, separators=(",", ":"))
 
 
-def estimate(ctx: BuildContext, preprocess: ProcessingStep) -> LambdaStep:
-    params = ctx.params
+def preprocess_stats(preprocess: ProcessingStep) -> Join:
+    """ValidateAndTokenize's stats.json (processing.tokenize_in "cpu_job")."""
     stats = preprocess.properties.ProcessingOutputConfig.Outputs[STATS_OUTPUT].S3Output.S3Uri
+    return Join(on="/", values=[stats, STATS_FILE])
+
+
+def estimate(ctx: BuildContext, stats_uri: PipelineVariable) -> LambdaStep:
+    """EstimateTrainingCost from the stats.json at `stats_uri` (preprocess_stats, or in fine_tune mode the claim's
+    estimated stats: steps/claim.py stats_uri)."""
+    params = ctx.params
     return LambdaStep(
         name=names.ESTIMATE_STEP,
         lambda_func=ctx.function(ctx.values.estimate_function_arn),
         description="Estimate the training cost of this execution's instance choice and epochs",
         inputs={
-            INPUT_STATS_URI: Join(on="/", values=[stats, STATS_FILE]),
+            INPUT_STATS_URI: stats_uri,
             names.BASE_MODEL_URI: params.base_model_uri,
             names.TRAINING_INSTANCE_TYPE: params.training_instance_type,
             names.TRAINING_INSTANCE_COUNT: params.training_instance_count,

@@ -114,6 +114,24 @@ def summarize_problems(problems: list[Problem], limit: int = 200) -> str:
     return "\n".join(lines)
 
 
+def rejection(problems: list[Problem], skip_invalid: bool) -> str | None:
+    """The refusal of a dataset with these problems (all of them, or with skip_invalid those of whole files): the
+    summary and the error line that ValidateAndTokenize prints and ClaimManifest returns; None when nothing stops."""
+    fatal = [p for p in problems if not (skip_invalid and p.record_level)]
+    if not fatal:
+        return None
+    return (
+        f"{summarize_problems(fatal)}\nerror: dataset rejected ({len(fatal)} problem(s)); fix them, or pass "
+        "--skip-invalid true to drop invalid records"
+    )
+
+
+def none_left_error(valid_records: dict[str, int]) -> str | None:
+    """The error line when a split has no valid record left (split -> valid records), else None."""
+    empty = [split for split in SPLITS if not valid_records.get(split)]
+    return f"error: no valid {' or '.join(empty)} records left" if empty else None
+
+
 @dataclass(frozen=True)
 class ManifestFile:
     """One data file of a manifest v2, as its upload stored it."""
@@ -208,11 +226,12 @@ def is_columnar(path: Path) -> bool:
     return path.suffix.lower() in COLUMNAR_SUFFIXES or saved_dataset_folder(path) is not None
 
 
-def columnar_reader_missing(files: dict[str, list[Path]]) -> str | None:
+def columnar_reader_missing(files: dict[str, list[Path]], pyarrow: bool | None = None) -> str | None:
     """One line naming the first Parquet/Arrow input and the conversion when pyarrow is not installed (the
-    processing image), else None."""
+    processing image; `pyarrow`: whether it is, None to look), else None."""
     columnar = [path for paths in files.values() for path in paths if is_columnar(path)]
-    if not columnar or importlib.util.find_spec("pyarrow") is not None:
+    installed = importlib.util.find_spec("pyarrow") is not None if pyarrow is None else pyarrow
+    if not columnar or installed:
         return None
     return (
         f"{columnar[0]} is Parquet/Arrow data, which this container cannot read (no pyarrow): "
@@ -590,10 +609,16 @@ def split_entries(split_dir: Path) -> list[Path]:
     return dataset_entries(found)
 
 
-def load_dataset_files(files: dict[str, list[Path]], root: Path, keep_records: bool = True) -> LoadReport:
+def load_dataset_files(
+    files: dict[str, list[Path]],
+    root: Path,
+    keep_records: bool = True,
+    on_valid: Callable[[str, dict[str, Any]], None] | None = None,
+) -> LoadReport:
     """Read and validate every file; valid records are normalized to the flattened schema and kept in the
     report. With `keep_records=False` (validation only) they are counted, not kept: memory then stays
-    bounded by one record (plus where each id was first seen: the duplicate check) for every streamed format."""
+    bounded by one record (plus where each id was first seen: the duplicate check) for every streamed format.
+    `on_valid(split, record)` sees each valid record as it is read."""
     report = LoadReport()
     for split in SPLITS:
         for path in dataset_entries(files.get(split, [])):
@@ -620,6 +645,8 @@ def load_dataset_files(files: dict[str, list[Path]], root: Path, keep_records: b
                     report.invalid_records[split] += 1
                     continue
                 report.valid_records[split] += 1
+                if on_valid is not None:
+                    on_valid(split, record)
                 if not keep_records:
                     continue
                 report.records[split].append(normalized(record))

@@ -8,7 +8,10 @@ No padding here: batches are padded dynamically by the collator.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
+
+from qa.data import Problem
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 LABELS = ("start_positions", "end_positions")
@@ -19,6 +22,33 @@ NO_LIMIT = 1_000_000
 # every training window of the example holds no answer (labelled with the CLS token), and one question costs the
 # features of a hundred.
 DEFAULT_MAX_WINDOWS_PER_EXAMPLE = 100
+HISTOGRAM_BUCKET = 32  # tokens per bucket of stats.json's length_histogram
+
+
+def too_many_windows(
+    file: str, location: str, record_id: str, windows: int, max_seq_length: int, doc_stride: int, max_windows: int
+) -> Problem:
+    """The record-level problem of an example whose context makes `windows` windows, more than `max_windows`."""
+    return Problem(
+        file,
+        location,
+        record_id,
+        "context",
+        f"makes {windows} windows of {max_seq_length} tokens (doc stride {doc_stride}), more "
+        f"than the {max_windows} allowed (processing.max_windows_per_example)",
+        "split the context into passages, one record per passage that holds the answer",
+        record_level=True,
+    )
+
+
+def length_histogram(lengths: Counter[int] | list[int]) -> dict[str, int]:
+    """stats.json's length_histogram: "low-high" -> features, HISTOGRAM_BUCKET tokens per bucket, from feature
+    lengths (a list, or a Counter of length -> features)."""
+    counted = lengths if isinstance(lengths, Counter) else Counter(lengths)
+    counts: Counter[int] = Counter()
+    for length, features in counted.items():
+        counts[(length // HISTOGRAM_BUCKET) * HISTOGRAM_BUCKET] += features
+    return {f"{low}-{low + HISTOGRAM_BUCKET - 1}": counts[low] for low in sorted(counts)}
 
 
 def model_max_length(tokenizer: Any, config: Any) -> int | None:

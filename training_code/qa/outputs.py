@@ -212,6 +212,9 @@ def same_s3_checksum(stored: str | None, expected: str) -> bool:
 # writes this file there last (SageMaker's ManifestFile format, prefix = that folder): what preprocess.py reads.
 PINNED_MANIFEST_FILE = "manifest.json"
 STATS_FILE = "stats.json"  # ValidateAndTokenize's dataset statistics (its `stats` output), read by the estimate
+# ClaimManifest's estimated statistics (fine_tune mode): <inputs>/CLAIM_STATS_FOLDER/<claim digest>/STATS_FILE, beside
+# the pinned folders (<inputs>/<claim digest>/, 64 hex digits: never this name), outside FineTune's data channel.
+CLAIM_STATS_FOLDER = "claim-stats"
 
 # Pipeline parameters (pipeline_steps/parameters.py builds them; the S3 trigger and the tools set them by name).
 # Their home is here rather than pipeline_steps/names.py (which re-exports them) because the pipeline's Lambda
@@ -252,6 +255,12 @@ INPUT_MODEL_ARCHIVE_URI = "ModelArchiveUri"  # RecordModel: FineTune's model.tar
 INPUT_REGISTRY_URI = "RegistryUri"  # RecordModel: s3://<artifacts>/registry/, where it copies the archive
 INPUT_F1 = "F1"  # RecordModel: FineTune's METRIC_EVAL_F1
 INPUT_EXACT_MATCH = "ExactMatch"  # RecordModel: FineTune's METRIC_EVAL_EXACT_MATCH
+# ClaimManifest in processing.tokenize_in "fine_tune" mode (qa/claim_validation.py): validate every record before
+# any instance starts, with the windowing of FineTune's tokenization ("true" / "false" for INPUT_VALIDATE).
+INPUT_VALIDATE = "ValidateRecords"
+INPUT_MAX_SEQ_LENGTH = "MaxSeqLength"
+INPUT_DOC_STRIDE = "DocStride"
+INPUT_MAX_WINDOWS_PER_EXAMPLE = "MaxWindowsPerExample"
 
 # Outputs of the pipeline's Lambda functions (pipeline_functions.py handlers), read by the Lambda steps'
 # OutputParameters and the steps after them.
@@ -263,6 +272,10 @@ CLAIM_CLAIMED_BY = "ClaimedBy"  # the owner execution
 CLAIM_INPUT_URI = "InputUri"  # s3://<artifacts>/inputs/<claim digest>/
 CLAIM_MANIFEST_SHA256 = "ManifestSha256"  # SHA-256 of the claimed manifest version's bytes ("" when not claimed)
 CLAIM_DUPLICATE_REASON = "DuplicateReason"  # "" or one line: what the duplicate repeats (version or content)
+# fine_tune mode only (CLAIM_VALIDATION_OUTPUTS, declared by the step only then: cpu_job's definition is unchanged):
+CLAIM_DATASET_ERROR = "DatasetError"  # "" or the refusal lines of the dataset (qa/claim_validation.py)
+CLAIM_STATS_URI = "StatsUri"  # s3://<artifacts>/<inputs>/CLAIM_STATS_FOLDER/<claim digest>/STATS_FILE (estimated)
+CLAIM_VALIDATION_OUTPUTS = (CLAIM_DATASET_ERROR, CLAIM_STATS_URI)
 CLAIM_OUTPUTS = (
     CLAIM_PARAMETER_ERROR,
     CLAIM_IGNORED,
@@ -271,6 +284,7 @@ CLAIM_OUTPUTS = (
     CLAIM_INPUT_URI,
     CLAIM_MANIFEST_SHA256,
     CLAIM_DUPLICATE_REASON,
+    *CLAIM_VALIDATION_OUTPUTS,
 )
 # Claims by content (ClaimManifest): <claims prefix>/CONTENT_CLAIMS/<content digest>.json, beside the claims by
 # manifest version (<claims prefix>/<claim digest>.json).
