@@ -13,12 +13,14 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from aws_cdk import ArnFormat, Duration, Stack
+from aws_cdk import ArnFormat, Duration, Size, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
-from qa.outputs import STATS_OUTPUT
+from qa.claim_validation import CLAIM_MAX_DATASET_MB, CLAIM_TIMEOUT_SECONDS
+from qa.data import MAX_JSON_FILE_BYTES
+from qa.outputs import CLAIM_STATS_FOLDER, STATS_FILE, STATS_OUTPUT
 
 from config import ArtifactLayout
 from config.layout import DatasetLayout
@@ -36,7 +38,10 @@ FUNCTION_FILES = (
     "pipeline_functions.py",
     "notification_function.py",
     "qa/__init__.py",
+    "qa/claim_validation.py",
     "qa/cost.py",
+    "qa/data.py",
+    "qa/features.py",
     "qa/notifications.py",
     "qa/outputs.py",
     "qa/parameter_rules.py",
@@ -46,6 +51,19 @@ FUNCTION_FILES = (
 # whose function ran 7 minutes timed out "exactly at 10 minutes which is the maximum run time for the
 # LambdaStep", aws/sagemaker-python-sdk#3236); each function's own timeout stays below it (Lambda allows 900 s).
 TIMEOUTS = {"claim_function_arn": 300, "estimate_function_arn": 60, "record_function_arn": 300}
+CLAIM_VALIDATION_TIMEOUT = CLAIM_TIMEOUT_SECONDS  # fine_tune mode's claim (below)
+# processing.tokenize_in "fine_tune": the claim validates every record (qa/claim_validation.py), sized for the largest
+# dataset it accepts, CLAIM_MAX_DATASET_MB (Lambda quotas: timeout up to 900 s, memory 128-10,240 MB, ephemeral
+# storage /tmp 512-10,240 MB, https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html):
+# - timeout CLAIM_TIMEOUT_SECONDS, under the Lambda step's 10 minutes (above);
+# - memory 10,240 MB, the most: a SQuAD JSON file is parsed whole, at about 6x its size (qa.data, at most
+#   MAX_JSON_FILE_BYTES a file), beside the ids seen (the duplicate check); 1,769 MB is one vCPU and validation uses
+#   one (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html), the rest is headroom for memory;
+# - /tmp twice the largest dataset: the pinned files are downloaded there whole, then removed.
+CLAIM_VALIDATION_MEMORY_MB = 10_240
+CLAIM_VALIDATION_EPHEMERAL_MB = 2 * CLAIM_MAX_DATASET_MB
+assert 6 * MAX_JSON_FILE_BYTES < CLAIM_VALIDATION_MEMORY_MB * 2**20, "a SQuAD JSON file at its limit must fit in memory"
+assert 512 <= CLAIM_VALIDATION_EPHEMERAL_MB <= 10_240 and CLAIM_TIMEOUT_SECONDS < 600
 LAMBDA = iam.ServicePrincipal("lambda.amazonaws.com")
 # Not the newest Lambda Python (cdk-nag AwsSolutions-L1, acknowledged on each function): the training images' Python.
 RUNTIME = lambda_.Runtime.PYTHON_3_12
@@ -132,6 +150,8 @@ class PipelineFunction(Construct):
         purpose: str,
         environment: dict[str, str] | None = None,
         role_name: str | None = None,
+        memory_mb: int = 1024,
+        ephemeral_mb: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.role = iam.Role(
@@ -150,7 +170,8 @@ class PipelineFunction(Construct):
             code=code,
             role=self.role,
             timeout=timeout,
-            memory_size=1024,  # CPU scales with memory: the record function hashes a model archive
+            memory_size=memory_mb,  # CPU scales with memory: the record function hashes a model archive
+            ephemeral_storage_size=Size.mebibytes(ephemeral_mb) if ephemeral_mb else None,
             log_group=self.log_group,
             description=f"{name_prefix}: SageMaker {purpose}",
             environment=environment,
@@ -180,10 +201,13 @@ class PipelineFunctions(Construct):
         datasets: SecureBucket,
         artifacts: SecureBucket,
         build_dir: Path,
+        claim_validates: bool = False,
     ) -> None:
+        """`claim_validates`: processing.tokenize_in "fine_tune" (the claim validates the records, estimates stats)."""
         super().__init__(scope, construct_id)
         # The bundle, shared with the notification function (stacks/notifications.py).
         self.code = code = lambda_.Code.from_asset(str(stage_function_code(build_dir)))
+        validating = {"memory_mb": CLAIM_VALIDATION_MEMORY_MB, "ephemeral_mb": CLAIM_VALIDATION_EPHEMERAL_MB}
         self.claim, self.estimate, self.record = (
             PipelineFunction(
                 self,
@@ -193,15 +217,18 @@ class PipelineFunctions(Construct):
                 key=key.key,
                 code=code,
                 handler=FUNCTION_HANDLERS[field],
-                timeout=Duration.seconds(TIMEOUTS[field]),
+                timeout=Duration.seconds(
+                    CLAIM_VALIDATION_TIMEOUT if claim_validates and name == names.CLAIM_STEP else TIMEOUTS[field]
+                ),
                 purpose=f"pipeline step {name}",
                 role_name=role_name,
+                **sizing,
             )
-            for name, field, role_name in (
-                (names.CLAIM_STEP, "claim_function_arn", None),
-                (names.ESTIMATE_STEP, "estimate_function_arn", None),
+            for name, field, role_name, sizing in (
+                (names.CLAIM_STEP, "claim_function_arn", None, validating if claim_validates else {}),
+                (names.ESTIMATE_STEP, "estimate_function_arn", None, {}),
                 # The data stack's bucket policy names this role: the only writer of registry/.
-                (names.RECORD_STEP, "record_function_arn", record_role_name),
+                (names.RECORD_STEP, "record_function_arn", record_role_name, {}),
             )
         )
         for function in (self.claim, self.estimate, self.record):
@@ -274,7 +301,10 @@ class PipelineFunctions(Construct):
             )
         )
 
-        # The estimate: the dataset statistics and the base model's config.json.
+        # The estimate: the dataset statistics and the base model's config.json. In fine_tune mode also the claim's
+        # estimated stats.json (the claim writes it with PinInputs: <inputs>/CLAIM_STATS_FOLDER/<claim digest>/,
+        # never a pinned folder, whose name is a 64-hex digest).
+        claim_stats = [artifacts.object_arn(f"{layout.inputs}/{CLAIM_STATS_FOLDER}/*/{STATS_FILE}")]
         add_reviewed_statement(
             self.estimate.role,
             iam.PolicyStatement(
@@ -282,6 +312,7 @@ class PipelineFunctions(Construct):
                 actions=["s3:GetObject"],
                 resources=[
                     artifacts.object_arn(f"{layout.processed}/*/{STATS_OUTPUT}/*"),  # ValidateAndTokenize's
+                    *(claim_stats if claim_validates else []),
                     artifacts.object_arn(f"{layout.base_models}/*/config.json"),
                 ],
             ),

@@ -140,6 +140,7 @@ class PipelineStack(Stack):
             datasets=data.datasets,
             artifacts=data.artifacts,
             build_dir=build_dir,
+            claim_validates=settings.processing.tokenize_in == "fine_tune",
         )
         self.functions.grant_invoke(self.pipeline_role)
 
