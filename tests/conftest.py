@@ -93,6 +93,22 @@ def dev(synthesized) -> SynthesizedEnvironment:
 
 
 @pytest.fixture(scope="session")
+def fine_tune_dev(cdk_context, tmp_path_factory) -> SynthesizedEnvironment:
+    """The dev stacks with processing.tokenize_in "fine_tune" (the claim validates the records), in an App of their
+    own: the default is still "cpu_job"."""
+    outdir = tmp_path_factory.mktemp("cdk.out-fine-tune")
+    app = cdk.App(context=cdk_context, outdir=str(outdir))
+    settings = load_settings({**cdk_context, "env": "dev", "processing.tokenize_in": "fine_tune"})
+    stacks = build_stacks(app, settings)
+    assembly = app.synth()
+    templates = {
+        which: assembly.get_stack_by_name(stack.stack_name).template
+        for which, stack in zip(("data", "network", "pipeline"), stacks.all(), strict=True)
+    }
+    return SynthesizedEnvironment(settings=settings, stacks=stacks, templates=templates, assembly=outdir)
+
+
+@pytest.fixture(scope="session")
 def prod(synthesized) -> SynthesizedEnvironment:
     return synthesized["prod"]
 

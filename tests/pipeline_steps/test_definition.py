@@ -149,6 +149,43 @@ def test_no_job_step_runs_before_the_claim_and_no_instance_runs_the_claim(defini
     }
 
 
+def test_in_fine_tune_mode_the_claim_validates_and_dataset_valid_fails_before_any_job(cdk_context, definition):
+    """processing.tokenize_in "fine_tune": the claim gets the windowing and SkipInvalidRecords, returns DatasetError
+    and StatsUri; FirstDelivery -> DatasetValid, whose else branch fails with DatasetError; the estimate reads the
+    claim's stats. cpu_job (the default, `definition`) declares none of it."""
+    settings = load_settings({**cdk_context, "processing.tokenize_in": "fine_tune"})
+    fine_tune = build_definition(settings)
+    claim = step(fine_tune, "ClaimManifest")
+    assert {
+        k: claim["Arguments"][k] for k in ("ValidateRecords", "MaxSeqLength", "DocStride", "MaxWindowsPerExample")
+    } == {
+        "ValidateRecords": "true",
+        "MaxSeqLength": settings.hyperparameters.max_seq_length,
+        "DocStride": settings.hyperparameters.doc_stride,
+        "MaxWindowsPerExample": settings.processing.max_windows_per_example,
+    }
+    assert claim["Arguments"]["SkipInvalidRecords"] == {"Get": "Parameters.SkipInvalidRecords"}
+    declared = [o["OutputName"] for o in claim["OutputParameters"]]
+    assert declared[-2:] == ["DatasetError", "StatsUri"]
+    [valid] = step(fine_tune, "FirstDelivery")["Arguments"]["IfSteps"]
+    assert valid["Name"] == "DatasetValid"
+    error = {"Get": "Steps.ClaimManifest.OutputParameters['DatasetError']"}
+    assert valid["Arguments"]["Conditions"] == [{"Type": "Equals", "LeftValue": error, "RightValue": ""}]
+    [rejected] = valid["Arguments"]["ElseSteps"]
+    assert (rejected["Name"], rejected["Type"], rejected["Arguments"]["ErrorMessage"]) == (
+        "DatasetRejected",
+        "Fail",
+        error,
+    )
+    assert "EstimateTrainingCost" in [s["Name"] for s in valid["Arguments"]["IfSteps"]]
+    assert step(fine_tune, "EstimateTrainingCost")["Arguments"]["StatsUri"] == {
+        "Get": "Steps.ClaimManifest.OutputParameters['StatsUri']"
+    }
+    default_claim = step(definition, "ClaimManifest")
+    assert "ValidateRecords" not in default_claim["Arguments"]
+    assert "DatasetError" not in [o["OutputName"] for o in default_claim["OutputParameters"]]
+
+
 def test_prod_bounds_the_f1_threshold_from_below(prod_definition, cdk_context):
     prod = load_settings({**cdk_context, "env": "prod"})
     bounds = json.loads(step(prod_definition, "ClaimManifest")["Arguments"]["Bounds"])

@@ -157,3 +157,24 @@ def test_no_job_may_write_claims_inputs_or_evaluation_reports(dev):
     written = dumps([s["Resource"] for s in writes])
     for prefix in (layout.claims, layout.inputs, layout.evaluation):
         assert f"/{prefix}/" not in written, prefix
+
+
+def test_in_fine_tune_mode_the_claim_is_sized_for_the_largest_dataset_it_validates(fine_tune_dev, dev):
+    """Lambda's quotas (gettingstarted-limits): timeout <= 900 s, memory 128-10,240 MB, /tmp 512-10,240 MB; the
+    claim's timeout stays under the Lambda step's 10 minutes. cpu_job's claim keeps its size."""
+    from qa.claim_validation import CLAIM_MAX_DATASET_MB, CLAIM_TIMEOUT_SECONDS
+
+    def claim(env) -> dict[str, Any]:
+        template = env.templates["pipeline"]
+        return template["Resources"][logical_id(template, "FunctionsClaimManifestFunction")]["Properties"]
+
+    sized = claim(fine_tune_dev)
+    assert sized["Timeout"] == CLAIM_TIMEOUT_SECONDS < LAMBDA_STEP_LIMIT_SECONDS
+    assert sized["MemorySize"] == 10_240
+    assert 2 * CLAIM_MAX_DATASET_MB <= sized["EphemeralStorage"]["Size"] <= 10_240
+    default = claim(dev)
+    assert (default["Timeout"], default["MemorySize"], "EphemeralStorage" in default) == (
+        TIMEOUTS["claim_function_arn"],
+        1024,
+        False,
+    )
