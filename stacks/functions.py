@@ -207,7 +207,9 @@ class PipelineFunctions(Construct):
         super().__init__(scope, construct_id)
         # The bundle, shared with the notification function (stacks/notifications.py).
         self.code = code = lambda_.Code.from_asset(str(stage_function_code(build_dir)))
-        validating = {"memory_mb": CLAIM_VALIDATION_MEMORY_MB, "ephemeral_mb": CLAIM_VALIDATION_EPHEMERAL_MB}
+        claim_memory, claim_ephemeral = (
+            (CLAIM_VALIDATION_MEMORY_MB, CLAIM_VALIDATION_EPHEMERAL_MB) if claim_validates else (1024, None)
+        )
         self.claim, self.estimate, self.record = (
             PipelineFunction(
                 self,
@@ -222,13 +224,14 @@ class PipelineFunctions(Construct):
                 ),
                 purpose=f"pipeline step {name}",
                 role_name=role_name,
-                **sizing,
+                memory_mb=memory_mb,
+                ephemeral_mb=ephemeral_mb,
             )
-            for name, field, role_name, sizing in (
-                (names.CLAIM_STEP, "claim_function_arn", None, validating if claim_validates else {}),
-                (names.ESTIMATE_STEP, "estimate_function_arn", None, {}),
+            for name, field, role_name, memory_mb, ephemeral_mb in (
+                (names.CLAIM_STEP, "claim_function_arn", None, claim_memory, claim_ephemeral),
+                (names.ESTIMATE_STEP, "estimate_function_arn", None, 1024, None),
                 # The data stack's bucket policy names this role: the only writer of registry/.
-                (names.RECORD_STEP, "record_function_arn", record_role_name, {}),
+                (names.RECORD_STEP, "record_function_arn", record_role_name, 1024, None),
             )
         )
         for function in (self.claim, self.estimate, self.record):
@@ -301,9 +304,14 @@ class PipelineFunctions(Construct):
             )
         )
 
+        # fine_tune mode's validation needs no claim permission more: it reads each pinned file at its version with
+        # ReadDatasetVersions (GetObject with a VersionId is authorized as s3:GetObjectVersion, resource type object),
+        # sizes the pinned copies with HeadObject (authorized as s3:GetObject: ReadClaimsAndInputs) and writes the
+        # stats under inputs/ (PinInputs) (https://docs.aws.amazon.com/service-authorization/latest/reference/
+        # list_amazons3.html, https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html).
         # The estimate: the dataset statistics and the base model's config.json. In fine_tune mode also the claim's
-        # estimated stats.json (the claim writes it with PinInputs: <inputs>/CLAIM_STATS_FOLDER/<claim digest>/,
-        # never a pinned folder, whose name is a 64-hex digest).
+        # estimated stats.json (s3:GetObject on that key only: <inputs>/CLAIM_STATS_FOLDER/<claim digest>/stats.json,
+        # never inside a pinned folder, whose name is a 64-hex digest, so no uploaded file matches it).
         claim_stats = [artifacts.object_arn(f"{layout.inputs}/{CLAIM_STATS_FOLDER}/*/{STATS_FILE}")]
         add_reviewed_statement(
             self.estimate.role,

@@ -44,6 +44,7 @@ from qa.outputs import (
     CLAIM_PARAMETER_ERROR,
     CLAIM_STATS_FOLDER,
     CLAIM_STATS_URI,
+    CLAIM_VALIDATION_OUTPUTS,
     CONTENT_CLAIMS,
     DATASET_BUCKET,
     DATASET_MANIFEST_FILE,
@@ -727,7 +728,10 @@ def validate_pinned(store: ObjectStore, event: dict[str, Any], input_uri: str, s
 def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
     """ClaimManifest. Outputs: qa.outputs.CLAIM_OUTPUTS, all strings of at most 1,024 characters (a Lambda step
     output's limit, API_OutputParameter): the messages quote the values they name shortened (qa.parameter_rules)."""
-    result = {name: "" for name in CLAIM_OUTPUTS} | {CLAIM_DUPLICATE: DUPLICATE_NO}
+    validates = event.get(INPUT_VALIDATE) == "true"  # processing.tokenize_in "fine_tune": no ValidateAndTokenize job
+    # Exactly the outputs the step declares (steps/claim.py): the validation's only when it validates.
+    declared = [name for name in CLAIM_OUTPUTS if validates or name not in CLAIM_VALIDATION_OUTPUTS]
+    result = {name: "" for name in declared} | {CLAIM_DUPLICATE: DUPLICATE_NO}
     key = event.get(MANIFEST_KEY, "")
     if not MANIFEST_KEY_PATTERN.fullmatch(str(key)):
         result[CLAIM_IGNORED] = f"{short(str(key))} is not a manifest key ({MANIFEST_KEY_FORM}): nothing to do"
@@ -756,7 +760,7 @@ def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
     # What the registered package records of the dataset (the manifest lists each file's SHA-256).
     body, _, _ = store.get(event[DATASET_BUCKET], key, event[MANIFEST_VERSION_ID])
     result[CLAIM_MANIFEST_SHA256] = hashlib.sha256(body).hexdigest()
-    if event.get(INPUT_VALIDATE) == "true":  # processing.tokenize_in "fine_tune": no ValidateAndTokenize job
+    if validates:
         stats_uri = claim_stats_uri(event, digest)
         result[CLAIM_DATASET_ERROR] = validate_pinned(store, event, result[CLAIM_INPUT_URI], stats_uri)
         result[CLAIM_STATS_URI] = "" if result[CLAIM_DATASET_ERROR] else stats_uri

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pipeline_functions as functions
 import pytest
@@ -33,13 +34,24 @@ from tests.training_code.test_data_validation import (
 )
 from tests.training_code.test_pipeline_functions import event, local, statuses, upload  # noqa: F401 (a fixture)
 
-WINDOWING = {"max_seq_length": 384, "doc_stride": 128, "max_windows_per_example": 100}
 
-
-def claim_verdict(root: Path, skip_invalid: bool = False, **windowing: int):
+def claim_verdict(
+    root: Path,
+    skip_invalid: bool = False,
+    max_seq_length: int = 384,
+    doc_stride: int = 128,
+    max_windows_per_example=100,
+):
     files, problems = read_manifest(root / "manifest.json", root)
     assert not problems
-    return validate_dataset(files, root, skip_invalid=skip_invalid, **{**WINDOWING, **windowing})
+    return validate_dataset(
+        files,
+        root,
+        skip_invalid=skip_invalid,
+        max_seq_length=max_seq_length,
+        doc_stride=doc_stride,
+        max_windows_per_example=max_windows_per_example,
+    )
 
 
 def processing_job_lines(root: Path, out: Path, pretrained_dir: Path, capsys, *extra: str) -> str:
@@ -49,7 +61,7 @@ def processing_job_lines(root: Path, out: Path, pretrained_dir: Path, capsys, *e
 
 
 LONG = with_(id="long", context="Paris is the capital of France. " + "It rains there in the autumn. " * 400)
-BAD_FILES = {
+BAD_FILES: dict[str, dict[str, Any]] = {
     **{f"record: {kind}": {"train_lines": [record, GOOD]} for kind, (record, _) in MALFORMED_RECORDS.items()},
     "empty file": {"raw_train": b""},
     "invalid JSON line": {"raw_train": b'{"id": "q1", "context": \n'},
@@ -99,7 +111,8 @@ def test_a_context_certainly_over_the_window_bound_is_refused_with_the_processin
     pattern = r"makes (\d+) windows of 384 tokens \(doc stride 128\)"
     # The same line but for the count: the claim's is a lower bound of the tokenizer's.
     assert re.sub(pattern, "", refusal) == re.sub(pattern, "", job)
-    assert int(re.search(pattern, refusal)[1]) <= int(re.search(pattern, job)[1])
+    claimed, counted = re.search(pattern, refusal), re.search(pattern, job)
+    assert claimed is not None and counted is not None and int(claimed[1]) <= int(counted[1])
     dropped = claim_verdict(root, skip_invalid=True, max_windows_per_example=4)
     assert dropped.error == "" and dropped.stats["splits"]["train"]["invalid_records"] == 1
     only_long = write_dataset(tmp_path / "e", [LONG])
@@ -186,16 +199,8 @@ def test_a_long_refusal_fits_a_lambda_step_output_and_says_how_many_lines_are_le
 
 
 def validating_event(version: str, **overrides: object) -> dict:
-    return event(
-        "a",
-        version,
-        ValidateRecords="true",
-        MaxSeqLength=384,
-        DocStride=128,
-        MaxWindowsPerExample=100,
-        SkipInvalidRecords="false",
-        **overrides,
-    )
+    windowing = {"MaxSeqLength": 384, "DocStride": 128, "MaxWindowsPerExample": 100}
+    return {**event("a", version), "ValidateRecords": "true", "SkipInvalidRecords": "false", **windowing, **overrides}
 
 
 def sample_files() -> dict[str, bytes]:
@@ -241,4 +246,16 @@ def test_without_validation_the_claim_reads_no_record(tmp_path, local):  # noqa:
     statuses(tmp_path, a="Executing")
     version = upload(local, {**sample_files(), "train/train.jsonl": b'{"id": "x"}\n'})
     result = functions.claim_handler(event("a", version))
-    assert result["DatasetError"] == "" and result["StatsUri"] == "" and result["InputUri"]
+    assert result["InputUri"] and "DatasetError" not in result and "StatsUri" not in result  # as cpu_job declares
+    ignored = functions.claim_handler(validating_event(version, ManifestKey="datasets/not-a-manifest.json"))
+    assert (ignored["Ignored"] != "", ignored["DatasetError"], ignored["StatsUri"]) == (True, "", "")
+
+
+def test_the_claims_refusal_quotes_no_record_text(tmp_path):
+    """DatasetError reaches the execution's failure reason and the function's log: like the processing job's lines
+    (tests/security/test_log_text.py), it names file, line, id and field, never the record's text."""
+    from tests.security.test_log_text import BAD_RECORDS, SECRET
+
+    verdict = claim_verdict(write_dataset(tmp_path / "d", BAD_RECORDS))
+    assert verdict.error.startswith(f"{len(verdict.error.splitlines()) - 2} problem(s) in the dataset:")
+    assert SECRET not in verdict.error

@@ -41,13 +41,15 @@ ESTIMATE_METHOD = (
     f"contexts {WORDPIECES_PER_CONTEXT_WORD}), windowed as qa/features.py windows them"
 )
 
-# Validation throughput of validate_dataset on one core, measured on this project's VM (2 cores, CPython 3.11, the
-# venv's; the Lambda runtime is 3.12) on the sample repeated 1,000 times with unique ids (a 191 MB JSON Lines file,
-# a 15 MB compact SQuAD JSON file), CPU seconds: JSON Lines 22.3 MB/s, SQuAD JSON 11.6 MB/s (its questions share a
-# paragraph's context, each checked against it). Lambda gives one vCPU per 1,769 MB of memory
-# (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html); validation uses one.
-MEASURED_JSON_LINES_MB_S = 22.3
-MEASURED_SQUAD_JSON_MB_S = 11.6
+# Validation throughput of validate_dataset on one core, measured on this project's VM (2 shared cores, CPython
+# 3.11, the venv's; the Lambda runtime is 3.12) with `python -m bench.claim_validation_throughput` (the sample
+# repeated 1,000 times with unique ids: a 191 MB JSON Lines file, a 15 MB compact SQuAD JSON file), median of 3
+# rounds in CPU seconds, 2026-12-02: JSON Lines 18.1 MB/s, SQuAD JSON 8.8 MB/s (its questions share a paragraph's
+# context, each checked against it; a single earlier run gave 22.3 and 11.6: the VM is shared). Lambda gives one
+# vCPU per 1,769 MB of memory (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html); validation
+# uses one.
+MEASURED_JSON_LINES_MB_S = 18.1
+MEASURED_SQUAD_JSON_MB_S = 8.8
 # The claim function's timeout (stacks/functions.py sets it in fine_tune mode): below a Lambda step's 10 minutes
 # (https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-steps-types.html#step-type-lambda) and Lambda's
 # 900 s (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
