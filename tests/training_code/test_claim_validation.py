@@ -191,7 +191,9 @@ def test_a_long_refusal_fits_a_lambda_step_output_and_says_how_many_lines_are_le
     assert len(shown) <= OUTPUT_MAX_CHARS and shown.startswith("100 problem(s) in the dataset:\n  - train/a.jsonl")
     kept = shown.count("\n")
     assert shown.endswith(f"... {len(text.splitlines()) - kept} more problems")
-    assert len(fitted("x" * 5000)) <= OUTPUT_MAX_CHARS
+    assert len(fitted("x" * 5000)) == OUTPUT_MAX_CHARS and fitted("x" * 5000).endswith("x...")
+    cut = fitted("x" * 5000 + "\nerror: dataset rejected")
+    assert len(cut) <= OUTPUT_MAX_CHARS and cut.endswith("...\n... 1 more problems")
     assert fitted("short") == "short"
 
 

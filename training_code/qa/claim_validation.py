@@ -83,16 +83,17 @@ def fitted(text: str, limit: int = OUTPUT_MAX_CHARS) -> str:
         return text
     lines = text.split("\n")
     kept: list[str] = []
-    for index, line in enumerate(lines):
+    for index, line in enumerate(lines):  # breaks: were every line kept with its tail, the text would fit
         tail = f"... {len(lines) - index} more problems"
         if len("\n".join([*kept, line, tail])) > limit:
-            if not kept:
-                kept.append(line[: limit - len(tail) - 4] + "...")
-                index += 1
-                tail = f"... {len(lines) - index} more problems"
-            return "\n".join([*kept, tail])
+            break
         kept.append(line)
-    return "\n".join(kept)
+    if kept:
+        return "\n".join([*kept, tail])
+    if len(lines) == 1:
+        return lines[0][: limit - 3] + "..."
+    tail = f"... {len(lines) - 1} more problems"
+    return lines[0][: limit - len(tail) - 4] + "...\n" + tail
 
 
 # What certain_tokens keeps: letters, digits and the four characters every WordPiece/BPE pre-tokenizer splits at
