@@ -26,6 +26,7 @@ CLAIM_STEP = "ClaimManifest"
 PARAMETERS_STEP = "ParametersValid"
 PARAMETERS_FAIL_STEP = "InvalidParameter"
 FIRST_DELIVERY_STEP = "FirstDelivery"  # its False outcome is a duplicate delivery
+DATASET_VALID_STEP = "DatasetValid"  # tokenize_in=fine_tune: the claim's validation verdict
 PREPROCESS_STEP = "ValidateAndTokenize"
 ESTIMATE_STEP = "EstimateTrainingCost"
 COST_CONDITION_STEP = "CheckTrainingCost"
