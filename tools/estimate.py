@@ -491,8 +491,8 @@ def report(args: argparse.Namespace) -> int:
         f"data: {source}; mean feature {workload.mean_train_length:.0f} tokens, "
         f"{padded_mean(train, workload.per_device_batch):.0f} padded in length-grouped batches of "
         f"{workload.per_device_batch}\nconfigured: {configured[1]} x {configured[0]}; deadline "
-        f"training.deadline_minutes={settings.training.deadline_minutes:g} (whole pipeline, tokenization not cached); "
-        f"graph: processing.tokenize_in={mode}\n"
+        f"training.deadline_minutes={settings.training.deadline_minutes:g} (whole pipeline"
+        f"{', tokenization not cached' if mode == 'cpu_job' else ''}); graph: processing.tokenize_in={mode}\n"
     )
     rows, sources, results = [], set(), {}
     for name, count in choices(settings):
