@@ -647,11 +647,12 @@ def placement_notes(scenario: Scenario, name: str, count: int, configured: str, 
         f"placeholder) and Lambda's {c.LAMBDA_MAX_SECONDS / 60:.0f} min; else in {names.PREPROCESS_STEP}; either "
         "way bad data is refused before any GPU is billed",
         f"  tokenization inside {names.TRAIN_STEP}: saves the CPU cold start of {_minutes(cpu_step.startup)}, costs "
-        f"{usd(gpu_usd)} of GPU time ({on_gpu:.0f} s on {c.VCPUS[name]} vCPUs of each of {count} instance(s), "
-        f"before training) against the CPU job's {usd(cpu_step.usd)}; by cost alone it costs less in its cached "
-        f"CPU job above {threshold:,.0f} examples (this dataset: {scenario.examples:,})",
+        f"{usd(gpu_usd)} more GPU time ({on_gpu:.0f} s on {c.VCPUS[name]} vCPUs of each of {count} instance(s), "
+        f"before training) against the CPU job's {usd(cpu_step.usd)}: "
+        f"{'chosen' if choice == 'fine_tune' else 'not chosen'} because {why}; by cost alone it costs less in its "
+        f"cached CPU job above {threshold:,.0f} examples (this dataset: {scenario.examples:,})",
         f"  evaluation inside {names.TRAIN_STEP}: on the GPUs that trained, no second cold start",
-        f"  tokenize_in={choice}: {why}; a rerun of the same dataset in cpu_job mode is a cache hit: "
+        f"  tokenize_in={choice}; a rerun of the same dataset in cpu_job mode is a cache hit: "
         f"{_minutes(cached.seconds)}, {usd(cached.on_demand_usd)}",
         f"  {settings_line}",
     ]

@@ -106,7 +106,11 @@ def test_money_is_readable_at_every_size(capsys):
         "$1,234.50", "$3.79", "$0.25", "$0.0042", "$0", "n/a"
     ]  # fmt: skip
     assert main(["--dataset", "data/sample-squad"]) == 0
-    assert not re.search(r"\$0\.00(?!\d)", capsys.readouterr().out)  # no "$0.00 - $0.00" for a small dataset
+    out = capsys.readouterr().out
+    assert not re.search(r"\$0\.00(?!\d)", out)  # no "$0.00 - $0.00" for a small dataset
+    # For a DATASET the estimate names the tokenize_in to configure, and why (the default is still cpu_job).
+    assert "configure processing.tokenize_in=fine_tune (-c processing.tokenize_in=fine_tune; now cpu_job)" in out
+    assert re.search(r"tokenization inside FineTune: .*: chosen because deadline: both make 12 min", out)
 
 
 def test_deadline_setting_is_validated():
@@ -253,7 +257,7 @@ def test_the_estimate_names_the_tokenize_in_to_configure_and_why_per_step(capsys
     out = capsys.readouterr().out
     assert "graph: processing.tokenize_in=fine_tune" in out
     assert re.search(
-        r"tokenization inside FineTune: saves the CPU cold start of [0-9.]+ min, costs \$[0-9.]+ of GPU", out
+        r"tokenization inside FineTune: saves the CPU cold start of [0-9.]+ min, costs \$[0-9.]+ more GPU time", out
     )
     assert re.search(
         r"validation in ClaimManifest \(fine_tune\): 35\.2 MB at [0-9.]+ MB/s \(assumption until measured", out
