@@ -162,7 +162,10 @@ LAMBDA_MAX_SECONDS = 900.0
 # training-managed-warm-pools/). The window the "what if" row assumes when training.keep_alive_seconds is 0:
 WHAT_IF_KEEP_ALIVE_SECONDS = 600
 # The physical floor's sources (the estimate prints them beside each term).
-PROVISIONING_SOURCE = "published job logs NVIDIA-Merlin/Transformers4Rec#794, aws-samples/...object-detection-api#35"
+PROVISIONING_SOURCE = (
+    "published job logs NVIDIA-Merlin/Transformers4Rec#794, "
+    "aws-samples/amazon-sagemaker-tensorflow-object-detection-api#35"
+)
 IMAGE_PULL_SOURCE = (
     "aws/deep-learning-containers huggingface/pytorch/training/buildspec-2-7.yml image_size_baseline at the pull "
     "rate of Transformers4Rec#794"
