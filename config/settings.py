@@ -483,7 +483,7 @@ class Settings(StrictModel):
             problems.append(
                 f"training.keep_alive_seconds={training.keep_alive_seconds} needs training.use_spot=false: SageMaker "
                 "warm pools cannot be used with spot instances; set training.use_spot=false or "
-                "training.keep_alive_seconds=0"
+                "training.keep_alive_seconds=0 (https://docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html)"
             )
         if training.use_spot and not training.checkpoints_enabled:
             problems.append(
