@@ -140,6 +140,38 @@ TOKENIZE_PARALLEL_EFFICIENCY = 0.8
 VCPUS = {"ml.m5.large": 2, "ml.m5.4xlarge": 16, "ml.p3.2xlarge": 8, "ml.p3.16xlarge": 64, "ml.p3dn.24xlarge": 96,
          "ml.p4d.24xlarge": 96, "ml.p4de.24xlarge": 96, "ml.p5.48xlarge": 192}  # fmt: skip
 
+# --- Where the dataset is validated and tokenized (processing.tokenize_in), warm pools: tools/estimate.py -------
+# tokenize_in=fine_tune: ClaimManifest (a Lambda function) streams and validates every record, FineTune tokenizes
+# on its node's vCPUs (TOKENIZE_EXAMPLES_PER_VCPU_SECOND x VCPUS above, before training: nothing runs beside it).
+# CLAIM_VALIDATE_MB_PER_SECOND: assumption until measured (the claim function's validation rate, dataset MB per
+# second of function time; another helper measures it, the integrator replaces this figure).
+CLAIM_VALIDATE_MB_PER_SECOND = 20.0
+# The largest dataset the claim step validates (MB); above it the estimate names the CPU job. PLACEHOLDER until
+# the claim's own limit (a qa module constant, bounded by Lambda's 15 minutes, 10,240 MB of memory and of
+# ephemeral storage: https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html) replaces it.
+CLAIM_VALIDATE_MAX_DATASET_MB = 2_000.0
+# Lambda's own ceiling on one invocation (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
+LAMBDA_MAX_SECONDS = 900.0
+# Warm pools (training.keep_alive_seconds): a matching job started inside the window runs on the kept instances,
+# "reducing the time spent provisioning resources"; what the pool keeps is billed, ResourceRetainedBillableTimeIn
+# Seconds x InstanceCount (https://docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html, https://docs.
+# aws.amazon.com/sagemaker/latest/APIReference/API_WarmPoolStatus.html). Assumptions: kept time is billed at the
+# training list price above (no separate warm pool price is published), and a reused instance also skips the
+# image pull (the same image is already on it; AWS's best-practices post on warm pools reports subsequent jobs do
+# not incur the cold start: https://aws.amazon.com/blogs/machine-learning/best-practices-for-amazon-sagemaker-
+# training-managed-warm-pools/). The window the "what if" row assumes when training.keep_alive_seconds is 0:
+WHAT_IF_KEEP_ALIVE_SECONDS = 600
+# The physical floor's sources (the estimate prints them beside each term).
+PROVISIONING_SOURCE = (
+    "published job logs NVIDIA-Merlin/Transformers4Rec#794, "
+    "aws-samples/amazon-sagemaker-tensorflow-object-detection-api#35"
+)
+IMAGE_PULL_SOURCE = (
+    "aws/deep-learning-containers huggingface/pytorch/training/buildspec-2-7.yml image_size_baseline at the pull "
+    "rate of Transformers4Rec#794"
+)
+PEAK_SOURCE = "NVIDIA data sheets, config/instance_types.py"
+
 # --- GPU throughput ------------------------------------------------------------------------------------------
 # MFU references: NVIDIA's published BERT-large SQuAD v1.1 fine-tuning throughput (sequence length 384, mixed
 # precision), turned into MFU with the same FLOP count as the estimator (training_code/qa/cost.py):

@@ -209,6 +209,19 @@ class TrainingSettings(StrictModel):
     volume_size_gb: int = Field(200, gt=0, le=16384)
     image_uri: str | None = Field(None, min_length=1, description="Overrides the backend's default image.")
     encrypt_inter_container_traffic: bool = True
+    # ResourceConfig.KeepAlivePeriodInSeconds (https://docs.aws.amazon.com/sagemaker/latest/APIReference/
+    # API_ResourceConfig.html), at most 3600 as the warm pools guide says (botocore's model allows 21600): keeps the
+    # instances for a matching FineTune job started within it (same role, instance type and count, volume and its
+    # key, subnets, security groups, encryption, network isolation), billed while kept; not with spot
+    # (https://docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html, "Considerations").
+    keep_alive_seconds: int = Field(
+        0,
+        ge=0,
+        le=3600,
+        description="Seconds FineTune's instances stay in a SageMaker warm pool after the job for the next matching "
+        "execution (0: off). Needs training.use_spot=false and a warm pool quota for the type (its AWS default is "
+        "0: the job then keeps no pool); `make estimate` prints the second run and what the keep-alive bills.",
+    )
     retry_attempts: int = Field(3, ge=0, le=20)
     deadline_minutes: float = Field(
         12.0,
@@ -463,6 +476,14 @@ class Settings(StrictModel):
                 f"training.max_wait_seconds ({training.max_wait_seconds}) must be >= training.max_run_seconds "
                 f"({training.max_run_seconds}) with spot training: it is the run time plus the time spent "
                 "waiting for spot capacity"
+            )
+        if training.use_spot and training.keep_alive_seconds:
+            # "SageMaker Managed Warm Pools cannot be used with spot instances":
+            # https://docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html (Considerations)
+            problems.append(
+                f"training.keep_alive_seconds={training.keep_alive_seconds} needs training.use_spot=false: SageMaker "
+                "warm pools cannot be used with spot instances; set training.use_spot=false or "
+                "training.keep_alive_seconds=0 (https://docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html)"
             )
         if training.use_spot and not training.checkpoints_enabled:
             problems.append(

@@ -20,6 +20,11 @@ step can run on (each `EnumValues` entry when the type is a pipeline parameter).
 - A Fail step's ErrorMessage can hold at most 3,072 characters (FailStepMetadata:
   https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_FailStepMetadata.html), counting each run-time
   value in it at its maximum, 1,024 (API_Parameter, API_OutputParameter).
+- A training job's `ResourceConfig.KeepAlivePeriodInSeconds` (a warm pool) is within its botocore shape's range
+  (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html; botocore checks only the
+  minimum; its model says 0-21600 where the warm pools guide still says at most 3600, which
+  training.keep_alive_seconds keeps to), and never with `EnableManagedSpotTraining`: warm pools cannot be used
+  with spot instances (https://docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html, "Considerations").
 - An instance type given by a pipeline parameter lists its `EnumValues` (else an execution may pick a type
   that no rule saw), and each parameter's default is one of them:
   https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-parameters.html
@@ -211,6 +216,28 @@ def _fail_message_problems(step: dict[str, Any]) -> list[str]:
     return [f"step {step['Name']}: ErrorMessage can reach {length} characters; AWS allows {most} (FailStepMetadata)"]
 
 
+def _warm_pool_problems(step: dict[str, Any]) -> list[str]:
+    if step["Type"] != "Training":
+        return []
+    arguments = step["Arguments"]
+    keep_alive = _get(arguments, "ResourceConfig.KeepAlivePeriodInSeconds")
+    if keep_alive is None or is_expression(keep_alive):
+        return []
+    most = _sagemaker_model().shape_for("KeepAlivePeriodInSeconds").metadata["max"]
+    problems = []
+    if not 0 <= keep_alive <= most:
+        problems.append(
+            f"step {step['Name']}: ResourceConfig.KeepAlivePeriodInSeconds is {keep_alive}; AWS allows 0-{most}"
+        )
+    if keep_alive and arguments.get("EnableManagedSpotTraining") is True:
+        problems.append(
+            f"step {step['Name']}: ResourceConfig.KeepAlivePeriodInSeconds ({keep_alive}) with "
+            "EnableManagedSpotTraining: warm pools cannot be used with spot instances "
+            "(https://docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html)"
+        )
+    return problems
+
+
 def _parameter_problems(parameters: dict[str, dict[str, Any]]) -> list[str]:
     return [
         f"parameter {name}: default {spec['DefaultValue']!r} is not one of its EnumValues {spec['EnumValues']}"
@@ -228,6 +255,7 @@ def violations(definition: dict[str, Any]) -> list[str]:
         problems += _inference_instance_problems(step)
         problems += _limit_problems(step)
         problems += _fail_message_problems(step)
+        problems += _warm_pool_problems(step)
     return problems
 
 

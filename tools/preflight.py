@@ -61,6 +61,11 @@ QUOTA_SERVICE_CODE = "sagemaker"
 TRAINING_USAGE = "training job usage"
 SPOT_TRAINING_USAGE = "spot training job usage"
 PROCESSING_USAGE = "processing job usage"
+# Warm pools have their own quota per instance type, 0 by default; without it a job given KeepAlivePeriodInSeconds
+# runs but keeps no warm pool (https://docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html, "Warm pool
+# resource limits"). The name follows the "<instance type> for <usage>" pattern above (assumption: not verified
+# against a live ListServiceQuotas answer; the guide says to search the console for "warm pool").
+WARM_POOL_USAGE = "training warm pool usage"
 # The quota's own page in the Service Quotas console (its request-increase button), in the form the General
 # Reference's quota tables link each adjustable quota: .../servicequotas/home/services/<service>/quotas/<code>.
 QUOTAS_CONSOLE = f"https://console.aws.amazon.com/servicequotas/home/services/{QUOTA_SERVICE_CODE}/quotas"
@@ -177,7 +182,8 @@ def quota_needs(settings: Settings, parameters: list[dict[str, Any]] | None) -> 
     TrainingInstanceCount default are what executions get); None before deployment: the settings'.
     FineTune draws on the spot quota when training.use_spot is on (EnableManagedSpotTraining), else on the
     on-demand one; ValidateAndTokenize, the one processing job, on one instance (pipeline_steps/steps/context.py).
-    The Lambda steps (ClaimManifest, EstimateTrainingCost, RecordModel) start no SageMaker instance.
+    The Lambda steps (ClaimManifest, EstimateTrainingCost, RecordModel) start no SageMaker instance. With
+    training.keep_alive_seconds, the type's warm pool quota too (a shortfall warns: the job still runs).
     """
     training = settings.training
     declared = {p["Name"]: p for p in parameters or []}
@@ -197,6 +203,17 @@ def quota_needs(settings: Settings, parameters: list[dict[str, Any]] | None) -> 
             if name != default_type
         ),
         QuotaNeed(f"{settings.processing.preprocess_instance_type} for {PROCESSING_USAGE}", 1),
+        *(
+            [
+                QuotaNeed(
+                    f"{default_type} for {WARM_POOL_USAGE}",
+                    count,
+                    "training.keep_alive_seconds is set: below it FineTune runs but keeps no warm pool",
+                )
+            ]
+            if training.keep_alive_seconds
+            else []
+        ),
     ]
 
 

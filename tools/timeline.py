@@ -11,15 +11,14 @@ if TYPE_CHECKING:
 COLOURS = {"start-up": "#e08a3c", "work": "#3c78b4"}
 
 
-def plot_timeline(path: Path, configured: Pipeline, seeds: list[Pipeline]) -> None:
-    """One panel per run, one bar per step along the critical path (steps under 1 s of work are merged into the
-    start-up colour), the x axis in minutes from the manifest upload."""
+def plot_timeline(path: Path, runs: list[tuple[str, Pipeline]]) -> None:
+    """One panel per (label, run), one bar per step along the critical path (start-up and work in their own
+    colours), the x axis in minutes from the manifest upload."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [("this pipeline", configured), *(("seed article", seed) for seed in seeds)]
     heights = [len(p.steps) for _, p in runs]
     figure, axes = plt.subplots(
         len(runs), 1, figsize=(11, 1.2 + 0.32 * sum(heights)), gridspec_kw={"height_ratios": heights}

@@ -128,6 +128,8 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
         use_spot_instances=training.use_spot,
         max_run=training.max_run_seconds,
         max_wait=training.max_wait_seconds if training.use_spot else None,
+        # ResourceConfig.KeepAlivePeriodInSeconds; omitted when 0 (off), as before the setting existed.
+        keep_alive_period_in_seconds=training.keep_alive_seconds or None,
         # Unique per execution (a new execution never resumes another's), stable across step retries.
         checkpoint_s3_uri=ctx.execution_uri(ctx.settings.layout.checkpoints) if training.checkpoints_enabled else None,
         checkpoint_local_path=CHECKPOINT_DIR if training.checkpoints_enabled else None,

@@ -67,6 +67,14 @@ def test_unknown_environment_names_the_known_ones(cdk_context):
             r"max_wait_seconds \(3600\) must be >= training\.max_run_seconds \(7200\)",
         ),
         ({"training.checkpoint_prefix": ""}, r"use_spot=true needs training\.checkpoint_prefix"),
+        # Warm pools cannot be used with spot instances (train-warm-pools.html, Considerations): one line, both keys.
+        (
+            {"training.keep_alive_seconds": "600"},
+            r"training\.keep_alive_seconds=600 needs training\.use_spot=false: SageMaker warm pools cannot be used "
+            r"with spot instances; set training\.use_spot=false or training\.keep_alive_seconds=0",
+        ),
+        ({"training.keep_alive_seconds": "3601"}, r"keep_alive_seconds: Input should be less than or equal to 3600"),
+        ({"training.keep_alive_seconds": "-1"}, r"keep_alive_seconds: Input should be greater than or equal to 0"),
         ({"training.instance_count": "0"}, r"training\.instance_count: Input should be greater than 0"),
         ({"hyperparameters.per_device_train_batch_size": "-1"}, r"per_device_train_batch_size: Input should be"),
         ({"hyperparameters.epochs": "0"}, r"hyperparameters\.epochs: Input should be greater than 0"),

@@ -117,6 +117,25 @@ def test_a_free_form_instance_type_parameter_is_rejected(definition):
         check_definition(changed)
 
 
+@pytest.mark.parametrize(
+    ("keep_alive", "spot", "expected"),
+    [
+        (600, True, r"KeepAlivePeriodInSeconds \(600\) with EnableManagedSpotTraining: warm pools cannot be used"),
+        (10**6, False, r"KeepAlivePeriodInSeconds is 1000000; AWS allows 0-\d+"),
+        (600, False, None),
+    ],
+)
+def test_a_warm_pool_is_in_range_and_never_on_spot(definition, keep_alive, spot, expected):
+    """https://docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html (Considerations) and
+    API_ResourceConfig's range: a definition edited past the settings' checks is still refused."""
+    changed = copy.deepcopy(definition)
+    arguments = find_step(changed, "FineTune")["Arguments"]
+    arguments["ResourceConfig"]["KeepAlivePeriodInSeconds"] = keep_alive
+    arguments["EnableManagedSpotTraining"] = spot
+    with pytest.raises(AwsRuleViolation, match=expected) if expected else nullcontext():
+        check_definition(changed)
+
+
 def test_processing_volume_may_not_exceed_local_storage(definition):
     changed = copy.deepcopy(definition)
     cluster = find_step(changed, "ValidateAndTokenize")["Arguments"]["ProcessingResources"]["ClusterConfig"]

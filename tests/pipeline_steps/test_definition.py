@@ -390,6 +390,20 @@ def test_no_vpc_and_no_spot_variants(cdk_context):
     assert "CheckpointConfig" not in args
 
 
+@pytest.mark.parametrize("keep_alive", [0, 900])
+def test_warm_pool_keep_alive_reaches_the_resource_config_only_when_set(cdk_context, definition, keep_alive):
+    """training.keep_alive_seconds -> ResourceConfig.KeepAlivePeriodInSeconds (on demand: warm pools cannot be used
+    with spot); 0 leaves the key out, so the default definition is the one it was before the setting existed."""
+    context = {**cdk_context, "training.use_spot": "false", "training.keep_alive_seconds": str(keep_alive)}
+    args = step(build_definition(load_settings(context)), "FineTune")["Arguments"]
+    if keep_alive:
+        assert args["ResourceConfig"]["KeepAlivePeriodInSeconds"] == keep_alive
+        assert "EnableManagedSpotTraining" not in args or args["EnableManagedSpotTraining"] is False
+    else:
+        assert "KeepAlivePeriodInSeconds" not in args["ResourceConfig"]
+    assert "KeepAlivePeriodInSeconds" not in step(definition, "FineTune")["Arguments"]["ResourceConfig"]
+
+
 def test_condition_registers_or_fails_with_the_numbers(definition, settings):
     check = step(definition, "CheckF1")["Arguments"]
     [condition] = check["Conditions"]

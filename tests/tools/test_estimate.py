@@ -4,6 +4,7 @@ one-line errors for what a new user mistypes; readable money; the timeline pictu
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -105,7 +106,11 @@ def test_money_is_readable_at_every_size(capsys):
         "$1,234.50", "$3.79", "$0.25", "$0.0042", "$0", "n/a"
     ]  # fmt: skip
     assert main(["--dataset", "data/sample-squad"]) == 0
-    assert not re.search(r"\$0\.00(?!\d)", capsys.readouterr().out)  # no "$0.00 - $0.00" for a small dataset
+    out = capsys.readouterr().out
+    assert not re.search(r"\$0\.00(?!\d)", out)  # no "$0.00 - $0.00" for a small dataset
+    # For a DATASET the estimate names the tokenize_in to configure, and why (the default is still cpu_job).
+    assert "configure processing.tokenize_in=fine_tune (-c processing.tokenize_in=fine_tune; now cpu_job)" in out
+    assert re.search(r"tokenization inside FineTune: .*: chosen because deadline: both make 12 min", out)
 
 
 def test_deadline_setting_is_validated():
@@ -155,3 +160,227 @@ def test_the_cost_guard_prices_finetune_with_the_same_figures_as_the_table():
     guard = run_estimate(costs.cost_model(settings), BERT_LARGE, train, validation, name, 1, 2.0)
     assert guard["training_on_demand_usd"] == pytest.approx(fine_tune_step(job).usd, abs=0.01)
     assert guard["training_on_demand_usd"] >= fine_tune_step(job).usd
+
+
+# --- issue 31: the graph of processing.tokenize_in, the floor, warm pools, the two-node break-even -------------
+
+
+@pytest.fixture(scope="module")
+def scenario():
+    """The reference workload (SQuAD v1.1 on BERT-large, the dev settings) as `make estimate` builds it."""
+    from qa.cost import BERT_LARGE, ModelShape, Workload
+
+    from config import costs
+    from tools.estimate import (
+        SQUAD_MB,
+        SQUAD_TRAIN_EXAMPLES,
+        SQUAD_TRAIN_FEATURES,
+        SQUAD_VALIDATION_EXAMPLES,
+        SQUAD_VALIDATION_FEATURES,
+        Scenario,
+        squad_lengths,
+    )
+
+    settings = load_settings(read_cdk_json_context("cdk.json"))
+    hps = settings.hyperparameters
+    workload = Workload(
+        ModelShape.from_config(BERT_LARGE),
+        squad_lengths(SQUAD_TRAIN_FEATURES, SQUAD_TRAIN_EXAMPLES, hps.max_seq_length, padded=False),
+        squad_lengths(SQUAD_VALIDATION_FEATURES, SQUAD_VALIDATION_EXAMPLES, hps.max_seq_length, padded=False),
+        hps.epochs,
+        hps.per_device_train_batch_size,
+    )
+    terms = costs.training_job_terms(settings.training.encrypt_inter_container_traffic)
+    examples = SQUAD_TRAIN_EXAMPLES + SQUAD_VALIDATION_EXAMPLES
+    return Scenario(settings, workload, examples, SQUAD_TRAIN_EXAMPLES, SQUAD_MB, terms)
+
+
+P4D = "ml.p4d.24xlarge"
+
+
+def test_fine_tune_graph_validates_in_the_claim_and_tokenizes_inside_finetune_one_cold_start(scenario):
+    from config import costs
+    from tools.estimate import tokenize_seconds
+
+    fine = scenario.pipeline(P4D, 1, "fine_tune")
+    cpu = scenario.pipeline(P4D, 1, "cpu_job")
+    assert [s.name for s in fine.steps] == [
+        "ClaimManifest", "ParametersValid", "FirstDelivery", "DatasetValid", "EstimateTrainingCost",
+        "CheckTrainingCost", "FineTune", "RecordModel", "CheckF1", "RegisterModel",
+    ]  # fmt: skip
+    assert "ValidateAndTokenize" in [s.name for s in cpu.steps] and "DatasetValid" not in [s.name for s in cpu.steps]
+    assert (fine.cold_starts, cpu.cold_starts) == (1, 2)
+    # The claim's work is the validation of every MB; FineTune tokenizes on its vCPUs, sequentially before training.
+    claim = fine.steps[0]
+    assert claim.work == pytest.approx(
+        costs.CLAIM_FUNCTION[0] + scenario.dataset_mb / costs.CLAIM_VALIDATE_MB_PER_SECOND
+    )
+    phases = list(fine.job.phases)
+    assert phases.index("tokenization") == phases.index("training") - 1
+    assert fine.job.phases["tokenization"] == pytest.approx(tokenize_seconds(scenario.examples, P4D))
+    assert "tokenization" not in cpu.job.phases
+    # Billed: the tokenization bills GPU time on every instance.
+    assert fine.job.billed_seconds > cpu.job.billed_seconds - cpu.job.phases["input download"]
+    two = scenario.pipeline(P4D, 2, "fine_tune")
+    assert two.job.on_demand_usd == pytest.approx(two.job.usd_per_hour * 2 * two.job.billed_seconds / 3600)
+
+
+def _option(seconds: float, cost: float):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(seconds=seconds, on_demand_usd=cost)
+
+
+@pytest.mark.parametrize(
+    ("fine", "cpu", "claim_ok", "chosen", "why"),
+    [
+        ((500, 3.0), (800, 4.0), False, "cpu_job", "above what the claim step validates"),
+        ((800, 3.0), (700, 4.0), True, "cpu_job", "deadline: only cpu_job makes 12 min"),  # deadline before cost
+        ((500, 3.0), (600, 4.0), True, "fine_tune", "cost: fine_tune is cheaper"),
+        ((500, 4.0), (600, 3.0), True, "cpu_job", "cost: cpu_job is cheaper"),  # cost before speed
+        ((500, 3.80), (600, 3.79), True, "fine_tune", "within 1%"),  # a tie in cost: the faster
+        ((900, 3.0), (800, 4.0), True, "cpu_job", "neither makes 12 min; cpu_job is faster"),
+    ],
+)
+def test_tokenize_in_is_chosen_by_the_deadline_then_the_cost(fine, cpu, claim_ok, chosen, why):
+    from tools.estimate import choose_tokenize_in
+
+    options = {"fine_tune": _option(*fine), "cpu_job": _option(*cpu)}
+    choice, reason = choose_tokenize_in(options, 720.0, claim_ok)
+    assert choice == chosen and why in reason
+
+
+def test_the_estimate_names_the_tokenize_in_to_configure_and_why_per_step(capsys, monkeypatch):
+    from config import costs
+
+    assert main(["--tokenize-in", "fine_tune"]) == 0
+    out = capsys.readouterr().out
+    assert "graph: processing.tokenize_in=fine_tune" in out
+    assert re.search(
+        r"tokenization inside FineTune: saves the CPU cold start of [0-9.]+ min, costs \$[0-9.]+ more GPU time", out
+    )
+    assert re.search(
+        r"validation in ClaimManifest \(fine_tune\): 35\.2 MB at [0-9.]+ MB/s \(assumption until measured", out
+    )
+    assert "configured: processing.tokenize_in=fine_tune" in out
+    # Above the claim's limit only the CPU job validates it: the estimate says to configure it.
+    monkeypatch.setattr(costs, "CLAIM_VALIDATE_MAX_DATASET_MB", 10.0)
+    assert main(["--tokenize-in", "fine_tune"]) == 0
+    out = capsys.readouterr().out
+    assert "ABOVE the claim's limit (10 MB" in out
+    assert "configure processing.tokenize_in=cpu_job (-c processing.tokenize_in=cpu_job; now fine_tune)" in out
+
+
+def test_the_physical_floor_is_one_cold_start_and_the_flops_at_peak_with_sources(scenario, capsys):
+    from config import costs
+    from tools.estimate import physical_floor
+
+    job = scenario.pipeline(P4D, 1, "fine_tune").job
+    hardware = costs.hardware_facts(P4D)[0]
+    floor = physical_floor(job, hardware, scenario.workload)
+    assert floor.compute == pytest.approx(scenario.workload.training_flops / (8 * 312e12))
+    assert floor.provisioning == costs.PROVISIONING_SECONDS
+    assert floor.image_pull == pytest.approx(costs.GPU_TRAINING_IMAGE_MB / costs.IMAGE_PULL_MB_PER_SECOND)
+    assert floor.billed_usd == pytest.approx(
+        costs.TRAINING_USD_PER_HOUR[P4D] * (floor.image_pull + floor.compute) / 3600
+    )
+    assert main(["--tokenize-in", "fine_tune"]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith("physical floor: "))
+    for source in (costs.PROVISIONING_SOURCE, costs.IMAGE_PULL_SOURCE, costs.PEAK_SOURCE, "billed floor"):
+        assert source in line
+
+
+def test_one_summary_line_carries_the_acceptance_figures(capsys):
+    assert main(["--tokenize-in", "fine_tune"]) == 0
+    out = capsys.readouterr().out
+    summary = re.search(
+        r"^summary: ([0-9.]+) min, \$([0-9.]+) on demand, \$([0-9.]+) spot at 70% off; instance cold starts on the "
+        r"critical path (\d); floor ([0-9.]+) min \(\$([0-9.]+) billed\)",
+        out,
+        re.MULTILINE,
+    )
+    assert summary, out
+    total, on_demand, spot, cold, floor, _ = summary.groups()
+    assert cold == "1" and float(floor) < float(total) and float(spot) < float(on_demand)
+    assert f"total {total} min, ${on_demand} on demand; instance cold starts on the critical path: 1" in out
+
+
+def test_a_warm_second_run_skips_provisioning_and_the_pull_and_the_keep_alive_bills_the_wait(scenario):
+    from tools.estimate import warm_second_run
+
+    first = scenario.pipeline(P4D, 1, "fine_tune")
+    run = warm_second_run(first, first, 600)
+    phases, rate = first.job.phases, first.job.usd_per_hour / 3600
+    assert run.seconds == pytest.approx(first.seconds - phases["provisioning"] - phases["image pull"])
+    assert run.usd == pytest.approx(first.on_demand_usd - rate * phases["image pull"])
+    before, after = first.seconds_around("FineTune")
+    assert run.reused and run.idle == pytest.approx(before + after)
+    assert run.idle_usd == pytest.approx(rate * run.idle) and run.window_usd == pytest.approx(rate * 600)
+    assert not warm_second_run(first, first, 10).reused
+
+
+@pytest.mark.parametrize(
+    ("argv", "label"),
+    [
+        ([], "warm second run (what if training.keep_alive_seconds=600 (it is 0: off)"),
+        (
+            ["-c", "training.keep_alive_seconds=900", "-c", "training.use_spot=false"],
+            "(training.keep_alive_seconds=900;",
+        ),
+    ],
+)
+def test_the_warm_run_row_is_printed_on_and_off(argv, label, capsys):
+    assert main(["--tokenize-in", "fine_tune", *argv]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("warm second run"))
+    assert label in line and "skips provisioning and the image pull" in line and "the keep-alive bills" in line
+
+
+def test_warm_pools_with_spot_end_in_the_settings_error_line(capsys):
+    assert main(["-c", "training.keep_alive_seconds=900"]) == 1
+    assert "training.keep_alive_seconds=900 needs training.use_spot=false" in capsys.readouterr().err
+
+
+def test_two_nodes_pay_exactly_between_the_computed_sizes(scenario):
+    """The printed sizes are where 1 node starts to miss the deadline and 2 nodes still make it."""
+    from tools.estimate import two_node_break_even
+
+    deadline = scenario.settings.training.deadline_minutes * 60
+    line = two_node_break_even(scenario, P4D, "fine_tune", deadline)
+    assert "global batch 64 -> 128, inter-container traffic encryption on" in line
+    one, two = (float(n.replace(",", "")) for n in re.findall(r"([0-9,]+) training examples", line))
+    assert one < two
+
+    def seconds(nodes: int, train_examples: float) -> float:
+        scaled = scenario.scaled(train_examples / scenario.train_examples)
+        return scaled.pipeline(P4D, nodes, scaled.possible("fine_tune")).seconds
+
+    assert seconds(1, one * 0.99) <= deadline < seconds(1, one * 1.01)
+    assert seconds(2, one * 1.01) <= deadline < seconds(2, two * 1.01)
+
+
+def test_two_nodes_never_pay_when_the_all_reduce_across_nodes_eats_the_second_node(scenario):
+    from dataclasses import replace
+
+    from tools.estimate import two_node_break_even
+
+    slow = replace(scenario, terms=replace(scenario.terms, internode_allreduce_slowdown=50.0))
+    assert ": never pay against the 12-min deadline" in two_node_break_even(slow, P4D, "fine_tune", 720.0)
+
+
+def test_the_timeline_draws_the_one_cold_start_graph_against_the_seed_articles(monkeypatch, tmp_path, capsys):
+    import tools.timeline
+
+    drawn: dict[str, Any] = {}
+    monkeypatch.setattr(tools.timeline, "plot_timeline", lambda path, runs: drawn.update(path=path, runs=runs))
+    assert main(["--tokenize-in", "fine_tune", "--plot", str(tmp_path / "t.png")]) == 0
+    labels = [label for label, _ in drawn["runs"]]
+    assert labels[:2] == ["this pipeline, tokenize_in=fine_tune", "tokenize_in=cpu_job (what if)"]
+    assert labels[2:] == ["seed article", "seed article"]
+    assert [run.cold_starts for _, run in drawn["runs"][:2]] == [1, 2]
+
+
+def test_a_context_override_must_be_key_value(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["-c", "training.keep_alive_seconds"])
+    assert stop.value.code == 2 and "is not KEY=VALUE" in capsys.readouterr().err

@@ -301,3 +301,16 @@ def test_the_pinned_benchmark_must_be_staged_at_its_version_and_digest(aws):
     put(benchmark.manifest_key("holdout", "v1"), b"{}")
     replaced = check_benchmark(s3, bucket, pinned, "prod")
     assert replaced.status == "FAIL" and "was replaced" in replaced.detail
+
+
+def test_a_warm_pool_adds_its_own_quota_row_that_only_warns(cdk_context):
+    """Warm pool quotas default to 0 (train-warm-pools.html, resource limits): the job runs but keeps no pool."""
+    from config import load_settings
+    from tools.preflight import quota_needs
+
+    off = quota_needs(load_settings(cdk_context), None)
+    assert not any("warm pool" in need.name for need in off)
+    warm = load_settings({**cdk_context, "training.use_spot": "false", "training.keep_alive_seconds": "600"})
+    [need] = [need for need in quota_needs(warm, None) if "warm pool" in need.name]
+    assert need.name == "ml.p4d.24xlarge for training warm pool usage" and need.needed == 1
+    assert "keeps no warm pool" in need.optional_because
