@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from qa.claim_validation import CLAIM_MAX_DATASET_MB, CLAIM_VALIDATION_MEMORY_MB, MEASURED_SQUAD_JSON_MB_S
 from qa.cost import BERT_LARGE, Hardware, JobTerms, cost_model_document, run_estimate
 
 from config.instance_types import GPU_MODELS, instance_type
@@ -143,13 +144,13 @@ VCPUS = {"ml.m5.large": 2, "ml.m5.4xlarge": 16, "ml.p3.2xlarge": 8, "ml.p3.16xla
 # --- Where the dataset is validated and tokenized (processing.tokenize_in), warm pools: tools/estimate.py -------
 # tokenize_in=fine_tune: ClaimManifest (a Lambda function) streams and validates every record, FineTune tokenizes
 # on its node's vCPUs (TOKENIZE_EXAMPLES_PER_VCPU_SECOND x VCPUS above, before training: nothing runs beside it).
-# CLAIM_VALIDATE_MB_PER_SECOND: assumption until measured (the claim function's validation rate, dataset MB per
-# second of function time; another helper measures it, the integrator replaces this figure).
-CLAIM_VALIDATE_MB_PER_SECOND = 20.0
-# The largest dataset the claim step validates (MB); above it the estimate names the CPU job. PLACEHOLDER until
-# the claim's own limit (a qa module constant, bounded by Lambda's 15 minutes, 10,240 MB of memory and of
-# ephemeral storage: https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html) replaces it.
-CLAIM_VALIDATE_MAX_DATASET_MB = 2_000.0
+# The claim function validates at the slower format's rate measured on one core (SQuAD JSON; qa/claim_validation.py
+# says how), up to the claim's own size limit (qa/claim_validation.py CLAIM_MAX_DATASET_MB: a third of its timeout at
+# that rate, inside Lambda's 15 minutes, 10,240 MB of memory and of ephemeral storage:
+# https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html); above it the estimate names the CPU job.
+CLAIM_VALIDATE_MB_PER_SECOND = MEASURED_SQUAD_JSON_MB_S
+CLAIM_VALIDATE_MAX_DATASET_MB = float(CLAIM_MAX_DATASET_MB)
+CLAIM_VALIDATE_FUNCTION_MB = CLAIM_VALIDATION_MEMORY_MB
 # Lambda's own ceiling on one invocation (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
 LAMBDA_MAX_SECONDS = 900.0
 # Warm pools (training.keep_alive_seconds): a matching job started inside the window runs on the kept instances,

@@ -18,7 +18,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
-from qa.claim_validation import CLAIM_MAX_DATASET_MB, CLAIM_TIMEOUT_SECONDS
+from qa.claim_validation import CLAIM_MAX_DATASET_MB, CLAIM_TIMEOUT_SECONDS, CLAIM_VALIDATION_MEMORY_MB
 from qa.data import MAX_JSON_FILE_BYTES
 from qa.outputs import CLAIM_STATS_FOLDER, STATS_FILE, STATS_OUTPUT
 
@@ -61,7 +61,6 @@ CLAIM_VALIDATION_TIMEOUT = CLAIM_TIMEOUT_SECONDS  # fine_tune mode's claim (belo
 #   times, 58 MiB: 480 MiB; a 730 MiB JSON Lines file peaked at 419 MiB, the ids of the duplicate check); 1,769 MB
 #   is one vCPU and validation uses one (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html);
 # - /tmp twice the largest dataset: the pinned files are downloaded there whole, then removed.
-CLAIM_VALIDATION_MEMORY_MB = 10_240
 CLAIM_VALIDATION_EPHEMERAL_MB = 2 * CLAIM_MAX_DATASET_MB
 JSON_PEAK_MEMORY_FACTOR = 7.7
 assert JSON_PEAK_MEMORY_FACTOR * MAX_JSON_FILE_BYTES < CLAIM_VALIDATION_MEMORY_MB * 2**20, "a JSON file must fit"

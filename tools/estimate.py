@@ -236,7 +236,7 @@ def pipeline(
     if tokenize_in == "fine_tune":
         job = tokenizing_job(job, workload, examples, dataset_mb)
         steps = [
-            _lambda(names.CLAIM_STEP, claim_validation_seconds(dataset_mb), c.CLAIM_FUNCTION[1]),
+            _lambda(names.CLAIM_STEP, claim_validation_seconds(dataset_mb), c.CLAIM_VALIDATE_FUNCTION_MB),
             _control(names.PARAMETERS_STEP),
             _control(names.FIRST_DELIVERY_STEP),
             _control(names.DATASET_VALID_STEP),
@@ -641,10 +641,10 @@ def placement_notes(scenario: Scenario, name: str, count: int, configured: str, 
     return [
         f"where each step runs ({count} x {name}; deadline first, cost second):",
         f"  validation in {names.CLAIM_STEP} (fine_tune): {scenario.dataset_mb:,.1f} MB at "
-        f"{c.CLAIM_VALIDATE_MB_PER_SECOND:g} MB/s (assumption until measured) = "
+        f"{c.CLAIM_VALIDATE_MB_PER_SECOND:g} MB/s (measured, qa/claim_validation.py) = "
         f"{claim_validation_seconds(scenario.dataset_mb):.1f} s of Lambda, "
-        f"{'within' if claim_ok else 'ABOVE'} the claim's limit ({c.CLAIM_VALIDATE_MAX_DATASET_MB:,.0f} MB, "
-        f"placeholder) and Lambda's {c.LAMBDA_MAX_SECONDS / 60:.0f} min; else in {names.PREPROCESS_STEP}; either "
+        f"{'within' if claim_ok else 'ABOVE'} the claim's limit ({c.CLAIM_VALIDATE_MAX_DATASET_MB:,.0f} MB) and "
+        f"Lambda's {c.LAMBDA_MAX_SECONDS / 60:.0f} min; else in {names.PREPROCESS_STEP}; either "
         "way bad data is refused before any GPU is billed",
         f"  tokenization inside {names.TRAIN_STEP}: saves the CPU cold start of {_minutes(cpu_step.startup)}, costs "
         f"{usd(gpu_usd)} more GPU time ({on_gpu:.0f} s on {c.VCPUS[name]} vCPUs of each of {count} instance(s), "

@@ -260,7 +260,7 @@ def test_the_estimate_names_the_tokenize_in_to_configure_and_why_per_step(capsys
         r"tokenization inside FineTune: saves the CPU cold start of [0-9.]+ min, costs \$[0-9.]+ more GPU time", out
     )
     assert re.search(
-        r"validation in ClaimManifest \(fine_tune\): 35\.2 MB at [0-9.]+ MB/s \(assumption until measured", out
+        r"validation in ClaimManifest \(fine_tune\): 35\.2 MB at [0-9.]+ MB/s \(measured, qa/claim_validation.py\)", out
     )
     assert "configured: processing.tokenize_in=fine_tune" in out
     # Above the claim's limit only the CPU job validates it: the estimate says to configure it.

@@ -54,6 +54,8 @@ MEASURED_SQUAD_JSON_MB_S = 8.8
 # (https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-steps-types.html#step-type-lambda) and Lambda's
 # 900 s (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
 CLAIM_TIMEOUT_SECONDS = 540
+# Its memory: the most Lambda allows (stacks/functions.py says why: a SQuAD JSON file is parsed whole).
+CLAIM_VALIDATION_MEMORY_MB = 10_240
 # The largest dataset the claim validates: the slower format's throughput over a third of the timeout (a safety
 # factor of 3 for a slower vCPU than this VM's, the download from S3 and the claim's other calls), in whole 100 MB.
 CLAIM_SAFETY_FACTOR = 3
