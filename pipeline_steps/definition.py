@@ -11,7 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from qa.outputs import CLAIM_STATS_URI
+from sagemaker.workflow.lambda_step import LambdaOutput, LambdaOutputTypeEnum, LambdaStep
 from sagemaker.workflow.pipeline import Pipeline
+from sagemaker.workflow.properties import Properties
+from sagemaker.workflow.steps import Step
 
 from config import Settings
 from pipeline_steps.aws_rules import check_definition
@@ -20,6 +24,7 @@ from pipeline_steps.placeholders import ACCOUNT, REGION, DeployTimeValues, place
 from pipeline_steps.sdk import BUILD_REGION, offline_sdk, offline_session
 from pipeline_steps.steps import claim, cost_guard, preprocess, register, train
 from pipeline_steps.steps.context import BuildContext
+from pipeline_steps.steps.cost_guard import claim_stats_uri, preprocess_stats_uri
 
 INLINE_LIMIT_BYTES = 100_000  # larger definitions must go through PipelineDefinitionS3Location
 
@@ -43,15 +48,23 @@ def _build(settings: Settings, values: DeployTimeValues) -> dict[str, Any]:
         artifacts_bucket=artifacts,
     )
     # ClaimManifest -> ParametersValid -> FirstDelivery -> ValidateAndTokenize -> EstimateTrainingCost ->
-    # CheckTrainingCost -> FineTune -> RecordModel -> CheckF1 -> RegisterModel (docs: README "Architecture").
+    # CheckTrainingCost -> FineTune -> RecordModel -> CheckF1 -> RegisterModel (docs: README "Architecture"); with
+    # processing.tokenize_in = "fine_tune" no ValidateAndTokenize: FineTune tokenizes, the claim's stats price it.
     claim_step = claim.build(ctx)
-    preprocess_step = preprocess.build(ctx, claim_step)
-    estimate_step = cost_guard.estimate(ctx, preprocess_step)
-    train_step = train.build(ctx, preprocess_step)
+    if train.tokenizes(ctx):
+        declare_claim_stats_uri(claim_step)
+        jobs_before_estimate: list[Step] = []
+        estimate_step = cost_guard.estimate(ctx, claim_stats_uri(claim_step))
+        train_step = train.build(ctx, train.data_channels(ctx, claim_step))
+    else:
+        preprocess_step = preprocess.build(ctx, claim_step)
+        jobs_before_estimate = [preprocess_step]
+        estimate_step = cost_guard.estimate(ctx, preprocess_stats_uri(preprocess_step))
+        train_step = train.build(ctx, train.feature_channels(ctx, preprocess_step))
     record_step = register.record(ctx, train_step)
     check_f1 = register.build(ctx, train_step, record_step, claim_step)
     guard = cost_guard.build(ctx, estimate_step, [train_step, record_step, check_f1])
-    gates = claim.gates(ctx, claim_step, [preprocess_step, estimate_step, guard])
+    gates = claim.gates(ctx, claim_step, [*jobs_before_estimate, estimate_step, guard])
     pipeline = Pipeline(
         name=settings.pipeline_name,
         parameters=params.all(),
@@ -60,6 +73,17 @@ def _build(settings: Settings, values: DeployTimeValues) -> dict[str, Any]:
         pipeline_experiment_config=None,
     )
     return _replace_build_region(json.loads(pipeline.definition()), settings.region or REGION)
+
+
+def declare_claim_stats_uri(claim_step: LambdaStep) -> None:
+    """Stand-in for the claim step's StatsUri output in fine_tune mode, which ClaimManifest declares and returns in
+    the claim helper's branch (issue 31). INTEGRATION: remove once claim.build declares CLAIM_STATS_URI."""
+    if CLAIM_STATS_URI in claim_step.properties.Outputs:
+        return
+    claim_step.outputs.append(LambdaOutput(output_name=CLAIM_STATS_URI, output_type=LambdaOutputTypeEnum.String))
+    claim_step.properties.Outputs[CLAIM_STATS_URI] = Properties(
+        step_name=claim_step.name, path=f"OutputParameters['{CLAIM_STATS_URI}']"
+    )
 
 
 def _replace_build_region(node: Any, region: str) -> Any:

@@ -97,6 +97,7 @@ class PipelineStack(Stack):
             artifacts=data.artifacts,
             job_security_group=network.job_security_group,
             benchmark_prefix=settings.benchmark_prefix,
+            features_job=settings.processing.tokenize_in == "cpu_job",
         ).role
         group = network.security_group
         security_group_id = group.security_group_id if group is not None else None

@@ -42,10 +42,15 @@ class JobRole(Construct):
         artifacts: SecureBucket,
         job_security_group: EfaSecurityGroup | None,
         benchmark_prefix: str | None = None,
+        features_job: bool = True,
     ) -> None:
+        """`features_job`: ValidateAndTokenize writes features under processed/ (processing.tokenize_in = "cpu_job");
+        False: FineTune tokenizes the pinned inputs itself, and no job writes or lists processed/."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        benchmark = f"; ValidateAndTokenize reads the benchmark in {benchmark_prefix}" if benchmark_prefix else ""
+        reader = "ValidateAndTokenize" if features_job else "FineTune"
+        benchmark = f"; {reader} reads the benchmark in {benchmark_prefix}" if benchmark_prefix else ""
+        unused = () if features_job else (layout.processed,)
         self.role = iam.Role(
             self,
             "Role",
@@ -66,7 +71,7 @@ class JobRole(Construct):
             f"names depend on the model) and the pinned inputs under {layout.inputs}/, one folder per manifest "
             f"version (named by the claim digest) that ClaimManifest writes{benchmark}.",
         )
-        written = layout.writable_by_jobs()
+        written = tuple(prefix for prefix in layout.writable_by_jobs() if prefix not in unused)
         artifacts.grant_write_objects(
             role,
             written,
@@ -86,7 +91,11 @@ class JobRole(Construct):
         )
         # SageMaker lists each S3Prefix input: the benchmark's folder is one in prod.
         artifacts.grant_list(
-            role, (*layout.listed_by_jobs(), *([benchmark_prefix.rstrip("/")] if benchmark_prefix else []))
+            role,
+            (
+                *(prefix for prefix in layout.listed_by_jobs() if prefix not in unused),
+                *([benchmark_prefix.rstrip("/")] if benchmark_prefix else []),
+            ),
         )
         key.grant_sse_kms(role)
         key.grant_job_output_encryption(role)

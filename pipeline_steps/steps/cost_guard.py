@@ -9,8 +9,16 @@ outside it, and nothing outside the branch references a step in it.
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from qa.outputs import ESTIMATED_COST_OUTPUT, INPUT_COST_MODEL, INPUT_STATS_URI, STATS_FILE, STATS_OUTPUT
+from qa.outputs import (
+    CLAIM_STATS_URI,
+    ESTIMATED_COST_OUTPUT,
+    INPUT_COST_MODEL,
+    INPUT_STATS_URI,
+    STATS_FILE,
+    STATS_OUTPUT,
+)
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionLessThanOrEqualTo
 from sagemaker.workflow.fail_step import FailStep
@@ -22,6 +30,7 @@ from sagemaker.workflow.steps import ProcessingStep, Step
 from config import Settings
 from config.costs import cost_model
 from pipeline_steps import names
+from pipeline_steps.steps import claim
 from pipeline_steps.steps.context import BuildContext
 
 
@@ -31,15 +40,26 @@ def cost_model_json(settings: Settings) -> str:
     return json.dumps(cost_model(settings), sort_keys=True, separators=(",", ":"))
 
 
-def estimate(ctx: BuildContext, preprocess: ProcessingStep) -> LambdaStep:
-    params = ctx.params
+def preprocess_stats_uri(preprocess: ProcessingStep) -> Join:
+    """processing.tokenize_in = "cpu_job": ValidateAndTokenize's exact stats.json."""
     stats = preprocess.properties.ProcessingOutputConfig.Outputs[STATS_OUTPUT].S3Output.S3Uri
+    return Join(on="/", values=[stats, STATS_FILE])
+
+
+def claim_stats_uri(claim_step: LambdaStep) -> Any:
+    """processing.tokenize_in = "fine_tune": ClaimManifest's approximate stats.json (its StatsUri output)."""
+    return claim.output(claim_step, CLAIM_STATS_URI)
+
+
+def estimate(ctx: BuildContext, stats_uri: Any) -> LambdaStep:
+    """EstimateTrainingCost on the dataset statistics at `stats_uri` (preprocess_stats_uri or claim_stats_uri)."""
+    params = ctx.params
     return LambdaStep(
         name=names.ESTIMATE_STEP,
         lambda_func=ctx.function(ctx.values.estimate_function_arn),
         description="Estimate the training cost of this execution's instance choice and epochs",
         inputs={
-            INPUT_STATS_URI: Join(on="/", values=[stats, STATS_FILE]),
+            INPUT_STATS_URI: stats_uri,
             names.BASE_MODEL_URI: params.base_model_uri,
             names.TRAINING_INSTANCE_TYPE: params.training_instance_type,
             names.TRAINING_INSTANCE_COUNT: params.training_instance_count,

@@ -80,6 +80,17 @@ VALIDATION_CHANNEL = VALIDATION_SPLIT  # preprocess.py's validation features and
 MODEL_CHANNEL = "model"  # the base model (weights, config, tokenizer)
 BENCHMARK_CHANNEL = BENCHMARK_OUTPUT  # preprocess.py's benchmark features and examples (evaluation.benchmark only)
 CODE_CHANNEL = "code"  # the source bundle, under network isolation (pipeline_steps/steps/train.py)
+# processing.tokenize_in = "fine_tune": FineTune tokenizes itself, from these two channels (no feature channels).
+DATA_CHANNEL = "data"  # ClaimManifest's InputUri folder: PINNED_MANIFEST_FILE and the files it pins
+BENCHMARK_DATA_CHANNEL = "benchmark_data"  # the pinned benchmark's folder (manifest and files), as staged
+# Where one process per node writes the features it tokenized (not uploaded), then TOKENIZED_DONE or
+# TOKENIZED_FAILED for the node's other processes; the local runner moves it into the job's folder.
+TOKENIZED_DIR = "/opt/ml/input/tokenized"
+LOCAL_TOKENIZED_DIR_ENV = "QA_TOKENIZED_DIR"
+TOKENIZED_DONE = "tokenized.done"
+TOKENIZED_FAILED = "tokenized.failed"
+# The line FineTune prints once it has tokenized (the local runner's test reads it).
+TOKENIZED_LINE = "tokenized {examples} examples -> {features} features in {seconds:.1f} s on {processes} processes"
 
 # Seams of the local runner: environment variables that move a container path on this machine.
 LOCAL_S3_ROOT_ENV = "LOCAL_S3_ROOT"  # s3://bucket/key -> <root>/bucket/key
@@ -263,6 +274,9 @@ CLAIM_CLAIMED_BY = "ClaimedBy"  # the owner execution
 CLAIM_INPUT_URI = "InputUri"  # s3://<artifacts>/inputs/<claim digest>/
 CLAIM_MANIFEST_SHA256 = "ManifestSha256"  # SHA-256 of the claimed manifest version's bytes ("" when not claimed)
 CLAIM_DUPLICATE_REASON = "DuplicateReason"  # "" or one line: what the duplicate repeats (version or content)
+# s3://.../STATS_FILE: the claim's approximate dataset statistics, EstimateTrainingCost's input when FineTune
+# tokenizes (processing.tokenize_in = "fine_tune"; the claim step's StatsUri output).
+CLAIM_STATS_URI = "StatsUri"
 CLAIM_OUTPUTS = (
     CLAIM_PARAMETER_ERROR,
     CLAIM_IGNORED,
