@@ -24,7 +24,6 @@ from pipeline_steps.placeholders import ACCOUNT, REGION, DeployTimeValues, place
 from pipeline_steps.sdk import BUILD_REGION, offline_sdk, offline_session
 from pipeline_steps.steps import claim, cost_guard, preprocess, register, train
 from pipeline_steps.steps.context import BuildContext
-from pipeline_steps.steps.cost_guard import claim_stats_uri, preprocess_stats_uri
 
 INLINE_LIMIT_BYTES = 100_000  # larger definitions must go through PipelineDefinitionS3Location
 
@@ -54,12 +53,12 @@ def _build(settings: Settings, values: DeployTimeValues) -> dict[str, Any]:
     if train.tokenizes(ctx):
         declare_claim_stats_uri(claim_step)
         jobs_before_estimate: list[Step] = []
-        estimate_step = cost_guard.estimate(ctx, claim_stats_uri(claim_step))
+        estimate_step = cost_guard.estimate(ctx, cost_guard.claim_stats_uri(claim_step))
         train_step = train.build(ctx, train.data_channels(ctx, claim_step))
     else:
         preprocess_step = preprocess.build(ctx, claim_step)
         jobs_before_estimate = [preprocess_step]
-        estimate_step = cost_guard.estimate(ctx, preprocess_stats_uri(preprocess_step))
+        estimate_step = cost_guard.estimate(ctx, cost_guard.preprocess_stats_uri(preprocess_step))
         train_step = train.build(ctx, train.feature_channels(ctx, preprocess_step))
     record_step = register.record(ctx, train_step)
     check_f1 = register.build(ctx, train_step, record_step, claim_step)

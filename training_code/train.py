@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 from qa import node_features
-from qa.cli import channel_path, env_path, number, str2bool
+from qa.cli import channel_path, env_path, number, setup_logging, str2bool
 from qa.distributed import prepare_environment, request_nccl_debug, unusable_gpus_error
 from qa.outputs import (
     BENCHMARK_CHANNEL,
@@ -202,7 +202,6 @@ def tokenize_on_node(args: argparse.Namespace) -> bool:
     directory, launch = args.tokenized_dir, node_features.launch_id(os.environ)
     if node_features.tokenizes_here(os.environ):
         import preprocess
-        from qa.cli import setup_logging
 
         node_features.start(directory)
         tokenized = None

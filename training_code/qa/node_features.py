@@ -62,7 +62,7 @@ def wait(
     while True:
         for name, ok in ((TOKENIZED_DONE, True), (TOKENIZED_FAILED, False)):
             marker = directory / name
-            if marker.is_file() and marker.read_text() == launch:
+            if written_by(marker) == launch:
                 if ok:
                     return None
                 return (
@@ -75,3 +75,11 @@ def wait(
                 f"{directory} within {timeout_seconds:g} s: see its messages above (it may have been killed)"
             )
         sleep(POLL_SECONDS)
+
+
+def written_by(marker: Path) -> str | None:
+    """The launch id in `marker`, or None while there is none (an earlier launch's may be being removed)."""
+    try:
+        return marker.read_text()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
