@@ -243,8 +243,10 @@ class PipelineRole(Construct):
         artifacts: SecureBucket,
         model_package_group_name: str,
         training_jobs: JobRequests,
-        processing_jobs: JobRequests,
+        processing_jobs: JobRequests | None,
     ) -> None:
+        """`processing_jobs`: None when the definition has no processing job (processing.tokenize_in = "fine_tune"):
+        the role then can neither create nor stop one."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.role = iam.Role(
@@ -256,10 +258,13 @@ class PipelineRole(Construct):
         # IAM backs the definition: a job is created only as the definition creates it (network-isolated, on an
         # allowed instance type, in the project's subnets and group, encrypted with the project key), whatever the
         # execution's parameters.
-        for sid, action, kind, requests in (
-            ("CreateTrainingJobsAsDefined", "sagemaker:CreateTrainingJob", "training-job", training_jobs),
-            ("CreateProcessingJobsAsDefined", "sagemaker:CreateProcessingJob", "processing-job", processing_jobs),
-        ):
+        creates = [("CreateTrainingJobsAsDefined", "sagemaker:CreateTrainingJob", "training-job", training_jobs)]
+        if processing_jobs is not None:
+            creates.append(
+                ("CreateProcessingJobsAsDefined", "sagemaker:CreateProcessingJob", "processing-job", processing_jobs)
+            )
+        processing = processing_jobs is not None
+        for sid, action, kind, requests in creates:
             add_reviewed_statement(
                 role,
                 iam.PolicyStatement(
@@ -275,14 +280,16 @@ class PipelineRole(Construct):
             iam.PolicyStatement(
                 sid="RunPipelineJobs",
                 actions=[
-                    "sagemaker:DescribeProcessingJob",
-                    "sagemaker:StopProcessingJob",
+                    *(["sagemaker:DescribeProcessingJob", "sagemaker:StopProcessingJob"] if processing else []),
                     "sagemaker:DescribeTrainingJob",
                     "sagemaker:StopTrainingJob",
                     "sagemaker:AddTags",
                     "sagemaker:ListTags",
                 ],
-                resources=[sagemaker_arn("processing-job", "*"), sagemaker_arn("training-job", "*")],
+                resources=[
+                    *([sagemaker_arn("processing-job", "*")] if processing else []),
+                    sagemaker_arn("training-job", "*"),
+                ],
             ),
             job_names,
         )

@@ -125,15 +125,17 @@ def test_the_training_job_names_no_volume_key_and_the_role_requires_none(pipelin
     assert "sagemaker:VolumeKmsKey" not in statement["Condition"]["ArnEquals"]
 
 
-def test_no_other_statement_of_the_pipeline_role_creates_jobs(pipeline_role):
-    """Without their conditions, which statements would allow a Create*Job at all: only the two conditioned ones."""
+def test_no_other_statement_of_the_pipeline_role_creates_jobs(pipeline_role, definition):
+    """Without their conditions, which statements would allow a Create*Job at all: only the conditioned ones, one
+    per kind of job the graph runs."""
     creating = {
         s["Sid"]
         for s in pipeline_role
         for step, action in JOB_ACTIONS.items()
         if allowed([{**s, "Condition": None}], action, JOB_ARNS[step], {})
     }
-    assert creating == {"CreateProcessingJobsAsDefined", "CreateTrainingJobsAsDefined"}
+    processing = {"CreateProcessingJobsAsDefined"} if has_step(definition, names.PREPROCESS_STEP) else set()
+    assert creating == {"CreateTrainingJobsAsDefined", *processing}
 
 
 # ------------------------------------------------------------------------- the key and CloudWatch Logs (finding 9)
@@ -250,3 +252,16 @@ def test_the_job_role_reads_every_object_the_training_channels_name(env, definit
             continue  # the source bundle, in the CDK assets bucket (the stacks' grant, tests/stacks)
         key = f"{uri.removeprefix(f's3://{bucket}/').rstrip('/')}/validation/part-0.jsonl"
         assert allowed(statements, "s3:GetObject", f"arn:{PARTITION}:s3:::{bucket}/{key}", {}), channel["ChannelName"]
+
+
+def test_without_a_processing_job_in_the_graph_the_pipeline_role_can_start_none(env, pipeline_role, definition):
+    """processing.tokenize_in = "fine_tune": no ValidateAndTokenize, so no CreateProcessingJob (nor Describe or
+    Stop) for the pipeline role, whatever the request; the job role writes no features under processed/."""
+    if has_step(definition, names.PREPROCESS_STEP):
+        pytest.skip("the cpu_job graph runs ValidateAndTokenize")
+    arn = JOB_ARNS[names.PREPROCESS_STEP]
+    for action in ("sagemaker:CreateProcessingJob", "sagemaker:DescribeProcessingJob", "sagemaker:StopProcessingJob"):
+        assert not allowed(pipeline_role, action, arn, {}), action
+    bucket = env.settings.bucket_name("artifacts", ACCOUNT, REGION)
+    features = f"arn:{PARTITION}:s3:::{bucket}/{env.settings.layout.processed}/exec-1/train/features.npz"
+    assert not allowed(role_statements(env.templates, "pipeline", "JobRole"), "s3:PutObject", features, {})
