@@ -83,8 +83,12 @@ CODE_CHANNEL = "code"  # the source bundle, under network isolation (pipeline_st
 # processing.tokenize_in = "fine_tune": FineTune tokenizes itself, from these two channels (no feature channels).
 DATA_CHANNEL = "data"  # ClaimManifest's InputUri folder: PINNED_MANIFEST_FILE and the files it pins
 BENCHMARK_DATA_CHANNEL = "benchmark_data"  # the pinned benchmark's folder (manifest and files), as staged
-# Where one process per node writes the features it tokenized (not uploaded), then TOKENIZED_DONE or
-# TOKENIZED_FAILED for the node's other processes; the local runner moves it into the job's folder.
+# Where one process per node writes the features it tokenized, then TOKENIZED_DONE or TOKENIZED_FAILED for the
+# node's other processes; the local runner moves it into the job's folder. Beside the downloaded channels (File mode
+# puts them on the ML storage volume, which algorithms may also use as scratch space; on NVMe instances such as
+# ml.p4d SageMaker puts the training paths on the instance storage: API_ResourceConfig VolumeSizeInGB,
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html); assumption: a folder of
+# /opt/ml/input outside data/ is on that storage too. Not uploaded: only the model, output and checkpoint folders are.
 TOKENIZED_DIR = "/opt/ml/input/tokenized"
 LOCAL_TOKENIZED_DIR_ENV = "QA_TOKENIZED_DIR"
 TOKENIZED_DONE = "tokenized.done"
