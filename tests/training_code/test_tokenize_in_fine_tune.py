@@ -9,7 +9,8 @@ from pathlib import Path
 import preprocess
 import pytest
 import train
-from qa import node_features
+from qa import benchmark, node_features
+from qa.evaluation import ValidationSet
 from qa.outputs import TOKENIZED_DONE, TOKENIZED_FAILED
 
 from config.paths import SAMPLE_DATASET, bundled_model_dir
@@ -139,3 +140,32 @@ def test_a_bad_tokenization_flag_stops_the_job_before_any_work(flag, capsys):
     with pytest.raises(SystemExit):
         train.parse_args([flag, "0"])
     assert flag in capsys.readouterr().err
+
+
+def staged_benchmark(root: Path) -> tuple[Path, str]:
+    """The sample's validation split staged as `make stage-benchmark` stages it (a folder here); (its folder, the
+    manifest's SHA-256 that evaluation.benchmark pins)."""
+
+    def put(key: str, body: bytes) -> str:
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(body)
+        return "v1"
+
+    _, sha256 = benchmark.stage(SAMPLE_DATASET, "bench", "v1", put)
+    return root / benchmark.prefix("bench", "v1"), sha256
+
+
+def test_fine_tune_verifies_the_raw_benchmark_against_its_pin_and_tokenizes_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    folder, sha256 = staged_benchmark(tmp_path / "artifacts")
+    args = train.parse_args(fine_tune_args(tmp_path, "--benchmark_data_dir", str(folder), "--benchmark_sha256", sha256))
+    assert train.tokenize_on_node(args)
+    assert len(ValidationSet.load(args.benchmark_dir).examples) == 84  # scored after validation, as from the channel
+    # 420 + 84 examples, and the benchmark's 84 (the sample's validation split again).
+    assert "tokenized 588 examples -> " in capsys.readouterr().out
+
+    replaced = train.parse_args(
+        fine_tune_args(tmp_path, "--benchmark_data_dir", str(folder), "--benchmark_sha256", "0" * 64)
+    )
+    assert not train.tokenize_on_node(replaced)
+    assert f"not the pinned {'0' * 64}: it was replaced after" in capsys.readouterr().err
