@@ -529,6 +529,12 @@ class Settings(StrictModel):
         return problems
 
     @property
+    def tokenizes_in_fine_tune(self) -> bool:
+        """processing.tokenize_in "fine_tune": ClaimManifest validates the records, FineTune tokenizes them, and no
+        ValidateAndTokenize job runs (one instance cold start)."""
+        return self.processing.tokenize_in == "fine_tune"
+
+    @property
     def reference_training_usd(self) -> float:
         """The estimated on-demand FineTune cost of the configured choice on SQuAD v1.1 (config/costs.py)."""
         return reference_training_usd(self)

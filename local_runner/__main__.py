@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from qa.feature_files import EXAMPLES_FILE
-from qa.outputs import VALIDATION_SPLIT
+from qa.data import load_dataset_files, read_manifest
+from qa.outputs import CLAIM_INPUT_URI, PINNED_MANIFEST_FILE, VALIDATION_SPLIT
 
 from config.layout import ArtifactLayout
 from config.loader import DEFAULT_ENV
@@ -150,11 +150,13 @@ def print_summary(result: ExecutionResult, store_root: Path, registry_path: Path
 
 
 def ask_registered_model(result: ExecutionResult, store: LocalObjectStore, work_dir: Path) -> int:
-    """Put the first validation question to the registered model, as its SageMaker endpoint would answer."""
+    """Put the first validation question of the pinned dataset (ClaimManifest's folder, which every graph trains
+    from) to the registered model, as its SageMaker endpoint would answer."""
     assert result.model_package is not None and result.inference_container is not None
-    examples = store.path(f"{result.outputs[VALIDATION_SPLIT].rstrip('/')}/{EXAMPLES_FILE}")
-    with examples.open(encoding="utf-8") as handle:
-        example = json.loads(handle.readline())
+    pinned = store.path(result.outputs[CLAIM_INPUT_URI])
+    files, problems = read_manifest(pinned / PINNED_MANIFEST_FILE, pinned)
+    assert not problems, problems  # the jobs validated it
+    example = load_dataset_files({VALIDATION_SPLIT: files[VALIDATION_SPLIT]}, pinned).records[VALIDATION_SPLIT][0]
     request = {"inputs": {"question": example["question"], "context": example["context"]}}
     archive = store.path(result.model_package.model_data)
     try:

@@ -25,11 +25,13 @@ from qa.outputs import (
     CODE_DIR,
     LOCAL_CHECKPOINT_DIR_ENV,
     LOCAL_TENSORBOARD_DIR_ENV,
+    LOCAL_TOKENIZED_DIR_ENV,
     MODEL_DIR,
     MODEL_DIR_ENV,
     OUTPUT_DATA_DIR,
     OUTPUT_DATA_DIR_ENV,
     TENSORBOARD_DIR,
+    TOKENIZED_DIR,
     TRAINING_CHANNELS_DIR,
     channel_env,
 )
@@ -379,6 +381,8 @@ def _training_environment(job: TrainingJob) -> dict[str, str]:
             LOCAL_CHECKPOINT_DIR_ENV: str(job.checkpoint_dir),
             # TensorBoardOutputConfig.LocalPath, mapped into the job's folder like every container path.
             LOCAL_TENSORBOARD_DIR_ENV: str(job.container.path(TENSORBOARD_DIR)),
+            # FineTune's node-local features when it tokenizes (train.py --tokenize_data), in the job's folder too.
+            LOCAL_TOKENIZED_DIR_ENV: str(job.container.path(TOKENIZED_DIR)),
             "OMP_NUM_THREADS": "1" if job.processes > 1 else os.environ.get("OMP_NUM_THREADS", "2"),
             **{channel_env(channel): str(job.channel_dir(channel)) for channel in job.channel_uris},
             **job.environment,

@@ -101,7 +101,7 @@ class ExecutionResult:
     model_package: ModelPackage | None = None
     inference_container: dict[str, Any] | None = None  # the package's container: Image, Environment, ModelDataUrl
     metrics: dict[str, Any] = field(default_factory=dict)
-    outputs: dict[str, str] = field(default_factory=dict)  # processing output name -> S3 URI
+    outputs: dict[str, str] = field(default_factory=dict)  # processing output name -> S3 URI; Lambda output -> value
     parameters: dict[str, Any] = field(default_factory=dict)  # the execution's resolved pipeline parameters
     resources: dict[str, JobResources] = field(default_factory=dict)  # job step name -> what it ran on
     model_data: str | None = None  # the training job's model.tar.gz (S3ModelArtifacts)
@@ -315,6 +315,7 @@ class LocalExecution:
                 raise StepFailed(f"{step['Name']}: the function returned no output {name!r}")
             outputs[name] = LAMBDA_OUTPUT_TYPES[declared.get("OutputType", "String")](returned[name])
         self.step_properties[step["Name"]] = {"OutputParameters": outputs}
+        self.result.outputs.update({name: str(value) for name, value in outputs.items()})
         # Outputs that a Fail step reports as the execution's failure are printed there, once.
         reported = {ref for ref in self.runner.failure_messages if ref.startswith(f"Steps.{step['Name']}.")}
         shown = {

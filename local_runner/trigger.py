@@ -11,7 +11,7 @@ from typing import Any
 
 from qa import benchmark
 from qa.data import ManifestFile, convert_columnar, manifest_v2
-from qa.outputs import BENCHMARKS_ROOT, PROCESSING_BENCHMARK_INPUT, SPLITS
+from qa.outputs import BENCHMARK_DATA_CHANNEL, BENCHMARKS_ROOT, PROCESSING_BENCHMARK_INPUT, SPLITS
 
 from config.layout import DatasetLayout
 from local_runner.assembly import SynthesizedPipeline, extract_event_value
@@ -53,11 +53,11 @@ def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name
 
 
 def stage_benchmark(store: LocalObjectStore, definition: dict[str, Any], dataset_dir: Path) -> str | None:
-    """Stage `dataset_dir`'s validation split where ValidateAndTokenize's benchmark input points, as
-    `make stage-benchmark` does (qa.benchmark.stage); "s3://...manifest.json (version ..., SHA-256 ...)", or None
-    when the definition has no benchmark (evaluation.benchmark unset). The job compares it with the pin."""
-    inputs = find_step(definition, names.PREPROCESS_STEP)["Arguments"]["ProcessingInputs"]
-    uris = [item["S3Input"]["S3Uri"] for item in inputs if item["InputName"] == PROCESSING_BENCHMARK_INPUT]
+    """Stage `dataset_dir`'s validation split where the benchmark input points (ValidateAndTokenize's, or FineTune's
+    benchmark data channel when it tokenizes), as `make stage-benchmark` does (qa.benchmark.stage);
+    "s3://...manifest.json (version ..., SHA-256 ...)", or None when the definition has no benchmark
+    (evaluation.benchmark unset). The job compares it with the pin."""
+    uris = benchmark_input_uris(definition)
     if not uris:
         return None
     bucket, _, folder = uris[0].removeprefix("s3://").partition("/")
@@ -66,6 +66,21 @@ def stage_benchmark(store: LocalObjectStore, definition: dict[str, Any], dataset
         dataset_dir, name, version, lambda key, body: store.put_bytes(body, f"s3://{bucket}/{key}")
     )
     return f"s3://{bucket}/{benchmark.manifest_key(name, version)} (version {version_id}, SHA-256 {sha256})"
+
+
+def benchmark_input_uris(definition: dict[str, Any]) -> list[str]:
+    """The benchmark folder the definition's jobs read: ValidateAndTokenize's benchmark input, else FineTune's
+    benchmark data channel (processing.tokenize_in = "fine_tune")."""
+    try:
+        inputs = find_step(definition, names.PREPROCESS_STEP)["Arguments"]["ProcessingInputs"]
+    except KeyError:
+        channels = find_step(definition, names.TRAIN_STEP)["Arguments"]["InputDataConfig"]
+        return [
+            channel["DataSource"]["S3DataSource"]["S3Uri"]
+            for channel in channels
+            if channel["ChannelName"] == BENCHMARK_DATA_CHANNEL
+        ]
+    return [item["S3Input"]["S3Uri"] for item in inputs if item["InputName"] == PROCESSING_BENCHMARK_INPUT]
 
 
 def object_created_event(

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from sagemaker.workflow.pipeline import Pipeline
+from sagemaker.workflow.steps import Step
 
 from config import Settings
 from pipeline_steps.aws_rules import check_definition
@@ -43,17 +44,23 @@ def _build(settings: Settings, values: DeployTimeValues) -> dict[str, Any]:
         artifacts_bucket=artifacts,
     )
     # ClaimManifest -> ParametersValid -> FirstDelivery -> ValidateAndTokenize -> EstimateTrainingCost ->
-    # CheckTrainingCost -> FineTune -> RecordModel -> CheckF1 -> RegisterModel (docs: README "Architecture").
+    # CheckTrainingCost -> FineTune -> RecordModel -> CheckF1 -> RegisterModel (docs: README "Architecture"); with
+    # processing.tokenize_in = "fine_tune" no ValidateAndTokenize: FineTune tokenizes, the claim's stats price it.
     claim_step = claim.build(ctx)
-    preprocess_step = preprocess.build(ctx, claim_step)
-    # processing.tokenize_in "fine_tune": ClaimManifest validated the records and estimated the stats (DatasetValid).
-    stats = claim.stats_uri(claim_step) if claim.validates(ctx) else cost_guard.preprocess_stats(preprocess_step)
-    estimate_step = cost_guard.estimate(ctx, stats)
-    train_step = train.build(ctx, preprocess_step)
+    if ctx.settings.tokenizes_in_fine_tune:
+        # ClaimManifest validated the records (DatasetValid) and estimated the stats; FineTune tokenizes.
+        jobs_before_estimate: list[Step] = []
+        estimate_step = cost_guard.estimate(ctx, claim.stats_uri(claim_step))
+        train_step = train.build(ctx, train.data_channels(ctx, claim_step))
+    else:
+        preprocess_step = preprocess.build(ctx, claim_step)
+        jobs_before_estimate = [preprocess_step]
+        estimate_step = cost_guard.estimate(ctx, cost_guard.preprocess_stats(preprocess_step))
+        train_step = train.build(ctx, train.feature_channels(ctx, preprocess_step))
     record_step = register.record(ctx, train_step)
     check_f1 = register.build(ctx, train_step, record_step, claim_step)
     guard = cost_guard.build(ctx, estimate_step, [train_step, record_step, check_f1])
-    gates = claim.gates(ctx, claim_step, [preprocess_step, estimate_step, guard])
+    gates = claim.gates(ctx, claim_step, [*jobs_before_estimate, estimate_step, guard])
     pipeline = Pipeline(
         name=settings.pipeline_name,
         parameters=params.all(),

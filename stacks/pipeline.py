@@ -88,6 +88,8 @@ class PipelineStack(Stack):
         # its execution history, the trigger's dead letters.
         retention = removal_policy(settings.removal_policy)
         model_package_group.apply_removal_policy(retention)
+        # ValidateAndTokenize, the one processing job, exists in processing.tokenize_in = "cpu_job" only.
+        features_job = not settings.tokenizes_in_fine_tune
         self.job_role = JobRole(
             self,
             "JobRole",
@@ -97,6 +99,7 @@ class PipelineStack(Stack):
             artifacts=data.artifacts,
             job_security_group=network.job_security_group,
             benchmark_prefix=settings.benchmark_prefix,
+            features_job=features_job,
         ).role
         group = network.security_group
         security_group_id = group.security_group_id if group is not None else None
@@ -124,7 +127,9 @@ class PipelineStack(Stack):
                 subnet_ids=subnet_ids,
                 security_group_id=security_group_id,
                 key_arn=key_arn,
-            ),
+            )
+            if features_job
+            else None,
         ).role
         code = TrainingCodeAsset(self, "TrainingCode", build_dir=build_dir)
         code.grant_download(self.job_role)
@@ -140,7 +145,7 @@ class PipelineStack(Stack):
             datasets=data.datasets,
             artifacts=data.artifacts,
             build_dir=build_dir,
-            claim_validates=settings.processing.tokenize_in == "fine_tune",
+            claim_validates=settings.tokenizes_in_fine_tune,
         )
         self.functions.grant_invoke(self.pipeline_role)
 

@@ -42,10 +42,15 @@ class JobRole(Construct):
         artifacts: SecureBucket,
         job_security_group: EfaSecurityGroup | None,
         benchmark_prefix: str | None = None,
+        features_job: bool = True,
     ) -> None:
+        """`features_job`: ValidateAndTokenize writes features under processed/ (processing.tokenize_in = "cpu_job");
+        False: FineTune tokenizes the pinned inputs itself, and no job writes or lists processed/."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
-        benchmark = f"; ValidateAndTokenize reads the benchmark in {benchmark_prefix}" if benchmark_prefix else ""
+        reader = "ValidateAndTokenize" if features_job else "FineTune"
+        benchmark = f"; {reader} reads the benchmark in {benchmark_prefix}" if benchmark_prefix else ""
+        unused = () if features_job else (layout.processed,)
         self.role = iam.Role(
             self,
             "Role",
@@ -66,7 +71,7 @@ class JobRole(Construct):
             f"names depend on the model) and the pinned inputs under {layout.inputs}/, one folder per manifest "
             f"version (named by the claim digest) that ClaimManifest writes{benchmark}.",
         )
-        written = layout.writable_by_jobs()
+        written = tuple(prefix for prefix in layout.writable_by_jobs() if prefix not in unused)
         artifacts.grant_write_objects(
             role,
             written,
@@ -86,7 +91,11 @@ class JobRole(Construct):
         )
         # SageMaker lists each S3Prefix input: the benchmark's folder is one in prod.
         artifacts.grant_list(
-            role, (*layout.listed_by_jobs(), *([benchmark_prefix.rstrip("/")] if benchmark_prefix else []))
+            role,
+            (
+                *(prefix for prefix in layout.listed_by_jobs() if prefix not in unused),
+                *([benchmark_prefix.rstrip("/")] if benchmark_prefix else []),
+            ),
         )
         key.grant_sse_kms(role)
         key.grant_job_output_encryption(role)
@@ -234,8 +243,10 @@ class PipelineRole(Construct):
         artifacts: SecureBucket,
         model_package_group_name: str,
         training_jobs: JobRequests,
-        processing_jobs: JobRequests,
+        processing_jobs: JobRequests | None,
     ) -> None:
+        """`processing_jobs`: None when the definition has no processing job (processing.tokenize_in = "fine_tune"):
+        the role then can neither create nor stop one."""
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
         self.role = iam.Role(
@@ -247,10 +258,13 @@ class PipelineRole(Construct):
         # IAM backs the definition: a job is created only as the definition creates it (network-isolated, on an
         # allowed instance type, in the project's subnets and group, encrypted with the project key), whatever the
         # execution's parameters.
-        for sid, action, kind, requests in (
-            ("CreateTrainingJobsAsDefined", "sagemaker:CreateTrainingJob", "training-job", training_jobs),
-            ("CreateProcessingJobsAsDefined", "sagemaker:CreateProcessingJob", "processing-job", processing_jobs),
-        ):
+        creates = [("CreateTrainingJobsAsDefined", "sagemaker:CreateTrainingJob", "training-job", training_jobs)]
+        if processing_jobs is not None:
+            creates.append(
+                ("CreateProcessingJobsAsDefined", "sagemaker:CreateProcessingJob", "processing-job", processing_jobs)
+            )
+        processing = processing_jobs is not None
+        for sid, action, kind, requests in creates:
             add_reviewed_statement(
                 role,
                 iam.PolicyStatement(
@@ -266,14 +280,16 @@ class PipelineRole(Construct):
             iam.PolicyStatement(
                 sid="RunPipelineJobs",
                 actions=[
-                    "sagemaker:DescribeProcessingJob",
-                    "sagemaker:StopProcessingJob",
+                    *(["sagemaker:DescribeProcessingJob", "sagemaker:StopProcessingJob"] if processing else []),
                     "sagemaker:DescribeTrainingJob",
                     "sagemaker:StopTrainingJob",
                     "sagemaker:AddTags",
                     "sagemaker:ListTags",
                 ],
-                resources=[sagemaker_arn("processing-job", "*"), sagemaker_arn("training-job", "*")],
+                resources=[
+                    *([sagemaker_arn("processing-job", "*")] if processing else []),
+                    sagemaker_arn("training-job", "*"),
+                ],
             ),
             job_names,
         )

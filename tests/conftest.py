@@ -68,7 +68,16 @@ def cdk_context() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def synthesized(cdk_context, tmp_path_factory) -> dict[str, SynthesizedEnvironment]:
     """Environment name -> its synthesized stacks; one App and one synth for the whole session."""
-    outdir = tmp_path_factory.mktemp("cdk.out")
+    return synthesize(cdk_context, tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def synthesized_fine_tune(cdk_context, tmp_path_factory) -> dict[str, SynthesizedEnvironment]:
+    """The same with processing.tokenize_in = "fine_tune" (FineTune tokenizes; no ValidateAndTokenize)."""
+    return synthesize({**cdk_context, "processing.tokenize_in": "fine_tune"}, tmp_path_factory.mktemp("cdk.out-ft"))
+
+
+def synthesize(cdk_context: dict[str, Any], outdir: Path) -> dict[str, SynthesizedEnvironment]:
     app = cdk.App(context=cdk_context, outdir=str(outdir))
     environments = {}
     for env_name in ("dev", "prod"):

@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import multiprocessing
 import os
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -222,36 +225,49 @@ def tokenize_benchmark(args: argparse.Namespace, tokenizer: Any) -> dict[str, in
     return {"examples": len(records), "features": len(features["input_ids"])}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    log = setup_logging()
+@dataclass(frozen=True)
+class Tokenized:
+    """What `validate_and_tokenize` wrote under its output dir: the stats (also STATS_FILE), and how long it took."""
+
+    stats: dict[str, Any]
+    examples: int  # train + validation (+ benchmark) examples tokenized
+    features: int
+    processes: int  # tokenizer processes of the largest split
+    seconds: float
+
+
+def validate_and_tokenize(args: argparse.Namespace, log: logging.Logger) -> Tokenized | None:
+    """Validate the pinned dataset (args: parse_args's), tokenize it and write the features, the benchmark's and
+    STATS_FILE under args.output_dir; None after printing on stderr why the dataset is refused. preprocess.py's
+    core, which train.py also runs (--tokenize_data true: FineTune tokenizes on its own vCPUs)."""
+    started = time.perf_counter()
     files, problems = read_manifest(args.manifest, args.data_dir)
     unreadable = columnar_reader_missing(files)
     if unreadable:
         print(f"error: {unreadable}", file=sys.stderr)
-        return 1
+        return None
     report = load_dataset_files(files, args.data_dir) if not problems else None
     if report is not None:
         problems = report.problems
     if rejected(problems, args.skip_invalid, log):
-        return 1
+        return None
     assert report is not None
     if none_left(report):
-        return 1
+        return None
 
     from transformers import AutoConfig, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(args.tokenizer_dir))
     if not tokenizer.is_fast:
         print("error: question answering needs a fast tokenizer (offset mappings)", file=sys.stderr)
-        return 1
+        return None
     config = (
         AutoConfig.from_pretrained(str(args.tokenizer_dir)) if (args.tokenizer_dir / "config.json").is_file() else None
     )
     too_long = length_limit_error(args.max_seq_length, tokenizer, config, "--max-seq-length")
     if too_long:
         print(f"error: {too_long}", file=sys.stderr)
-        return 1
+        return None
     stats: dict = {
         "manifest_version": args.manifest_version,
         "max_seq_length": args.max_seq_length,
@@ -261,10 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     tokenized = {split: tokenize_split(split, report.records[split], tokenizer, args) for split in SPLITS}
     too_many_windows = window_problems(report, tokenized, args)
     if rejected(too_many_windows, args.skip_invalid, log):
-        return 1
+        return None
     drop_examples(report, tokenized, {str(problem.record_id) for problem in too_many_windows})
     if none_left(report):
-        return 1
+        return None
     for split in SPLITS:
         records, features = report.records[split], tokenized[split]
         out = args.output_dir / split
@@ -286,12 +302,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.benchmark_sha256:
         counts = tokenize_benchmark(args, tokenizer)
         if counts is None:
-            return 1
+            return None
         stats[BENCHMARK_OUTPUT] = {"manifest_sha256": args.benchmark_sha256, **counts}
         log.info("benchmark: %d examples -> %d features", counts["examples"], counts["features"])
     (args.output_dir / STATS_OUTPUT).mkdir(parents=True, exist_ok=True)
     (args.output_dir / STATS_OUTPUT / STATS_FILE).write_text(json.dumps(stats, indent=2))
-    print(json.dumps({s: {k: v for k, v in d.items() if k != "length_histogram"} for s, d in stats["splits"].items()}))
+    counted = [*stats["splits"].values(), *([stats[BENCHMARK_OUTPUT]] if args.benchmark_sha256 else [])]
+    return Tokenized(
+        stats=stats,
+        examples=sum(part["examples"] for part in counted),
+        features=sum(part["features"] for part in counted),
+        processes=max(_workers(args.num_workers, len(records)) for records in report.records.values()),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    tokenized = validate_and_tokenize(args, setup_logging())
+    if tokenized is None:
+        return 1
+    splits = tokenized.stats["splits"]
+    print(json.dumps({s: {k: v for k, v in d.items() if k != "length_histogram"} for s, d in splits.items()}))
     return 0
 
 

@@ -53,7 +53,7 @@ from pipeline_steps.steps.context import BuildContext
 
 def validates(ctx: BuildContext) -> bool:
     """Whether the claim validates the dataset (processing.tokenize_in "fine_tune")."""
-    return ctx.settings.processing.tokenize_in == "fine_tune"
+    return ctx.settings.tokenizes_in_fine_tune
 
 
 def build(ctx: BuildContext) -> LambdaStep:

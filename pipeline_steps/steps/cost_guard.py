@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import json
 
-from qa.outputs import ESTIMATED_COST_OUTPUT, INPUT_COST_MODEL, INPUT_STATS_URI, STATS_FILE, STATS_OUTPUT
+from qa.outputs import (
+    ESTIMATED_COST_OUTPUT,
+    INPUT_COST_MODEL,
+    INPUT_STATS_URI,
+    STATS_FILE,
+    STATS_OUTPUT,
+)
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionLessThanOrEqualTo
 from sagemaker.workflow.entities import PipelineVariable

@@ -19,10 +19,13 @@ from typing import Any, cast
 
 from qa.outputs import (
     BENCHMARK_CHANNEL,
+    BENCHMARK_DATA_CHANNEL,
     BENCHMARK_METRIC_REGEXES,
     BENCHMARK_OUTPUT,
     CHECKPOINT_DIR,
+    CLAIM_INPUT_URI,
     CODE_CHANNEL,
+    DATA_CHANNEL,
     EVALUATION_METRIC_REGEXES,
     MODEL_CHANNEL,
     TENSORBOARD_DIR,
@@ -36,9 +39,11 @@ from qa.outputs import (
 from sagemaker.debugger import TensorBoardOutputConfig
 from sagemaker.huggingface import HuggingFace
 from sagemaker.inputs import TrainingInput
+from sagemaker.workflow.lambda_step import LambdaStep
 from sagemaker.workflow.steps import ProcessingStep, TrainingStep
 
 from pipeline_steps import names
+from pipeline_steps.steps import claim
 from pipeline_steps.steps.context import (
     VERIFY_AND_START,
     BuildContext,
@@ -88,6 +93,29 @@ class IsolatedTrainingStep(TrainingStep):
 
 def hyperparameters(ctx: BuildContext) -> dict[str, Any]:
     """Exactly the flags train.py's parser accepts (checked by a test against the parser itself)."""
+    return {**_training_hyperparameters(ctx), **(tokenize_hyperparameters(ctx) if tokenizes(ctx) else {})}
+
+
+def tokenizes(ctx: BuildContext) -> bool:
+    """processing.tokenize_in = "fine_tune": FineTune validates and tokenizes the pinned dataset itself."""
+    return ctx.settings.tokenizes_in_fine_tune
+
+
+def tokenize_hyperparameters(ctx: BuildContext) -> dict[str, Any]:
+    """train.py's tokenization flags: ValidateAndTokenize's arguments (pipeline_steps/steps/preprocess.py)."""
+    hps, pinned = ctx.settings.hyperparameters, ctx.settings.evaluation.benchmark
+    return {
+        "tokenize_data": "true",
+        "max_seq_length": hps.max_seq_length,
+        "doc_stride": hps.doc_stride,
+        "max_windows_per_example": ctx.settings.processing.max_windows_per_example,
+        "skip_invalid": ctx.params.skip_invalid_records,
+        "manifest_version": ctx.params.manifest_version_id,
+        **({"benchmark_sha256": pinned.manifest_sha256} if pinned is not None else {}),
+    }
+
+
+def _training_hyperparameters(ctx: BuildContext) -> dict[str, Any]:
     hps = ctx.settings.hyperparameters
     return {
         "epochs": ctx.params.epochs,
@@ -108,9 +136,37 @@ def hyperparameters(ctx: BuildContext) -> dict[str, Any]:
     }
 
 
-def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
-    training = ctx.settings.training
+def feature_channels(ctx: BuildContext, preprocess: ProcessingStep) -> dict[str, TrainingInput]:
+    """processing.tokenize_in = "cpu_job": ValidateAndTokenize's features (and the benchmark's)."""
     outputs = preprocess.properties.ProcessingOutputConfig.Outputs
+    # The operator's benchmark, tokenized by ValidateAndTokenize from the pinned manifest: the gate.
+    benchmark_channel = {BENCHMARK_CHANNEL: TrainingInput(s3_data=outputs[BENCHMARK_OUTPUT].S3Output.S3Uri)}
+    return {
+        TRAIN_CHANNEL: TrainingInput(s3_data=outputs[TRAIN_SPLIT].S3Output.S3Uri),
+        # Evaluated after training (SM_CHANNEL_VALIDATION): features and examples of preprocess.py.
+        VALIDATION_CHANNEL: TrainingInput(s3_data=outputs[VALIDATION_SPLIT].S3Output.S3Uri),
+        **(benchmark_channel if ctx.settings.evaluation.benchmark is not None else {}),
+    }
+
+
+def data_channels(ctx: BuildContext, claim_step: LambdaStep) -> dict[str, TrainingInput]:
+    """processing.tokenize_in = "fine_tune": the pinned dataset (ClaimManifest's InputUri: its files and pinned
+    manifest) and, with evaluation.benchmark, the benchmark's folder as staged, which train.py verifies against the
+    pinned SHA-256 (an S3DataSource names no object version: API_S3DataSource,
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_S3DataSource.html). SageMaker downloads every
+    channel to every node (S3DataDistributionType FullyReplicated, the default), so each node tokenizes its own copy."""
+    pinned, prefix = ctx.settings.evaluation.benchmark, ctx.settings.benchmark_prefix
+    benchmark = (
+        {}
+        if pinned is None or prefix is None
+        else {BENCHMARK_DATA_CHANNEL: TrainingInput(s3_data=f"s3://{ctx.artifacts_bucket}/{prefix}")}
+    )
+    return {DATA_CHANNEL: TrainingInput(s3_data=claim.output(claim_step, CLAIM_INPUT_URI)), **benchmark}
+
+
+def build(ctx: BuildContext, inputs: dict[str, TrainingInput]) -> TrainingStep:
+    """FineTune, reading `inputs` (feature_channels or data_channels) and the base model."""
+    training = ctx.settings.training
     benchmark = ctx.settings.evaluation.benchmark is not None
     transformers_version, pytorch_version, py_version = ctx.settings.training_framework_versions
     estimator = HuggingFace(
@@ -161,16 +217,13 @@ def build(ctx: BuildContext, preprocess: ProcessingStep) -> TrainingStep:
         container_arguments=list(DLC_TRAINING_START),
         sagemaker_session=ctx.session,
     )
-    # The operator's benchmark, tokenized by ValidateAndTokenize from the pinned manifest: the gate.
-    benchmark_channel = {BENCHMARK_CHANNEL: TrainingInput(s3_data=outputs[BENCHMARK_OUTPUT].S3Output.S3Uri)}
+    benchmarks = {BENCHMARK_CHANNEL, BENCHMARK_DATA_CHANNEL}
     step_args = estimator.fit(
         inputs={
-            TRAIN_CHANNEL: TrainingInput(s3_data=outputs[TRAIN_SPLIT].S3Output.S3Uri),
-            # Evaluated after training (SM_CHANNEL_VALIDATION): features and examples of preprocess.py.
-            VALIDATION_CHANNEL: TrainingInput(s3_data=outputs[VALIDATION_SPLIT].S3Output.S3Uri),
+            **{name: channel for name, channel in inputs.items() if name not in benchmarks},
             # Weights come from S3: a private VPC has no route to a model hub.
             MODEL_CHANNEL: TrainingInput(s3_data=ctx.params.base_model_uri),
-            **(benchmark_channel if benchmark else {}),
+            **{name: channel for name, channel in inputs.items() if name in benchmarks},  # the benchmark last
         }
     )
     return IsolatedTrainingStep(

@@ -21,6 +21,7 @@ import pytest
 
 from local_runner.__main__ import main as run_local
 from local_runner.errors import UnsupportedDefinition
+from local_runner.jobs import JOB_LOG
 from local_runner.registry import LocalModelRegistry
 from local_runner.runner import LocalPipelineRunner
 from local_runner.store import LocalObjectStore
@@ -152,12 +153,13 @@ class LocalRun:
 
 
 @pytest.fixture(scope="module")
-def reclaimed_run_of_user_formats(dev, tmp_path_factory) -> LocalRun:
-    """One tiny run for two behaviours, sparing CI's two cores a pipeline run (tests/conftest.py keeps this module
+def reclaimed_run_of_user_formats(synthesized_fine_tune, tmp_path_factory) -> LocalRun:
+    """One tiny run for three behaviours, sparing CI's two cores a pipeline run (tests/conftest.py keeps this module
     on one worker). The dataset as users keep it (issues 22, 29): train as a Parquet file plus a CSV file,
     validation as the split of a `DatasetDict.save_to_disk` folder (validation/ is itself a save_to_disk folder).
-    Its training job is reclaimed (SIGKILL to every process) just after step 10, with a checkpoint every 4 steps,
-    and retried."""
+    The graph is processing.tokenize_in = "fine_tune"'s: FineTune tokenizes, no processing job (cpu_job's graph runs
+    in tests/test_make_demo.py). Its training job is reclaimed (SIGKILL to every process) just after step 10, with a
+    checkpoint every 4 steps, and retried: the retry tokenizes again."""
     import csv
 
     from datasets import Dataset, DatasetDict
@@ -179,7 +181,7 @@ def reclaimed_run_of_user_formats(dev, tmp_path_factory) -> LocalRun:
     reclaim = ("--hyperparameter", "checkpoint_steps=4", "--interrupt-training-after-steps", "10")
     out = io.StringIO()
     with redirect_stdout(out):
-        code = local_run(dev, work_dir, "--param", "F1Threshold=0", *reclaim, dataset=dataset)
+        code = local_run(synthesized_fine_tune["dev"], work_dir, "--param", "F1Threshold=0", *reclaim, dataset=dataset)
     return LocalRun(work_dir, code, out.getvalue(), records)
 
 
@@ -192,10 +194,16 @@ def test_parquet_csv_and_dataset_dict_copies_of_the_sample_run_end_to_end(dev, r
     assert "converted train/part-a.parquet (parquet) to JSON Lines: train/part-a.jsonl" in run.out
     assert "converted validation (save_to_disk) to JSON Lines: validation/validation.jsonl" in run.out
     rows = table(run.out)
-    assert ("ValidateAndTokenize", "Succeeded") in rows and ("RegisterModel-RegisterModel", "Succeeded") in rows
-    [stats] = (run.work_dir / "s3").rglob("processed/*/stats/stats.json")
-    splits = json.loads(stats.read_text())["splits"]
-    assert (splits["train"]["examples"], splits["validation"]["examples"]) == (len(run.records["train"]), 84)
+    assert ("RegisterModel-RegisterModel", "Succeeded") in rows
+    # FineTune tokenized the pinned folder itself (each attempt: the retry too); no processing job ran.
+    assert "ValidateAndTokenize" not in {name for name, _ in rows}
+    assert not list(run.work_dir.rglob("ValidateAndTokenize")) and not list((run.work_dir / "s3").rglob("processed"))
+    examples = len(run.records["train"]) + 84
+    [job_log] = [p for p in run.work_dir.rglob(JOB_LOG) if p.parent.name == "FineTune" or "FineTune" in p.parts]
+    tokenized = re.findall(
+        rf"tokenized {examples} examples -> \d+ features in [0-9.]+ s on \d+ processes", job_log.read_text()
+    )
+    assert tokenized, job_log.read_text()[-3000:]
 
 
 def test_a_spot_reclaim_kills_training_and_the_retry_resumes_from_the_newest_complete_checkpoint(

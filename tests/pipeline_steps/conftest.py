@@ -24,6 +24,12 @@ def prod_definition(cdk_context):
     return build_definition(load_settings({**cdk_context, "env": "prod"}))
 
 
+@pytest.fixture(scope="session", params=["dev", "prod"])
+def fine_tune_definition(cdk_context, request):
+    """processing.tokenize_in = "fine_tune" (FineTune tokenizes), in dev and in prod (a benchmark)."""
+    return build_definition(load_settings({**cdk_context, "env": request.param, "processing.tokenize_in": "fine_tune"}))
+
+
 def step(definition, name):
     """A step by name, also inside condition branches."""
     return find_step(definition, name)

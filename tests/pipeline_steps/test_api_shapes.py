@@ -117,7 +117,23 @@ def test_every_get_reference_resolves(definition):
             pytest.fail(f"unknown reference {ref}")
 
 
-def test_hyperparameters_are_exactly_what_train_py_parses(definition):
+def test_hyperparameters_are_exactly_what_train_py_parses(definition, fine_tune_definition):
+    """In both graphs: processing.tokenize_in = "cpu_job" (features from ValidateAndTokenize) and "fine_tune"."""
+    for tokenizes, built in ((False, definition), (True, fine_tune_definition)):
+        args, defaults = parsed_hyperparameters(built)
+        assert args["epochs"] == defaults["Epochs"] and args["learning_rate"] == defaults["LearningRate"]
+        assert args["precision"] == "bf16"
+        # FineTune tokenizes with ValidateAndTokenize's values (its arguments: the next test).
+        assert args["tokenize_data"] is tokenizes
+        if tokenizes:
+            assert (args["max_seq_length"], args["doc_stride"], args["skip_invalid"]) == (384, 128, False)
+            assert args["manifest_version"] == defaults["ManifestVersionId"]
+            channels = {c["ChannelName"] for c in step(built, "FineTune")["Arguments"]["InputDataConfig"]}
+            assert (args["benchmark_sha256"] is not None) is ("benchmark_data" in channels)
+
+
+def parsed_hyperparameters(definition) -> tuple[dict[str, Any], dict[str, Any]]:
+    """train.py's parse of FineTune's hyperparameters (each one must be a flag of it), and the parameter defaults."""
     import train
 
     defaults = {p["Name"]: p["DefaultValue"] for p in definition["Parameters"]}
@@ -135,8 +151,7 @@ def test_hyperparameters_are_exactly_what_train_py_parses(definition):
     args = vars(train.parse_args(argv))
     user_hps = {k for k in hyperparameters if not k.startswith("sagemaker_")}
     assert user_hps <= set(args)
-    assert args["epochs"] == defaults["Epochs"] and args["learning_rate"] == defaults["LearningRate"]
-    assert args["precision"] == "bf16"
+    return args, defaults
 
 
 def test_container_arguments_are_exactly_what_preprocess_py_parses(definition):

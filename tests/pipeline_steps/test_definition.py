@@ -25,6 +25,7 @@ from config import load_settings
 from pipeline_steps.definition import INLINE_LIMIT_BYTES, build_definition, definition_json
 from pipeline_steps.names import MODEL_METADATA_DATASET_MANIFEST, MODEL_METADATA_F1
 from pipeline_steps.placeholders import ACCOUNT, PSEUDO_PARAMETERS, REGION, placeholders
+from pipeline_steps.walk import all_steps
 from tests.conftest import ROOT, run_without_network, unshare_works
 from tests.pipeline_steps.conftest import step
 
@@ -212,6 +213,45 @@ def test_cost_guard_compares_the_lambda_estimate_with_the_parameter_before_train
     assert condition["RightValue"] == {"Get": "Parameters.MaxTrainingCostUSD"}
     [fail] = step(definition, "CheckTrainingCost")["Arguments"]["ElseSteps"]
     assert fail["Type"] == "Fail" and fail["Name"] == "TrainingCostAboveLimit"
+
+
+def test_fine_tune_mode_tokenizes_in_fine_tune_from_the_pinned_inputs_with_no_processing_job(fine_tune_definition):
+    """processing.tokenize_in = "fine_tune": one instance cold start. No ValidateAndTokenize; FineTune reads the
+    claim's pinned folder (and the staged benchmark folder, which it verifies against the pin), not features."""
+    definition = fine_tune_definition
+    assert "Processing" not in {s["Type"] for s in all_steps(definition["Steps"])}
+    assert [s["Name"] for s in step(definition, "FirstDelivery")["Arguments"]["IfSteps"]] == ["DatasetValid"]
+    gated = step(definition, "DatasetValid")["Arguments"]
+    assert [s["Name"] for s in gated["IfSteps"]] == ["EstimateTrainingCost", "CheckTrainingCost"]
+    # The claim's approximate statistics price the run (ClaimManifest's StatsUri output).
+    assert step(definition, "EstimateTrainingCost")["Arguments"]["StatsUri"] == {
+        "Get": "Steps.ClaimManifest.OutputParameters['StatsUri']"
+    }
+    assert "StatsUri" in {o["OutputName"] for o in step(definition, "ClaimManifest")["OutputParameters"]}
+    training = step(definition, "FineTune")["Arguments"]
+    channels = {c["ChannelName"]: c["DataSource"]["S3DataSource"]["S3Uri"] for c in training["InputDataConfig"]}
+    assert channels["data"] == {"Get": "Steps.ClaimManifest.OutputParameters['InputUri']"}
+    assert channels["model"] == {"Get": "Parameters.BaseModelUri"}
+    assert not {"train", "validation", "benchmark"} & set(channels)
+    hyperparameters = training["HyperParameters"]
+    assert hyperparameters["tokenize_data"] == '"true"'
+    assert hyperparameters["skip_invalid"] == {"Get": "Parameters.SkipInvalidRecords"}
+    benchmark = find_pinned_benchmark(definition)
+    if benchmark is None:
+        assert "benchmark_data" not in channels and "benchmark_sha256" not in hyperparameters
+    else:
+        folder, sha256 = benchmark
+        assert channels["benchmark_data"].endswith(f"/{folder}")
+        assert json.loads(hyperparameters["benchmark_sha256"]) == sha256
+
+
+def find_pinned_benchmark(definition) -> tuple[str, str] | None:
+    """The benchmark's folder and manifest SHA-256 that RegisterModel records, or None (no benchmark)."""
+    metadata = step(definition, "RegisterModel-RegisterModel")["Arguments"].get("CustomerMetadataProperties", {})
+    if "benchmark_name" not in metadata:
+        return None
+    folder = f"benchmarks/{metadata['benchmark_name']}/{metadata['benchmark_version']}/"
+    return folder, metadata["benchmark_manifest_sha256"]
 
 
 def test_preprocessing_runs_isolated_on_a_cpu_image_with_the_pinned_inputs_and_is_cached(definition, settings):

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from pipeline_steps import names
+from pipeline_steps.walk import find_step
 from tests.conftest import SynthesizedEnvironment, as_list, resources_of_type
 from tests.security.policy_evaluation import (
     JOB_ACTIONS,
@@ -35,9 +36,19 @@ from tests.stacks.iam_reference import ACCOUNT, PARTITION, REGION, Stacks
 OTHER_KEY = f"arn:{PARTITION}:kms:{REGION}:{ACCOUNT}:key/00000000-0000-0000-0000-000000000000"
 
 
-@pytest.fixture(scope="module", params=["dev", "prod"])
+@pytest.fixture(scope="module", params=["dev", "prod", "dev fine_tune", "prod fine_tune"])
 def env(request) -> SynthesizedEnvironment:
-    return request.getfixturevalue(request.param)
+    """Each environment in both graphs: processing.tokenize_in = "cpu_job" (the default) and "fine_tune"."""
+    name, _, mode = request.param.partition(" ")
+    return request.getfixturevalue("synthesized_fine_tune")[name] if mode else request.getfixturevalue(name)
+
+
+def has_step(definition: dict[str, Any], step: str) -> bool:
+    try:
+        find_step(definition, step)
+    except KeyError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +70,8 @@ def test_every_instance_type_an_execution_may_choose_passes_the_conditions(pipel
             names.TRAIN_STEP,
             job_request(definition, names.TRAIN_STEP, TrainingInstanceType=choice),
         ), choice
-    assert may_create(pipeline_role, names.PREPROCESS_STEP, job_request(definition, names.PREPROCESS_STEP))
+    if has_step(definition, names.PREPROCESS_STEP):  # cpu_job mode only
+        assert may_create(pipeline_role, names.PREPROCESS_STEP, job_request(definition, names.PREPROCESS_STEP))
 
 
 # What an execution (or a poisoned definition) could change in a training job request, each denied.
@@ -95,6 +107,8 @@ PROCESSING_ATTACKS: dict[str, Callable[[dict[str, Any]], None]] = {
     + [(names.PREPROCESS_STEP, name) for name in PROCESSING_ATTACKS],
 )
 def test_a_job_request_the_definition_does_not_make_is_denied(pipeline_role, definition, step, attack):
+    if not has_step(definition, step):
+        pytest.skip(f"no {step} in this graph (processing.tokenize_in = fine_tune)")
     request = copy.deepcopy(job_request(definition, step))
     assert may_create(pipeline_role, step, request)
     (TRAINING_ATTACKS if step == names.TRAIN_STEP else PROCESSING_ATTACKS)[attack](request)
@@ -111,15 +125,17 @@ def test_the_training_job_names_no_volume_key_and_the_role_requires_none(pipelin
     assert "sagemaker:VolumeKmsKey" not in statement["Condition"]["ArnEquals"]
 
 
-def test_no_other_statement_of_the_pipeline_role_creates_jobs(pipeline_role):
-    """Without their conditions, which statements would allow a Create*Job at all: only the two conditioned ones."""
+def test_no_other_statement_of_the_pipeline_role_creates_jobs(pipeline_role, definition):
+    """Without their conditions, which statements would allow a Create*Job at all: only the conditioned ones, one
+    per kind of job the graph runs."""
     creating = {
         s["Sid"]
         for s in pipeline_role
         for step, action in JOB_ACTIONS.items()
         if allowed([{**s, "Condition": None}], action, JOB_ARNS[step], {})
     }
-    assert creating == {"CreateProcessingJobsAsDefined", "CreateTrainingJobsAsDefined"}
+    processing = {"CreateProcessingJobsAsDefined"} if has_step(definition, names.PREPROCESS_STEP) else set()
+    assert creating == {"CreateTrainingJobsAsDefined", *processing}
 
 
 # ------------------------------------------------------------------------- the key and CloudWatch Logs (finding 9)
@@ -172,15 +188,19 @@ def test_the_job_role_lists_only_the_prefixes_sagemaker_lists_for_its_jobs(env):
     def may_list(prefix: str | None) -> bool:
         return allowed(statements, "s3:ListBucket", bucket, {} if prefix is None else {"s3:prefix": prefix})
 
-    # The S3Prefix inputs and the checkpoint folder of an execution, as the definition names them.
+    # The S3Prefix inputs and the checkpoint folder of an execution, as the definition names them; the features
+    # under processed/ only where ValidateAndTokenize writes them (FineTune reads inputs/ when it tokenizes).
+    features = f"{layout.processed}/exec-1/train"
+    features_job = not env.settings.tokenizes_in_fine_tune
     for prefix in (
         f"{layout.base_models}/bert-large-uncased-whole-word-masking/",
         f"{layout.inputs}/0123abcd/",
-        f"{layout.processed}/exec-1/train",
+        *([features] if features_job else []),
         f"{layout.checkpoints}/exec-1",
     ):
         assert may_list(prefix), prefix
-    for denied in (None, "", f"{layout.claims}/", f"{layout.models}/", f"{layout.evaluation}/", "registry/"):
+    denied_prefixes = (None, "", f"{layout.claims}/", f"{layout.models}/", f"{layout.evaluation}/", "registry/")
+    for denied in (*denied_prefixes, *([] if features_job else [features])):
         assert not may_list(denied), denied
     # ValidateAndTokenize's benchmark input (prod) is an S3Prefix input too: its folder, and no other benchmark's.
     if env.settings.benchmark_prefix:
@@ -210,3 +230,38 @@ def test_eventbridge_holds_no_unconditioned_grant_on_the_topic_and_invokes_the_n
         if p["Properties"]["Principal"] == "events.amazonaws.com"
     ]
     assert invokes and all(p["SourceArn"]["Fn::GetAtt"][0] in rules for p in invokes)
+
+
+# ------------------------------------------------------- the job role reads what the training job's channels name
+
+
+def test_the_job_role_reads_every_object_the_training_channels_name(env, definition):
+    """Each S3 channel of FineTune (ValidateAndTokenize's features, or, when FineTune tokenizes, ClaimManifest's pinned
+    folder and the raw benchmark folder), resolved as an execution resolves it: the job role may read its objects.
+    A step output stands for a key under inputs/ (ClaimManifest's InputUri) or processed/ (the features)."""
+    statements = role_statements(env.templates, "pipeline", "JobRole")
+    layout = env.settings.layout
+    bucket = env.settings.bucket_name("artifacts", ACCOUNT, REGION)
+    step_outputs = {"OutputParameters": f"s3://{bucket}/{layout.inputs}/0123abcd/", "ProcessingOutputConfig": None}
+    for channel in job_request(definition, names.TRAIN_STEP)["InputDataConfig"]:
+        uri = channel["DataSource"]["S3DataSource"]["S3Uri"]
+        if isinstance(uri, dict):  # a step's output
+            [source] = [kind for kind in step_outputs if kind in uri["Get"]]
+            uri = step_outputs[source] or f"s3://{bucket}/{layout.processed}/exec-1/{channel['ChannelName']}"
+        if not uri.startswith(f"s3://{bucket}/"):
+            continue  # the source bundle, in the CDK assets bucket (the stacks' grant, tests/stacks)
+        key = f"{uri.removeprefix(f's3://{bucket}/').rstrip('/')}/validation/part-0.jsonl"
+        assert allowed(statements, "s3:GetObject", f"arn:{PARTITION}:s3:::{bucket}/{key}", {}), channel["ChannelName"]
+
+
+def test_without_a_processing_job_in_the_graph_the_pipeline_role_can_start_none(env, pipeline_role, definition):
+    """processing.tokenize_in = "fine_tune": no ValidateAndTokenize, so no CreateProcessingJob (nor Describe or
+    Stop) for the pipeline role, whatever the request; the job role writes no features under processed/."""
+    if has_step(definition, names.PREPROCESS_STEP):
+        pytest.skip("the cpu_job graph runs ValidateAndTokenize")
+    arn = JOB_ARNS[names.PREPROCESS_STEP]
+    for action in ("sagemaker:CreateProcessingJob", "sagemaker:DescribeProcessingJob", "sagemaker:StopProcessingJob"):
+        assert not allowed(pipeline_role, action, arn, {}), action
+    bucket = env.settings.bucket_name("artifacts", ACCOUNT, REGION)
+    features = f"arn:{PARTITION}:s3:::{bucket}/{env.settings.layout.processed}/exec-1/train/features.npz"
+    assert not allowed(role_statements(env.templates, "pipeline", "JobRole"), "s3:PutObject", features, {})

@@ -80,6 +80,21 @@ VALIDATION_CHANNEL = VALIDATION_SPLIT  # preprocess.py's validation features and
 MODEL_CHANNEL = "model"  # the base model (weights, config, tokenizer)
 BENCHMARK_CHANNEL = BENCHMARK_OUTPUT  # preprocess.py's benchmark features and examples (evaluation.benchmark only)
 CODE_CHANNEL = "code"  # the source bundle, under network isolation (pipeline_steps/steps/train.py)
+# processing.tokenize_in = "fine_tune": FineTune tokenizes itself, from these two channels (no feature channels).
+DATA_CHANNEL = "data"  # ClaimManifest's InputUri folder: PINNED_MANIFEST_FILE and the files it pins
+BENCHMARK_DATA_CHANNEL = "benchmark_data"  # the pinned benchmark's folder (manifest and files), as staged
+# Where one process per node writes the features it tokenized, then TOKENIZED_DONE or TOKENIZED_FAILED for the
+# node's other processes; the local runner moves it into the job's folder. Beside the downloaded channels (File mode
+# puts them on the ML storage volume, which algorithms may also use as scratch space; on NVMe instances such as
+# ml.p4d SageMaker puts the training paths on the instance storage: API_ResourceConfig VolumeSizeInGB,
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html); assumption: a folder of
+# /opt/ml/input outside data/ is on that storage too. Not uploaded: only the model, output and checkpoint folders are.
+TOKENIZED_DIR = "/opt/ml/input/tokenized"
+LOCAL_TOKENIZED_DIR_ENV = "QA_TOKENIZED_DIR"
+TOKENIZED_DONE = "tokenized.done"
+TOKENIZED_FAILED = "tokenized.failed"
+# The line FineTune prints once it has tokenized (the local runner's test reads it).
+TOKENIZED_LINE = "tokenized {examples} examples -> {features} features in {seconds:.1f} s on {processes} processes"
 
 # Seams of the local runner: environment variables that move a container path on this machine.
 LOCAL_S3_ROOT_ENV = "LOCAL_S3_ROOT"  # s3://bucket/key -> <root>/bucket/key
