@@ -147,7 +147,13 @@ def test_the_cost_guard_prices_finetune_with_the_same_figures_as_the_table():
     validation = {200: 10_822}
     name = settings.training.instance_type
     job = training_job(
-        Workload(ModelShape.from_config(BERT_LARGE), train, validation, 2.0, 8),
+        Workload(
+            ModelShape.from_config(BERT_LARGE),
+            train,
+            validation,
+            2.0,
+            costs.configured_per_device_batch(settings, name),
+        ),
         costs.hardware_facts(name)[0],
         costs.training_job_terms(settings.training.encrypt_inter_container_traffic),
         1,
