@@ -236,7 +236,7 @@ def hardware_facts(name: str, measured: tuple[str, float] | None = None) -> tupl
             **{str(n): round(bw * across, 2) for n, bw in P4D_BUSBW_GBS.items() if n > 1},
         },
         reference_batch=REFERENCE_BATCH.get(ASSUMED_LIKE.get(gpu.name, gpu.name), RECIPE_PER_DEVICE_BATCH),
-        fixed_step_seconds=fixed_step_seconds(gpu.memory_bandwidth_gbs),
+        fixed_step_seconds=round(fixed_step_seconds(gpu.memory_bandwidth_gbs), 6),
         memory_gb=gpu.memory_gb,
     )
     if measured and gpu.name.split("-")[0] in measured[0]:

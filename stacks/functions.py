@@ -37,6 +37,7 @@ FUNCTION_FILES = (
     "notification_function.py",
     "qa/__init__.py",
     "qa/cost.py",
+    "qa/memory.py",
     "qa/notifications.py",
     "qa/outputs.py",
     "qa/parameter_rules.py",
