@@ -143,8 +143,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--compile",
         type=auto_bool,
         default="auto",
-        help="torch.compile the model (auto: on a GPU when the modelled compute time pays for the compile, "
-        "qa/compile_policy.py; never on CPU)",
+        help="torch.compile the model, dynamic shapes (auto: off here; the pipeline passes true or false, decided "
+        "by qa.cost.compile_pays from the cost estimate's compute time: config/costs.py compile_hyperparameter)",
     )
     hps.add_argument(
         "--dataloader_num_workers",
