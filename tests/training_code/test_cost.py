@@ -238,7 +238,7 @@ def test_the_step_model_reproduces_the_reference_at_its_batch_and_is_slower_per_
 
 def test_fixed_step_costs_scale_with_memory_bandwidth():
     assert hardware_facts("ml.p5.48xlarge")[0].fixed_step_seconds == pytest.approx(
-        costs.FIXED_STEP_SECONDS_A100 * 1555 / 3350
+        costs.FIXED_STEP_SECONDS_A100 * 1555 / 3350, abs=1e-6
     )
 
 
@@ -260,3 +260,17 @@ def test_compile_pays_when_the_saved_compute_exceeds_the_compile_time():
     assert compile_pays(1000, 1.3, 90)  # saves 231 s
     assert not compile_pays(106, 1.3, 90)  # the reference workload on 1 x p4d: saves 24 s
     assert not compile_pays(1000, 1.0, 0.5)  # no speedup, nothing saved
+
+
+def test_the_definition_defaults_follow_the_recipe_and_compile_only_where_it_pays():
+    from config import load_settings, read_cdk_json_context
+
+    settings = load_settings(read_cdk_json_context())
+    assert costs.configured_per_device_batch(settings, "ml.p4d.24xlarge") == 32
+    assert costs.configured_per_device_batch(settings, "ml.p3.2xlarge") == 16  # V100 16 GB
+    assert costs.default_learning_rate(settings) == 4.6e-5  # 32 x 8 GPUs = the recipe's global batch of 256
+    two_nodes = settings.model_copy(update={"training": settings.training.model_copy(update={"instance_count": 2})})
+    assert costs.default_learning_rate(two_nodes) == pytest.approx(4.6e-5 * 2**0.5, rel=1e-2)
+    assert costs.compile_hyperparameter(settings) == "false"  # ~106 s of compute saves ~24 s < 90 s
+    long = settings.model_copy(update={"hyperparameters": settings.hyperparameters.model_copy(update={"epochs": 10})})
+    assert costs.compile_hyperparameter(long) == "true"
