@@ -2,6 +2,14 @@
 
     python -m bench.gpu_throughput --peak-tflops 989 [--batch 32] [--steps 30] [--compile]
     python -m bench.gpu_throughput --peak-tflops 989 --loop [--batch 16] [--steps 30]
+    python -m bench.gpu_throughput --peak-tflops 989 --compare [--steps 30] [--compile]
+
+--compare (issue 31): the old batching against the new on SQuAD-like feature lengths (bench/common.py), with a
+reference step of the same shape in the same run: old = batch 8, length-grouped, padded to a multiple of 8,
+2-D attention mask, eager; new = the auto batch of this GPU (qa/memory.py), exact-length batches padded only to
+their longest, no mask on unpadded batches, torch.compile when --compile is passed (the pipeline's "auto"
+resolves to off for the reference workload: config/costs.py compile_hyperparameter); reference = the bare model
+at the new batch on full 384-token windows with an all-ones mask. MFU counts the real (unpadded) tokens' FLOPs.
 
 The model alone: bf16 autocast, SDPA attention, fused AdamW, sequence length 384, random tokens already on
 the GPU. With --loop, the real training loop instead: training_code/train.py (Accelerate, collator, DataLoader
@@ -49,11 +57,7 @@ def training_flops_per_token(config, seq_len: int, parameters: int) -> float:
 def measure(config, batch: int, seq_len: int, steps: int, warmup: int, device: str, use_compile: bool) -> dict:
     """Time `steps` optimizer steps (after `warmup`) of QA fine-tuning on random tokens; throughput and FLOP/s."""
     import torch
-    from transformers import BertForQuestionAnswering
 
-    model = BertForQuestionAnswering(config).to(device).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-5, fused=True)
-    forward = torch.compile(model) if use_compile else model
     generator = torch.Generator(device=device).manual_seed(0)
     inputs = {
         "input_ids": torch.randint(1000, config.vocab_size, (batch, seq_len), device=device, generator=generator),
@@ -62,9 +66,23 @@ def measure(config, batch: int, seq_len: int, steps: int, warmup: int, device: s
         "start_positions": torch.randint(0, seq_len, (batch,), device=device, generator=generator),
         "end_positions": torch.randint(0, seq_len, (batch,), device=device, generator=generator),
     }
+    return measure_batches(config, [(inputs, [seq_len] * batch)], steps, warmup, device, use_compile)
+
+
+def measure_batches(
+    config, batches: list[tuple[dict, list[int]]], steps: int, warmup: int, device: str, use_compile: bool
+) -> dict:
+    """Time `steps` optimizer steps (after `warmup`) cycling through `batches` (model inputs on `device`, and the
+    real length of each row); samples/s and the FLOP/s of the real tokens."""
+    import torch
+    from transformers import BertForQuestionAnswering
+
+    model = BertForQuestionAnswering(config).to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-5, fused=True)
+    forward = torch.compile(model, dynamic=True) if use_compile else model
     synchronize = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
-    def step() -> torch.Tensor:
+    def step(inputs: dict) -> torch.Tensor:
         with torch.autocast(device.split(":")[0], dtype=torch.bfloat16):
             loss = forward(**inputs).loss
         loss.backward()
@@ -72,25 +90,76 @@ def measure(config, batch: int, seq_len: int, steps: int, warmup: int, device: s
         optimizer.zero_grad(set_to_none=True)
         return loss.detach()
 
-    for _ in range(warmup):
-        step()
+    for i in range(warmup):
+        step(batches[i % len(batches)][0])
     synchronize()
+    samples = flops = 0.0
+    in_matmuls = matmul_parameters(model)
+    tokens = 0
     started = time.perf_counter()
-    for _ in range(steps):
-        loss = step()
+    for i in range(steps):
+        inputs, lengths = batches[(warmup + i) % len(batches)]
+        loss = step(inputs)
+        samples += len(lengths)
+        tokens += sum(lengths)
+        flops += sum(n * training_flops_per_token(config, n, in_matmuls) for n in lengths)
     synchronize()
     elapsed = time.perf_counter() - started
-    samples_per_second = steps * batch / elapsed
-    tokens_per_second = samples_per_second * seq_len
-    in_matmuls = matmul_parameters(model)
-    flops_per_second = tokens_per_second * training_flops_per_token(config, seq_len, in_matmuls)
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
         "matmul_parameters": in_matmuls,
-        "samples_per_second": samples_per_second,
-        "tokens_per_second": tokens_per_second,
-        "achieved_tflops": flops_per_second / 1e12,
+        "samples_per_second": samples / elapsed,
+        "tokens_per_second": tokens / elapsed,
+        "achieved_tflops": flops / elapsed / 1e12,
         "final_loss": float(loss),
+    }
+
+
+def squad_batches(
+    config, lengths: list[int], batch: int, old: bool, device: str, count: int
+) -> list[tuple[dict, list[int]]]:
+    """`count` batches of one epoch's order over `lengths`, collated as train.py did before issue 31 (`old`:
+    sorted mega-batches, padded to a multiple of 8, 2-D mask) or does now (exact-length, mask dropped)."""
+    import torch
+    from qa.batching import DynamicPaddingCollator, LengthGroupedSampler
+
+    sampler = LengthGroupedSampler(lengths, batch * 8, seed=42, batch_size=None if old else batch)
+    collate = DynamicPaddingCollator(0, pad_to_multiple_of=8 if old else None, drop_full_mask=not old)
+    order = list(sampler)
+    generator = torch.Generator().manual_seed(0)
+    batches = []
+    for start in range(0, min(len(order), count * batch), batch):
+        rows = [lengths[i] for i in order[start : start + batch]]
+        features = [
+            {
+                "input_ids": torch.randint(1000, config.vocab_size, (n,), generator=generator).tolist(),
+                "token_type_ids": [0] * n,
+                "attention_mask": [1] * n,
+                "start_positions": n // 3,
+                "end_positions": n // 2,
+            }
+            for n in rows
+        ]
+        batches.append(({k: v.to(device) for k, v in collate(features).items()}, rows))
+    return batches
+
+
+def compare(
+    config, lengths: list[int], new_batch: int, steps: int, warmup: int, device: str, use_compile: bool
+) -> dict:
+    """Old and new batching on the same lengths, and the bare reference step at the new batch, in one run."""
+    count = steps + warmup
+    old = measure_batches(config, squad_batches(config, lengths, 8, True, device, count), steps, warmup, device, False)
+    new_batches = squad_batches(config, lengths, new_batch, False, device, count)
+    new = measure_batches(config, new_batches, steps, warmup, device, use_compile)
+    reference = measure(config, new_batch, 384 if max(lengths) >= 384 else max(lengths), steps, warmup, device, False)
+    return {
+        "old": old,
+        "new": new,
+        "reference": reference,
+        "new_batch": new_batch,
+        "mask_free_share_new": sum("attention_mask" not in b for b, _ in new_batches) / len(new_batches),
+        "speedup_samples": new["samples_per_second"] / old["samples_per_second"],
     }
 
 
@@ -125,6 +194,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--compile", action="store_true")
     parser.add_argument("--loop", action="store_true", help="time training_code/train.py instead of the bare model")
+    parser.add_argument("--compare", action="store_true", help="old vs new batching against a reference step")
     parser.add_argument("--tokenizer-dir", type=Path, help="a BERT uncased tokenizer for --loop (default: bundled)")
     args = parser.parse_args()
 
@@ -133,6 +203,9 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("error: no CUDA device (this benchmark measures one GPU)")
     torch.backends.cuda.matmul.allow_tf32 = True
+    if args.compare:
+        compare_main(args)
+        return
     if args.loop:
         from config.paths import bundled_model_dir
 
@@ -160,6 +233,38 @@ def main() -> None:
     print(table(rows, header))
     payload = {"args": vars(args), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, **result}
     print(f"saved {save(f'{GPU_THROUGHPUT_RESULT.stem}_loop' if args.loop else GPU_THROUGHPUT_RESULT.stem, payload)}")
+
+
+def compare_main(args: argparse.Namespace) -> None:
+    """--compare: the table of old, new and reference, each with its MFU; the new/old ratio."""
+    import torch
+    from qa.cost import BERT_LARGE, ModelShape
+    from qa.memory import GIB, per_device_batch
+    from qa.recipe import RECIPE_PER_DEVICE_BATCH
+
+    from bench.common import squad_like_lengths
+
+    memory_gb = torch.cuda.get_device_properties(0).total_memory / GIB
+    new_batch = per_device_batch(ModelShape.from_config(BERT_LARGE), memory_gb, args.seq_len, RECIPE_PER_DEVICE_BATCH)
+    lengths = squad_like_lengths(20_000, max_len=args.seq_len)
+    result = compare(bert_large_config(), lengths, new_batch, args.steps, args.warmup, "cuda", args.compile)
+    for name in ("old", "new", "reference"):
+        result[name]["mfu"] = result[name]["achieved_tflops"] / args.peak_tflops
+    labels = {
+        "old": ("old: 8, pad to 8, 2-D mask", 8),
+        "new": ("new: auto, exact length, no mask", new_batch),
+        "reference": ("reference: 384 tokens, ones mask", new_batch),
+    }
+    rows = []
+    for key, (label, batch) in labels.items():
+        measured = result[key]
+        rate, tflops, mfu = measured["samples_per_second"], measured["achieved_tflops"], measured["mfu"]
+        rows.append([label, batch, f"{rate:.1f}", f"{tflops:.1f}", f"{mfu:.1%}"])
+    print(table(rows, ["what", "batch", "samples/s", "TFLOP/s", "MFU"]))
+    share = result["mask_free_share_new"]
+    print(f"new / old samples/s: {result['speedup_samples']:.2f}x; new batches without a mask: {share:.0%}")
+    payload = {"args": vars(args), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, **result}
+    print(f"saved {save(f'{GPU_THROUGHPUT_RESULT.stem}_compare', payload)}")
 
 
 if __name__ == "__main__":

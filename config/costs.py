@@ -32,9 +32,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from qa.claim_validation import CLAIM_MAX_DATASET_MB, CLAIM_VALIDATION_MEMORY_MB, MEASURED_SQUAD_JSON_MB_S
-from qa.cost import BERT_LARGE, Hardware, JobTerms, cost_model_document, run_estimate
+from qa.cost import BERT_LARGE, Hardware, JobTerms, ModelShape, compile_pays, cost_model_document, run_estimate
+from qa.memory import per_device_batch
+from qa.recipe import RECIPE_PER_DEVICE_BATCH, recipe_learning_rate
 
-from config.instance_types import GPU_MODELS, instance_type
+from config.instance_types import GPU_MODELS, INSTANCE_TYPES, instance_type
 
 if TYPE_CHECKING:
     from config.settings import Settings
@@ -266,6 +268,9 @@ def hardware_facts(name: str, measured: tuple[str, float] | None = None) -> tupl
             "1": round(intra, 2),
             **{str(n): round(bw * across, 2) for n, bw in P4D_BUSBW_GBS.items() if n > 1},
         },
+        reference_batch=REFERENCE_BATCH.get(ASSUMED_LIKE.get(gpu.name, gpu.name), RECIPE_PER_DEVICE_BATCH),
+        fixed_step_seconds=round(fixed_step_seconds(gpu.memory_bandwidth_gbs), 6),
+        memory_gb=gpu.memory_gb,
     )
     if measured and gpu.name.split("-")[0] in measured[0]:
         source = f"MFU measured on {measured[0]} (bench/results/gpu_throughput.json)"
@@ -315,7 +320,73 @@ def cost_model(settings: Settings) -> dict[str, Any]:
         hps.per_device_train_batch_size,
         hps.gradient_accumulation_steps,
         gradient_bytes(hps.precision),
+        RECIPE_PER_DEVICE_BATCH,
     )
+
+
+# --- Step model and batch (issue 31) -------------------------------------------------------------------------
+# Fixed costs of one optimizer step, independent of the batch: fused AdamW 7.2 ms + gradient clipping 3.1 ms +
+# autocast's bf16 weight casts 1.5 ms for BERT-large on an A100 40 GB (bench/RESULTS.md section 6: modelled as
+# memory-bound passes over the 334 M parameters at 1.3 TB/s, its assumption A4; not measured). Other GPUs: the
+# same bytes at their memory bandwidth (config/instance_types.py), i.e. scaled by 1555 / bandwidth.
+FIXED_STEP_SECONDS_A100 = (7.2 + 3.1 + 1.5) / 1000
+FIXED_STEP_BANDWIDTH_GBS = 1555.0
+# The per-GPU batch each THROUGHPUT_REFERENCES entry was published at (their sources name it): the step model's
+# kernel efficiency is calibrated at that batch.
+REFERENCE_BATCH = {"V100": 4, "V100-32GB": 16, "A100": 32, "A100-80GB": 32}
+# torch.compile, for `hyperparameters.compile` "auto" (qa.cost.compile_pays). Both assumptions: no published
+# figure for BERT-large fine-tuning with dynamic shapes was found offline. Speedup: 1.3x, below the ~1.4x
+# average training speedup PyTorch's 2.0 announcement reports for its benchmark suites on A100 with AMP
+# (https://pytorch.org/get-started/pytorch-2.0/, not re-fetched in this session). Compile time: 90 s for the
+# forward and backward graphs of a 24-layer encoder with dynamic=True on one GPU (each rank compiles).
+COMPILE_SPEEDUP = 1.3
+COMPILE_SECONDS = 90.0
+
+
+def fixed_step_seconds(memory_bandwidth_gbs: float | None) -> float:
+    """The fixed per-step costs on a GPU of this memory bandwidth (the A100's figure when it is unknown)."""
+    return FIXED_STEP_SECONDS_A100 * FIXED_STEP_BANDWIDTH_GBS / (memory_bandwidth_gbs or FIXED_STEP_BANDWIDTH_GBS)
+
+
+def configured_per_device_batch(settings: Settings, name: str) -> int:
+    """The per-device batch a job on `name` trains with: the configured number, or "auto" sized by qa/memory.py
+    for the configured model (its shape known offline, else the recipe's 32 is assumed) at max_seq_length."""
+    hps = settings.hyperparameters
+    if hps.per_device_train_batch_size != "auto":
+        return hps.per_device_train_batch_size
+    facts = INSTANCE_TYPES.get(name)  # an unknown type is refused by the settings validation, not here
+    gpu = facts.gpu if facts else None
+    shape = KNOWN_SHAPES.get(settings.model.base_model)
+    if gpu is None or shape is None:
+        return RECIPE_PER_DEVICE_BATCH
+    activation_bytes = gradient_bytes(hps.precision)
+    model = ModelShape.from_config(shape)
+    return per_device_batch(model, gpu.memory_gb, hps.max_seq_length, RECIPE_PER_DEVICE_BATCH, activation_bytes)
+
+
+def default_learning_rate(settings: Settings) -> float:
+    """The LearningRate parameter's default: the configured number, or for "auto" the recipe's (qa/recipe.py) for
+    the configured global batch (auto batch x GPUs x instances x accumulation; 1 x p4d: 32 x 8 = 256, 4.6e-5)."""
+    hps, training = settings.hyperparameters, settings.training
+    if hps.learning_rate != "auto":
+        return hps.learning_rate
+    facts = INSTANCE_TYPES.get(training.instance_type)
+    gpus = max(1, facts.gpus if facts else 1)
+    batch = configured_per_device_batch(settings, training.instance_type)
+    return recipe_learning_rate(batch * gpus * training.instance_count * hps.gradient_accumulation_steps)
+
+
+def compile_hyperparameter(settings: Settings) -> str:
+    """train.py's --compile: the configured true/false, or for "auto" whether compiling pays for itself on the
+    configured instances for the reference workload (its modelled training seconds); "false" when that cannot
+    be estimated offline (model shape unknown)."""
+    configured = settings.hyperparameters.compile
+    if configured != "auto":
+        return "true" if configured else "false"
+    if settings.model.base_model not in KNOWN_SHAPES:
+        return "false"
+    seconds = reference_estimate(settings)["training_seconds"]
+    return "true" if compile_pays(seconds, COMPILE_SPEEDUP, COMPILE_SECONDS) else "false"
 
 
 # --- The reference workload: what `make estimate` prices without a DATASET, and what the default cost ceiling
@@ -351,10 +422,15 @@ def reference_training_usd(settings: Settings) -> float:
     """The cost guard's estimate (qa.cost.run_estimate, as EstimateTrainingCost computes it) of FineTune on the
     configured choice (training.instance_type x instance_count, hyperparameters.epochs) for the reference workload,
     SQuAD v1.1 on the configured base model. KeyError when that model's shape is not known offline."""
+    return float(reference_estimate(settings)["training_on_demand_usd"])
+
+
+def reference_estimate(settings: Settings) -> dict:
+    """qa.cost.run_estimate of the reference workload on the configured choice (see reference_training_usd)."""
     if settings.model.base_model not in KNOWN_SHAPES:
         raise KeyError(settings.model.base_model)
     hps, training = settings.hyperparameters, settings.training
-    estimate = run_estimate(
+    return run_estimate(
         cost_model(settings),
         KNOWN_SHAPES[settings.model.base_model],
         squad_lengths(SQUAD_TRAIN_FEATURES, SQUAD_TRAIN_EXAMPLES, hps.max_seq_length, padded=False),
@@ -363,4 +439,3 @@ def reference_training_usd(settings: Settings) -> float:
         training.instance_count,
         hps.epochs,
     )
-    return float(estimate["training_on_demand_usd"])

@@ -21,7 +21,9 @@ Sources (checked 2026-11-30):
   T4 65 (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf),
   A100 312 (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf),
   H100 SXM 989 (https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet). The A10G of
-  G5 is an AWS-specific part whose dense tensor peak NVIDIA does not publish: left unknown.
+  G5 is an AWS-specific part whose dense tensor peak NVIDIA does not publish: left unknown. Memory bandwidth
+  (GB/s, the same data sheets): V100 SXM2 900, T4 320, A100 40GB SXM 1555, A100 80GB SXM 2039, H100 SXM 3350;
+  the A10G's: not published by NVIDIA, left unknown (issue 31's step model scales fixed per-step costs by it).
   GPU memory per GPU and GPU model per instance: https://aws.amazon.com/ec2/instance-types/p3/,
   https://aws.amazon.com/ec2/instance-types/p4/, https://aws.amazon.com/ec2/instance-types/p5/,
   https://aws.amazon.com/ec2/instance-types/g4/, https://aws.amazon.com/ec2/instance-types/g5/.
@@ -44,23 +46,25 @@ BF16_ARCHITECTURES = frozenset({"ampere", "hopper"})
 
 @dataclass(frozen=True)
 class GpuModel:
-    """One GPU model: its memory and its peak dense fp16/bf16 tensor throughput (None: not published)."""
+    """One GPU model: its memory, its peak dense fp16/bf16 tensor throughput and memory bandwidth (None: not
+    published)."""
 
     name: str
     memory_gb: int
     peak_dense_tflops: float | None
+    memory_bandwidth_gbs: float | None = None
 
 
 GPU_MODELS: dict[str, GpuModel] = {
     gpu.name: gpu
     for gpu in (
-        GpuModel("V100", 16, 125.0),
-        GpuModel("V100-32GB", 32, 125.0),
-        GpuModel("T4", 16, 65.0),
+        GpuModel("V100", 16, 125.0, 900.0),
+        GpuModel("V100-32GB", 32, 125.0, 900.0),
+        GpuModel("T4", 16, 65.0, 320.0),
         GpuModel("A10G", 24, None),
-        GpuModel("A100", 40, 312.0),
-        GpuModel("A100-80GB", 80, 312.0),
-        GpuModel("H100", 80, 989.0),
+        GpuModel("A100", 40, 312.0, 1555.0),
+        GpuModel("A100-80GB", 80, 312.0, 2039.0),
+        GpuModel("H100", 80, 989.0, 3350.0),
     )
 }
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from qa import benchmark as benchmark_files
@@ -18,6 +18,7 @@ from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_
 from config.costs import (
     KNOWN_SHAPES,
     TRAINING_USD_PER_HOUR,
+    default_learning_rate,
     hardware_facts,
     reference_training_usd,
     young_daly_minutes,
@@ -144,14 +145,20 @@ class HyperParameters(StrictModel):
     """What the training script receives (names match its command-line flags)."""
 
     epochs: float = Field(2.0, gt=0)
-    learning_rate: float = Field(3e-5, gt=0, lt=1)
-    per_device_train_batch_size: int = Field(8, gt=0)
+    # "auto" (issue 31): batch per GPU from the memory model of the job's GPU (training_code/qa/memory.py, up to
+    # the recipe's 32; 8 on CPU), learning rate and warm-up of NVIDIA's published SQuAD recipe for the global
+    # batch (training_code/qa/recipe.py; CPU runs keep 3e-5 and 0.1). A number overrides.
+    learning_rate: Annotated[float, Field(gt=0, lt=1)] | Literal["auto"] = "auto"
+    per_device_train_batch_size: Annotated[int, Field(gt=0)] | Literal["auto"] = "auto"
     per_device_eval_batch_size: int = Field(32, gt=0)
     gradient_accumulation_steps: int = Field(1, gt=0)
     max_seq_length: int = Field(384, ge=32, le=4096)
     doc_stride: int = Field(128, gt=0)
     precision: Literal["bf16", "fp16", "no"] = "bf16"
-    warmup_ratio: float = Field(0.1, ge=0, lt=1)
+    warmup_ratio: Annotated[float, Field(ge=0, lt=1)] | Literal["auto"] = "auto"
+    # torch.compile in FineTune; "auto": on when the estimate's compute time pays for the compile
+    # (config/costs.py compile_hyperparameter).
+    compile: bool | Literal["auto"] = "auto"
     weight_decay: float = Field(0.01, ge=0)
     max_grad_norm: float = Field(1.0, gt=0)
     seed: int = 42
@@ -505,7 +512,7 @@ class Settings(StrictModel):
                 ("training.instance_count", training.instance_count, "training.max_instance_count",
                  training.max_instance_count),
                 ("hyperparameters.epochs", hps.epochs, "limits.max_epochs", limits.max_epochs),
-                ("hyperparameters.learning_rate", hps.learning_rate, "limits.max_learning_rate",
+                ("hyperparameters.learning_rate", default_learning_rate(self), "limits.max_learning_rate",
                  limits.max_learning_rate),
             )
             if value > bound

@@ -8,6 +8,7 @@ from qa.outputs import MANIFEST_VERSION_UNSET, UPLOADED_BY_UNSET
 from sagemaker.workflow.parameters import ParameterFloat, ParameterInteger, ParameterString
 
 from config import Settings
+from config.costs import default_learning_rate
 from config.layout import DatasetLayout
 from config.paths import SAMPLE_DATASET_NAME, SAMPLE_DATASET_VERSION
 from pipeline_steps import names
@@ -52,7 +53,7 @@ def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket:
             names.TRAINING_INSTANCE_COUNT, default_value=settings.training.instance_count
         ),
         epochs=ParameterFloat(names.EPOCHS, default_value=settings.hyperparameters.epochs),
-        learning_rate=ParameterFloat(names.LEARNING_RATE, default_value=settings.hyperparameters.learning_rate),
+        learning_rate=ParameterFloat(names.LEARNING_RATE, default_value=default_learning_rate(settings)),
         f1_threshold=ParameterFloat(names.F1_THRESHOLD, default_value=settings.evaluation.f1_threshold),
         model_approval_status=ParameterString(
             names.MODEL_APPROVAL_STATUS,

@@ -42,6 +42,7 @@ FUNCTION_FILES = (
     "qa/cost.py",
     "qa/data.py",
     "qa/features.py",
+    "qa/memory.py",
     "qa/notifications.py",
     "qa/outputs.py",
     "qa/parameter_rules.py",

@@ -468,7 +468,8 @@ def report(args: argparse.Namespace) -> int:
         train_lengths=train,
         validation_lengths=validation,
         epochs=args.epochs or hps.epochs,
-        per_device_batch=args.per_device_batch or hps.per_device_train_batch_size,
+        per_device_batch=args.per_device_batch
+        or c.configured_per_device_batch(settings, settings.training.instance_type),
         gradient_accumulation_steps=hps.gradient_accumulation_steps,
         gradient_bytes=c.gradient_bytes(hps.precision),
     )

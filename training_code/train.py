@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 from qa import node_features
-from qa.cli import channel_path, env_path, number, setup_logging, str2bool
+from qa.cli import auto_bool, channel_path, env_path, number, or_auto, setup_logging, str2bool
 from qa.distributed import prepare_environment, request_nccl_debug, unusable_gpus_error
 from qa.outputs import (
     BENCHMARK_CHANNEL,
@@ -113,14 +113,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     hps.add_argument(
         "--max_steps", type=number(int, 1, also=(-1,)), default=-1, help="stop after N optimizer steps (-1: epochs)"
     )
-    hps.add_argument("--learning_rate", type=number(float, 0, low_exclusive=True), default=3e-5)
-    hps.add_argument("--per_device_train_batch_size", type=number(int, 1), default=8)
+    hps.add_argument(
+        "--learning_rate",
+        type=or_auto(number(float, 0, low_exclusive=True)),
+        default="auto",
+        help="auto: the published recipe's for the global batch on GPUs (qa/recipe.py), 3e-5 on CPU",
+    )
+    hps.add_argument(
+        "--per_device_train_batch_size",
+        type=or_auto(number(int, 1)),
+        default="auto",
+        help="auto: the largest power of two up to the recipe's 32 that fits this GPU (qa/memory.py); 8 on CPU",
+    )
     hps.add_argument("--gradient_accumulation_steps", type=number(int, 1), default=1)
     hps.add_argument(
         "--eval_batch_size", type=number(int, 1), default=32, help="validation features per forward pass and process"
     )
     hps.add_argument("--precision", choices=("bf16", "fp16", "no"), default="bf16")
-    hps.add_argument("--warmup_ratio", type=number(float, 0, 1), default=0.1)
+    hps.add_argument(
+        "--warmup_ratio",
+        type=or_auto(number(float, 0, 1)),
+        default="auto",
+        help="auto: the recipe's 0.2 on GPUs, 0.1 on CPU",
+    )
     hps.add_argument("--weight_decay", type=number(float, 0), default=0.01)
     hps.add_argument("--max_grad_norm", type=number(float, 0, low_exclusive=True), default=1.0)
     hps.add_argument("--seed", type=int, default=42)
@@ -147,6 +162,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "checkpoint; 0: never (SIGTERM is then not caught and --checkpoint_minutes is ignored)",
     )
     hps.add_argument("--group_by_length", type=str2bool, default=True)
+    hps.add_argument(
+        "--compile",
+        type=auto_bool,
+        default="auto",
+        help="torch.compile the model, dynamic shapes (auto: off here; the pipeline passes true or false, decided "
+        "by qa.cost.compile_pays from the cost estimate's compute time: config/costs.py compile_hyperparameter)",
+    )
     hps.add_argument(
         "--dataloader_num_workers",
         type=number(int, -1),

@@ -42,6 +42,7 @@ from sagemaker.inputs import TrainingInput
 from sagemaker.workflow.lambda_step import LambdaStep
 from sagemaker.workflow.steps import ProcessingStep, TrainingStep
 
+from config.costs import compile_hyperparameter
 from pipeline_steps import names
 from pipeline_steps.steps import claim
 from pipeline_steps.steps.context import (
@@ -124,7 +125,8 @@ def _training_hyperparameters(ctx: BuildContext) -> dict[str, Any]:
         "eval_batch_size": hps.per_device_eval_batch_size,
         "gradient_accumulation_steps": hps.gradient_accumulation_steps,
         "precision": hps.precision,
-        "warmup_ratio": hps.warmup_ratio,
+        "warmup_ratio": hps.warmup_ratio,  # "auto": train.py picks the recipe's (GPU) or 0.1 (CPU)
+        "compile": compile_hyperparameter(ctx.settings),
         "weight_decay": hps.weight_decay,
         "max_grad_norm": hps.max_grad_norm,
         "seed": hps.seed,

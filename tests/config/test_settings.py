@@ -76,7 +76,10 @@ def test_unknown_environment_names_the_known_ones(cdk_context):
         ({"training.keep_alive_seconds": "3601"}, r"keep_alive_seconds: Input should be less than or equal to 3600"),
         ({"training.keep_alive_seconds": "-1"}, r"keep_alive_seconds: Input should be greater than or equal to 0"),
         ({"training.instance_count": "0"}, r"training\.instance_count: Input should be greater than 0"),
-        ({"hyperparameters.per_device_train_batch_size": "-1"}, r"per_device_train_batch_size: Input should be"),
+        (
+            {"hyperparameters.per_device_train_batch_size": "-1"},
+            r"per_device_train_batch_size\S*: Input should be greater than 0",
+        ),
         ({"hyperparameters.epochs": "0"}, r"hyperparameters\.epochs: Input should be greater than 0"),
         ({"training.volume_size_gb": "0"}, r"training\.volume_size_gb: Input should be greater than 0"),
         ({"hyperparameters.doc_stride": "300"}, r"doc_stride \(300\) must be below half of max_seq_length"),

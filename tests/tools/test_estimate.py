@@ -152,7 +152,13 @@ def test_the_cost_guard_prices_finetune_with_the_same_figures_as_the_table():
     validation = {200: 10_822}
     name = settings.training.instance_type
     job = training_job(
-        Workload(ModelShape.from_config(BERT_LARGE), train, validation, 2.0, 8),
+        Workload(
+            ModelShape.from_config(BERT_LARGE),
+            train,
+            validation,
+            2.0,
+            costs.configured_per_device_batch(settings, name),
+        ),
         costs.hardware_facts(name)[0],
         costs.training_job_terms(settings.training.encrypt_inter_container_traffic),
         1,
@@ -188,7 +194,7 @@ def scenario():
         squad_lengths(SQUAD_TRAIN_FEATURES, SQUAD_TRAIN_EXAMPLES, hps.max_seq_length, padded=False),
         squad_lengths(SQUAD_VALIDATION_FEATURES, SQUAD_VALIDATION_EXAMPLES, hps.max_seq_length, padded=False),
         hps.epochs,
-        hps.per_device_train_batch_size,
+        costs.configured_per_device_batch(settings, settings.training.instance_type),
     )
     terms = costs.training_job_terms(settings.training.encrypt_inter_container_traffic)
     examples = SQUAD_TRAIN_EXAMPLES + SQUAD_VALIDATION_EXAMPLES
@@ -347,7 +353,10 @@ def test_two_nodes_pay_exactly_between_the_computed_sizes(scenario):
 
     deadline = scenario.settings.training.deadline_minutes * 60
     line = two_node_break_even(scenario, P4D, "fine_tune", deadline)
-    assert "global batch 64 -> 128, inter-container traffic encryption on" in line
+    from config.costs import configured_per_device_batch
+
+    per_node = configured_per_device_batch(scenario.settings, P4D) * 8  # 8 A100s per p4d
+    assert f"global batch {per_node} -> {2 * per_node}, inter-container traffic encryption on" in line
     one, two = (float(n.replace(",", "")) for n in re.findall(r"([0-9,]+) training examples", line))
     assert one < two
 

@@ -162,3 +162,57 @@ def test_transformers_without_masking_utils_keeps_the_2d_mask(tiny_model_dir):
 
     model = AutoModelForQuestionAnswering.from_pretrained(str(tiny_model_dir))
     assert model.config._attn_implementation == "sdpa" and not builds_sdpa_masks(model)
+
+
+def exact_length_batches(lengths: list[int], batch: int, epoch: int, seed: int = 1) -> list[list[int]]:
+    sampler = LengthGroupedSampler(lengths, group_size=4 * batch, seed=seed, batch_size=batch)
+    sampler.set_epoch(epoch)
+    order = list(sampler)
+    return [order[i : i + batch] for i in range(0, len(order), batch)]
+
+
+def test_exact_length_grouping_fills_whole_batches_of_one_length_and_keeps_every_feature():
+    rng = random.Random(0)
+    lengths = [rng.choice([384, 200, 150, 120]) if rng.random() < 0.6 else rng.randint(40, 383) for _ in range(2000)]
+    batches = exact_length_batches(lengths, 8, epoch=0)
+    assert sorted(i for b in batches for i in b) == list(range(2000))
+    assert all(len(b) == 8 for b in batches[:-1])
+    one_length = sum(len({lengths[i] for i in b}) == 1 for b in batches)
+    before = LengthGroupedSampler(lengths, group_size=32, seed=1)
+    order = list(before)
+    grouped = [order[i : i + 8] for i in range(0, len(order), 8)]
+    assert one_length > sum(len({lengths[i] for i in b}) == 1 for b in grouped)  # sorting splits some runs
+
+
+def test_exact_length_batches_change_per_epoch_and_repeat_for_the_same_seed_and_epoch():
+    lengths = [random.Random(i).choice([100, 120, 140]) for i in range(400)]
+    first, again, second = (exact_length_batches(lengths, 8, e) for e in (0, 0, 1))
+    assert first == again  # every rank draws the same order; a resumed run replays it
+    assert len({frozenset(b) for b in first} & {frozenset(b) for b in second}) < len(first) // 4
+
+
+def test_exact_length_grouping_needs_a_group_of_whole_batches():
+    with pytest.raises(ValueError, match="group_size 12 must be a multiple of batch_size 8"):
+        LengthGroupedSampler([10] * 20, group_size=12, seed=0, batch_size=8)
+
+
+def test_collator_drops_the_mask_of_a_batch_without_padding_only():
+    collate = DynamicPaddingCollator(0, drop_full_mask=True)
+    same = [{"input_ids": [5, 6, 7], "attention_mask": [1, 1, 1]}] * 2
+    mixed = [*same, {"input_ids": [5], "attention_mask": [1]}]
+    assert "attention_mask" not in collate(same)
+    assert collate(mixed)["attention_mask"].tolist() == [[1, 1, 1], [1, 1, 1], [1, 0, 0]]
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_bert_without_an_attention_mask_gives_the_logits_of_an_all_ones_mask(tiny_model_dir, attention):
+    """What dropping the mask of an unpadded batch relies on: no mask means every token attends."""
+    from transformers import AutoModelForQuestionAnswering
+
+    model = AutoModelForQuestionAnswering.from_pretrained(str(tiny_model_dir), attn_implementation=attention).eval()
+    ids = torch.randint(1000, 2000, (3, 17), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        masked = model(input_ids=ids, attention_mask=torch.ones_like(ids))
+        unmasked = model(input_ids=ids)
+    assert torch.equal(masked.start_logits, unmasked.start_logits)
+    assert torch.equal(masked.end_logits, unmasked.end_logits)

@@ -148,8 +148,10 @@ def test_a_measured_mfu_replaces_the_published_figure_only_for_its_own_gpu():
 
 
 def test_run_estimate_grows_with_epochs_and_nodes_and_names_a_missing_job_model():
+    lengths = {200: 20_000}, {200: 100}  # enough compute for an epoch to show in cents
+
     def usd(name: str, count: int, epochs: float) -> float:
-        return run_estimate(cost_model(), BERT_LARGE, *LENGTHS, name, count, epochs)["training_on_demand_usd"]
+        return run_estimate(cost_model(), BERT_LARGE, *lengths, name, count, epochs)["training_on_demand_usd"]
 
     one, two_epochs, two_nodes = (
         usd("ml.p4d.24xlarge", 1, 1.0),
@@ -212,3 +214,63 @@ def test_distilbert_field_names_size_the_model_and_a_config_without_them_names_t
     assert ModelShape.from_config(distilbert) == ModelShape.from_config(bert_like)
     with pytest.raises(ValueError, match="has none of num_hidden_layers, n_layers"):
         ModelShape.from_config({"hidden_size": 768, "intermediate_size": 3072, "vocab_size": 30522})
+
+
+def test_the_step_model_reproduces_the_reference_at_its_batch_and_is_slower_per_sample_below_it():
+    """Kernel efficiency calibrated on NVIDIA's 110.5 sequences/s at batch 32 x 384 tokens (config/costs.py), plus
+    fixed per-step costs: batch 32 reproduces the reference MFU, batch 8 models less."""
+    hardware = p4d()
+    assert hardware.fixed_step_seconds == pytest.approx(costs.FIXED_STEP_SECONDS_A100)
+
+    def full_windows(batch: int) -> Workload:
+        return Workload(ModelShape.from_config(BERT_LARGE), {384: 10_000}, {384: 10}, 1.0, batch)
+
+    at_32, at_8 = (step_time(full_windows(b), hardware, TERMS, 1) for b in (32, 8))
+    # compute: one GPU's step; the 8 GPUs of a p4d add the exposed all-reduce on top
+    assert at_32.compute == pytest.approx(32 / costs.THROUGHPUT_REFERENCES["A100"].sequences_per_second, rel=1e-9)
+    assert at_32.mfu == pytest.approx(hardware.utilisation * at_32.efficiency, rel=1e-9)
+    assert at_8.mfu < at_32.mfu
+    assert at_8.compute / 8 > at_32.compute / 32  # per sample: the fixed costs weigh 4x more
+    assert at_8.compute - hardware.fixed_step_seconds == pytest.approx(
+        (at_32.compute - hardware.fixed_step_seconds) / 4
+    )
+
+
+def test_fixed_step_costs_scale_with_memory_bandwidth():
+    assert hardware_facts("ml.p5.48xlarge")[0].fixed_step_seconds == pytest.approx(
+        costs.FIXED_STEP_SECONDS_A100 * 1555 / 3350, abs=1e-6
+    )
+
+
+def test_an_auto_batch_is_sized_per_instance_type_by_the_memory_model():
+    """The cost guard resolves "auto" per type with qa/memory.py, as train.py does on the GPU itself."""
+    auto = cost_model_document([p4d(), hardware_facts("ml.p3.2xlarge")[0]], TERMS, "auto", 1, 2, 32)
+    lengths = {384: 20_000}, {384: 100}
+    p4d_auto = run_estimate(auto, BERT_LARGE, *lengths, "ml.p4d.24xlarge", 1, 1.0)
+    p4d_8 = run_estimate(cost_model(), BERT_LARGE, *lengths, "ml.p4d.24xlarge", 1, 1.0)
+    assert p4d_auto["mfu"] > p4d_8["mfu"]  # batch 32 on the A100 40 GB
+    assert p4d_auto["training_seconds"] < p4d_8["training_seconds"]
+    v100 = run_estimate(auto, BERT_LARGE, *lengths, "ml.p3.2xlarge", 1, 1.0)
+    assert v100["training_on_demand_usd"] > 0  # 16 GB: batch 16 (tests/training_code/test_memory.py)
+
+
+def test_compile_pays_when_the_saved_compute_exceeds_the_compile_time():
+    from qa.cost import compile_pays
+
+    assert compile_pays(1000, 1.3, 90)  # saves 231 s
+    assert not compile_pays(106, 1.3, 90)  # the reference workload on 1 x p4d: saves 24 s
+    assert not compile_pays(1000, 1.0, 0.5)  # no speedup, nothing saved
+
+
+def test_the_definition_defaults_follow_the_recipe_and_compile_only_where_it_pays():
+    from config import load_settings, read_cdk_json_context
+
+    settings = load_settings(read_cdk_json_context())
+    assert costs.configured_per_device_batch(settings, "ml.p4d.24xlarge") == 32
+    assert costs.configured_per_device_batch(settings, "ml.p3.2xlarge") == 16  # V100 16 GB
+    assert costs.default_learning_rate(settings) == 4.6e-5  # 32 x 8 GPUs = the recipe's global batch of 256
+    two_nodes = settings.model_copy(update={"training": settings.training.model_copy(update={"instance_count": 2})})
+    assert costs.default_learning_rate(two_nodes) == pytest.approx(4.6e-5 * 2**0.5, rel=1e-2)
+    assert costs.compile_hyperparameter(settings) == "false"  # ~106 s of compute saves ~24 s < 90 s
+    long = settings.model_copy(update={"hyperparameters": settings.hyperparameters.model_copy(update={"epochs": 10})})
+    assert costs.compile_hyperparameter(long) == "true"

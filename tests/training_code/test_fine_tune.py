@@ -216,3 +216,39 @@ def test_evaluation_scores_in_float32_as_the_endpoint_serves_and_training_keeps_
     labels = torch.zeros(4, dtype=torch.long)
     accelerator.backward(prepared(**batch, start_positions=labels, end_positions=labels).loss)
     assert set(head_dtypes) == {torch.bfloat16}
+
+
+@pytest.mark.parametrize(("flag", "compiled"), [("true", True), ("auto", False), ("false", False)])
+def test_the_compile_flag_reaches_torch_compile_and_auto_resolves_to_the_cpu_values(
+    flag, compiled, tiny_model_dir, sample_features, tmp_path, monkeypatch
+):
+    """--compile true wraps the model in torch.compile (dynamic shapes: exact-length batches vary in length);
+    auto in train.py alone stays off (the pipeline resolves auto from the estimate). On CPU the "auto" batch,
+    learning rate and warm-up are the demo's 8, 3e-5 and 0.1."""
+    import train
+
+    calls: list[dict] = []
+
+    def fake_compile(model, **kwargs):
+        calls.append(kwargs)
+        return model
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    args = train.parse_args(
+        [
+            "--model_name_or_path", str(tiny_model_dir),
+            "--train_dir", str(sample_features / "train"),
+            "--validation_dir", str(tmp_path / "none"),
+            "--benchmark_dir", str(tmp_path / "none"),
+            "--tensorboard_dir", str(tmp_path / "tb"),
+            "--checkpoint_dir", str(tmp_path / "ckpt"),
+            "--compile", flag,
+        ]
+    )  # fmt: skip
+    try:
+        run = fine_tune.build(args)
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+    assert run is not None
+    assert calls == ([{"dynamic": True}] if compiled else [])
+    assert (args.per_device_train_batch_size, args.learning_rate, args.warmup_ratio) == (8, 3e-5, 0.1)

@@ -39,15 +39,28 @@ class LengthGroupedSampler(torch.utils.data.Sampler[int]):
     Indices are shuffled per epoch with (seed, epoch), cut into mega-batches of up to `group_size * 50`, and
     each mega-batch is sorted by length, longest first. Small datasets get smaller mega-batches (at least four
     per epoch), so batches still change from epoch to epoch instead of being one global sort. The order
-    depends only on (seed, epoch), so a resumed run replays the same batches.
+    depends only on (seed, epoch), so a resumed run replays the same batches, and every rank draws the same
+    order (Accelerate then deals the batches out across ranks).
+
+    `batch_size` (the loader's per-device batch): exact-length grouping. Inside each mega-batch, features of
+    exactly the same length fill whole batches first; the rest, sorted by length, fill the remaining batches
+    (each padded to its own longest). The batches are then ordered longest first, a short last batch at the
+    end, so the loader's consecutive `batch_size` slices are exactly these batches. A batch of one length needs
+    no padding and so no attention mask (DynamicPaddingCollator `drop_full_mask`), which lets SDPA take its
+    flash kernel. `group_size` must be a multiple of `batch_size` (the global batch is).
     """
 
-    def __init__(self, lengths: Sequence[int], group_size: int, seed: int, shuffle: bool = True) -> None:
+    def __init__(
+        self, lengths: Sequence[int], group_size: int, seed: int, shuffle: bool = True, batch_size: int | None = None
+    ) -> None:
         self.lengths = list(lengths)
         group_size = max(1, group_size)
+        if batch_size is not None and group_size % batch_size:
+            raise ValueError(f"group_size {group_size} must be a multiple of batch_size {batch_size}")
         self.megabatch = group_size * min(50, max(1, len(self.lengths) // (4 * group_size)))
         self.seed = seed
         self.shuffle = shuffle
+        self.batch_size = batch_size
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -65,7 +78,26 @@ class LengthGroupedSampler(torch.utils.data.Sampler[int]):
         )
         for start in range(0, len(order), self.megabatch):
             chunk = order[start : start + self.megabatch]
-            yield from sorted(chunk, key=lambda i: self.lengths[i], reverse=True)
+            if self.batch_size is None:
+                yield from sorted(chunk, key=lambda i: self.lengths[i], reverse=True)
+            else:
+                for batch in self.exact_length_batches(chunk, self.batch_size):
+                    yield from batch
+
+    def exact_length_batches(self, chunk: list[int], size: int) -> list[list[int]]:
+        """`chunk` cut into batches of `size`: whole batches of one length first, then the rest by length."""
+        by_length: dict[int, list[int]] = {}
+        for index in chunk:  # in shuffled order: which features share a batch changes per epoch
+            by_length.setdefault(self.lengths[index], []).append(index)
+        batches, rest = [], []
+        for same in by_length.values():
+            whole = len(same) - len(same) % size
+            batches += [same[i : i + size] for i in range(0, whole, size)]
+            rest += same[whole:]
+        rest.sort(key=lambda i: self.lengths[i], reverse=True)
+        batches += [rest[i : i + size] for i in range(0, len(rest), size)]
+        full = sorted((b for b in batches if len(b) == size), key=lambda b: self.lengths[b[0]], reverse=True)
+        return full + [b for b in batches if len(b) < size]  # at most one short batch: the chunk's last
 
 
 class DynamicPaddingCollator:
@@ -82,6 +114,10 @@ class DynamicPaddingCollator:
     a host sync in every forward pass) and then drops the mask or expands it. The collator knows the answer
     on the host: no mask when the batch has no padding, else the 4-D boolean key mask, which masking_utils
     passes through unchanged. Same attention, no sync.
+
+    `drop_full_mask` (any model): no attention mask at all for a batch without padding; BERT-style models then
+    attend to every token, as with an all-ones mask (tested), and SDPA may take its flash kernel, which takes
+    no mask. Batches with padding keep the 2-D mask.
     """
 
     def __init__(
@@ -91,6 +127,7 @@ class DynamicPaddingCollator:
         padding_side: str = "right",
         pad_token_type_id: int = 0,
         sdpa_masks: bool = False,
+        drop_full_mask: bool = False,
     ) -> None:
         if padding_side not in ("right", "left"):
             raise ValueError(f"padding_side must be 'right' or 'left', not {padding_side!r}")
@@ -98,10 +135,15 @@ class DynamicPaddingCollator:
         self.multiple = pad_to_multiple_of or 1
         self.left = padding_side == "left"
         self.sdpa_masks = sdpa_masks
+        self.drop_full_mask = drop_full_mask
 
     @classmethod
     def for_tokenizer(
-        cls, tokenizer: Any, pad_to_multiple_of: int | None = None, sdpa_masks: bool = False
+        cls,
+        tokenizer: Any,
+        pad_to_multiple_of: int | None = None,
+        sdpa_masks: bool = False,
+        drop_full_mask: bool = False,
     ) -> DynamicPaddingCollator:
         if tokenizer.pad_token_id is None:
             raise ValueError(
@@ -109,7 +151,12 @@ class DynamicPaddingCollator:
                 "padded. Use an encoder whose tokenizer defines one (BERT, RoBERTa, DeBERTa, ELECTRA all do)."
             )
         return cls(
-            tokenizer.pad_token_id, pad_to_multiple_of, tokenizer.padding_side, tokenizer.pad_token_type_id, sdpa_masks
+            tokenizer.pad_token_id,
+            pad_to_multiple_of,
+            tokenizer.padding_side,
+            tokenizer.pad_token_type_id,
+            sdpa_masks,
+            drop_full_mask,
         )
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
@@ -128,9 +175,12 @@ class DynamicPaddingCollator:
             for row, sequence in enumerate(values):
                 array[row, self.tokens(len(sequence), width)] = sequence
             batch[name] = torch.from_numpy(array)
-        if self.sdpa_masks and "attention_mask" in batch:
+        padded = bool((lengths < width).any())
+        if self.drop_full_mask and not padded:
+            batch.pop("attention_mask", None)
+        elif self.sdpa_masks and "attention_mask" in batch:
             batch.pop("attention_mask")
-            if (lengths < width).any():  # decided here, on the host, from the lengths
+            if padded:  # decided here, on the host, from the lengths
                 batch["attention_mask"] = torch.from_numpy(self.key_mask(lengths, width))
         return batch
 

@@ -55,6 +55,20 @@ def number(
     return parse
 
 
+def or_auto(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type: "auto" (resolved later, for the device the job runs on) or what `parse` accepts."""
+
+    def parse_or_auto(text: str) -> Any:
+        return "auto" if text.strip().lower() == "auto" else parse(text)
+
+    return parse_or_auto
+
+
+def auto_bool(text: str) -> bool | str:
+    """ "auto", true or false (an explicit boolean, as SageMaker passes them)."""
+    return or_auto(str2bool)(text)
+
+
 def env_path(name: str, default: str) -> str:
     """A path from a SageMaker variable (SM_MODEL_DIR, SM_CHANNEL_TRAIN, ...) or the container default."""
     return os.environ.get(name, default)

@@ -10,7 +10,11 @@ TrainingStartTime and TrainingEndTime", per instance: BillableTimeInSeconds x In
     provisioning (Starting, not billed) | image pull + input download + container/script start + compute +
     evaluation + model archive upload (billed, on every instance)
 
-Compute: training FLOPs / (GPUs x peak dense FLOP/s x MFU x data-parallel efficiency).
+Compute, per optimizer step on one GPU: batch x FLOPs per feature / (peak dense FLOP/s x kernel efficiency)
+plus the step's fixed costs (optimizer, gradient clipping, autocast's weight casts: memory-bound, independent
+of the batch), over (GPUs x data-parallel efficiency). The kernel efficiency is calibrated so that the published
+throughput reference (BERT-large, 384 tokens, at the reference's own batch) is reproduced exactly: a smaller
+batch then spends a larger share of its step on the fixed costs, and models a lower MFU.
 - Training FLOPs per token: 6 x matmul parameters (forward + backward) plus attention scores and values,
   12 x layers x hidden x sequence length (Chowdhery et al. 2022, "PaLM", appendix B: 6N + 12LHQT), summed over
   the real length histogram (dynamic padding: each batch is padded to its own longest feature only).
@@ -142,8 +146,11 @@ class Hardware:
     peak_tflops: float  # per GPU, dense fp16/bf16
     usd_per_hour: float | None  # on-demand list price; None: not in the price table
     busbw_gbs: Mapping[str, float]  # nodes ("1", "2", ...) -> all-reduce bus bandwidth, GB/s (nccl-tests)
-    mfu: float | None = None  # measured
+    mfu: float | None = None  # measured (at its own batch: used as the kernel efficiency, no fixed term)
     reference_sequences_per_second: float | None = None  # else: BERT-large at 384 tokens on one such GPU
+    reference_batch: int = 32  # the per-GPU batch the reference was published at
+    fixed_step_seconds: float = 0.0  # optimizer + clipping + autocast weight casts per optimizer step
+    memory_gb: float | None = None  # per GPU (GiB, nominal): sizes an "auto" per-device batch (qa/memory.py)
 
     @classmethod
     def from_dict(cls, instance_type: str, facts: Mapping) -> Hardware:
@@ -156,7 +163,7 @@ class Hardware:
 
     @property
     def utilisation(self) -> float:
-        """MFU: the measured one, or the one implied by the published throughput reference."""
+        """MFU: the measured one, or the one implied by the published throughput reference (at its batch)."""
         if self.mfu is not None:
             return self.mfu
         if self.reference_sequences_per_second is None:
@@ -165,6 +172,33 @@ class Hardware:
             REFERENCE_SEQUENCE_LENGTH
         )
         return flops / (self.peak_tflops * 1e12)
+
+    @property
+    def kernel_efficiency(self) -> float:
+        """Share of the peak the forward + backward kernels reach: a measured MFU as it is; else calibrated so
+        that reference_batch sequences of 384 tokens take exactly the reference's step time, fixed costs
+        included."""
+        if self.mfu is not None:
+            return self.mfu
+        reference_step = (
+            self.reference_batch
+            / (self.peak_tflops * 1e12 * self.utilisation)
+            * (ModelShape.from_config(BERT_LARGE).training_flops(REFERENCE_SEQUENCE_LENGTH))
+        )
+        kernels = reference_step - self.fixed_step_seconds
+        if kernels <= 0:
+            raise ValueError(f"{self.instance_type}: fixed step costs exceed the reference's whole step")
+        return self.utilisation * reference_step / kernels
+
+    @property
+    def step_fixed_seconds(self) -> float:
+        """The fixed per-step costs the model adds (none with a measured MFU, which includes them)."""
+        return 0.0 if self.mfu is not None else self.fixed_step_seconds
+
+    def compute_seconds(self, features: float, flops_per_feature: float) -> float:
+        """One optimizer step's compute on one GPU: kernels plus fixed costs."""
+        kernels = features * flops_per_feature / (self.peak_tflops * 1e12 * self.kernel_efficiency)
+        return kernels + self.step_fixed_seconds
 
     @property
     def gpu_flops(self) -> float:
@@ -207,13 +241,18 @@ class JobTerms:
 class StepTime:
     """One optimizer step on one GPU, seconds."""
 
-    compute: float
+    compute: float  # kernels + fixed costs
     allreduce: float
     exposed: float
+    mfu: float = 0.0  # model FLOPs of the step / (wall step x peak)
 
     @property
     def efficiency(self) -> float:
         return self.compute / (self.compute + self.exposed)
+
+    @property
+    def seconds(self) -> float:
+        return self.compute + self.exposed
 
 
 def step_time(workload: Workload, hardware: Hardware, terms: JobTerms, nodes: int) -> StepTime:
@@ -221,17 +260,19 @@ def step_time(workload: Workload, hardware: Hardware, terms: JobTerms, nodes: in
     flops_per_feature = workload.training_flops / workload.epochs / max(workload.train_features, 1)
     # Accumulation: one all-reduce per optimizer step of (batch x accumulation) features per GPU.
     features = workload.per_device_batch * workload.gradient_accumulation_steps
-    compute = features * flops_per_feature / hardware.gpu_flops
+    compute = hardware.compute_seconds(features, flops_per_feature)
+    peak = hardware.peak_tflops * 1e12
     if hardware.gpus * nodes == 1:
-        return StepTime(compute, 0.0, 0.0)
+        return StepTime(compute, 0.0, 0.0, features * flops_per_feature / (compute * peak))
     wire = workload.model.parameters * workload.gradient_bytes
     bandwidth = hardware.allreduce_gbs(nodes) * 1e9
     if nodes > 1:
         bandwidth /= terms.internode_allreduce_slowdown
     allreduce = wire / bandwidth
     last_bucket = min(wire, terms.bucket_mb * 1e6 * workload.gradient_bytes / 4) / bandwidth
-    exposed = max(last_bucket, allreduce - terms.allreduce_overlap * BACKWARD_SHARE * compute)
-    return StepTime(compute, allreduce, exposed)
+    backward = BACKWARD_SHARE * (compute - hardware.step_fixed_seconds)
+    exposed = max(last_bucket, allreduce - terms.allreduce_overlap * backward)
+    return StepTime(compute, allreduce, exposed, features * flops_per_feature / ((compute + exposed) * peak))
 
 
 @dataclass(frozen=True)
@@ -270,6 +311,12 @@ class JobEstimate:
         return self.phases["training"] / 3600 * self.gpus
 
 
+def optimizer_steps(workload: Workload, gpus: int) -> float:
+    """Optimizer steps of the run (fractional: the step model is of the mean step)."""
+    per_step = gpus * workload.per_device_batch * workload.gradient_accumulation_steps
+    return workload.epochs * workload.train_features / per_step
+
+
 def training_job(workload: Workload, hardware: Hardware, terms: JobTerms, instance_count: int) -> JobEstimate:
     """The phases of one FineTune job (train, then evaluate the validation features on the same GPUs)."""
     gpus = hardware.gpus * instance_count
@@ -280,11 +327,17 @@ def training_job(workload: Workload, hardware: Hardware, terms: JobTerms, instan
         "image pull": terms.image_mb / terms.image_pull_mb_per_second,
         "input download": (model_mb + workload.features_mb) / terms.s3_download_mb_per_second,
         "container start": terms.container_start_seconds + terms.script_setup_seconds,
-        "training": workload.training_flops / (gpus * hardware.gpu_flops * step.efficiency),
+        "training": optimizer_steps(workload, gpus) * step.seconds,
         "evaluation": workload.evaluation_flops / (gpus * hardware.gpu_flops),
         "model upload": model_mb / terms.archive_mb_per_second,
     }
     return JobEstimate(hardware.instance_type, instance_count, gpus, phases, step, hardware.usd_per_hour)
+
+
+def compile_pays(compute_seconds: float, speedup: float, compile_seconds: float) -> bool:
+    """Whether torch.compile shortens a run of `compute_seconds` of eager training: the time it saves,
+    compute x (1 - 1 / speedup), exceeds the time it takes to compile (config/costs.py states both figures)."""
+    return compute_seconds * (1 - 1 / speedup) > compile_seconds
 
 
 def _positive(name: str, value: object, integer: bool = False) -> float:
@@ -301,19 +354,38 @@ def _positive(name: str, value: object, integer: bool = False) -> float:
 def cost_model_document(
     hardware: list[Hardware],
     job: JobTerms,
-    per_device_train_batch_size: int,
+    per_device_train_batch_size: int | str,
     gradient_accumulation_steps: int,
     gradient_bytes: int,
+    per_device_batch_cap: int = 32,
 ) -> dict[str, Any]:
     """The cost model run_estimate reads (JSON-serialisable; config/costs.py `cost_model` builds it from the
-    settings): each allowed type's facts, a FineTune job's start-up terms and the loop's batch settings."""
+    settings): each allowed type's facts (GPU memory included), a FineTune job's start-up terms and the loop's
+    batch settings ("auto": sized per type by qa/memory.py up to `per_device_batch_cap`, as train.py does)."""
     return {
         "hardware": {h.instance_type: h.facts() for h in hardware},
         "job": asdict(job),
         "per_device_train_batch_size": per_device_train_batch_size,
+        "per_device_batch_cap": per_device_batch_cap,
         "gradient_accumulation_steps": gradient_accumulation_steps,
         "gradient_bytes": gradient_bytes,
     }
+
+
+def resolved_batch(cost_model: Mapping, facts: Mapping, model: ModelShape, longest: int) -> int:
+    """The per-device batch of a job on the type of `facts`: the configured number, or for "auto" what train.py
+    picks on that GPU: qa/memory.py for the longest training feature, 16-bit activations unless gradients go
+    in fp32 (precision "no")."""
+    from qa.memory import per_device_batch  # qa/memory.py imports this module
+
+    configured = cost_model["per_device_train_batch_size"]
+    if configured != "auto":
+        return int(configured)
+    if facts.get("memory_gb") is None:
+        raise ValueError("the cost model has no GPU memory for this type: cannot size an 'auto' batch")
+    activation_bytes = int(cost_model.get("gradient_bytes", 2))
+    cap = int(cost_model.get("per_device_batch_cap", 32))
+    return per_device_batch(model, float(facts["memory_gb"]), longest, cap, activation_bytes)
 
 
 def run_estimate(
@@ -341,12 +413,14 @@ def run_estimate(
     facts = cost_model["hardware"].get(instance_type)
     if facts is None or facts.get("usd_per_hour") is None:  # no price or GPU facts in the project's tables
         return {"instance_type": instance_type, "training_on_demand_usd": UNKNOWN_COST_USD}
+    model = ModelShape.from_config(model_config)
+    train = {int(n): int(c) for n, c in train_lengths.items()}
     workload = Workload(
-        model=ModelShape.from_config(model_config),
-        train_lengths={int(n): int(c) for n, c in train_lengths.items()},
+        model=model,
+        train_lengths=train,
         validation_lengths={int(n): int(c) for n, c in validation_lengths.items()},
         epochs=epochs,
-        per_device_batch=int(cost_model["per_device_train_batch_size"]),
+        per_device_batch=resolved_batch(cost_model, facts, model, max(train, default=REFERENCE_SEQUENCE_LENGTH)),
         gradient_accumulation_steps=int(cost_model.get("gradient_accumulation_steps", 1)),
         gradient_bytes=int(cost_model.get("gradient_bytes", 2)),
     )
@@ -359,7 +433,7 @@ def run_estimate(
         "instance_count": count,
         "epochs": epochs,
         "training_tokens": workload.tokens,
-        "mfu": round(hardware.utilisation, 4),
+        "mfu": round(job.step.mfu, 4),
         "data_parallel_efficiency": round(job.step.efficiency, 4),
         "billed_seconds_per_instance": round(job.billed_seconds, 1),
         "training_seconds": round(job.phases["training"], 1),
