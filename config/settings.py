@@ -256,7 +256,7 @@ class ProcessingSettings(StrictModel):
     """Where the dataset is validated and tokenized, and the CPU preprocessing job (ValidateAndTokenize)."""
 
     tokenize_in: Literal["fine_tune", "cpu_job"] = Field(
-        "cpu_job",
+        "fine_tune",
         description="fine_tune: ClaimManifest validates every record (a Lambda function, no instance) and FineTune "
         "tokenizes on its own vCPUs: one instance cold start. cpu_job: ValidateAndTokenize, a cached CPU job, "
         "validates and tokenizes before FineTune (for datasets above what the claim step validates in time; "

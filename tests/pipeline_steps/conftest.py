@@ -25,9 +25,20 @@ def prod_definition(cdk_context):
 
 
 @pytest.fixture(scope="session", params=["dev", "prod"])
-def fine_tune_definition(cdk_context, request):
-    """processing.tokenize_in = "fine_tune" (FineTune tokenizes), in dev and in prod (a benchmark)."""
-    return build_definition(load_settings({**cdk_context, "env": request.param, "processing.tokenize_in": "fine_tune"}))
+def env_definition(cdk_context, request):
+    """The default graph (processing.tokenize_in = "fine_tune": FineTune tokenizes), in dev and in prod (a benchmark)."""
+    return build_definition(load_settings({**cdk_context, "env": request.param}))
+
+
+@pytest.fixture(scope="session")
+def cpu_job_settings(cdk_context):
+    """processing.tokenize_in = "cpu_job": ValidateAndTokenize validates and tokenizes before FineTune."""
+    return load_settings({**cdk_context, "processing.tokenize_in": "cpu_job"})
+
+
+@pytest.fixture(scope="session")
+def cpu_job_definition(cpu_job_settings):
+    return build_definition(cpu_job_settings)
 
 
 def step(definition, name):

@@ -40,9 +40,10 @@ def with_dummies(value: Any, shape) -> Any:
 
 
 @pytest.mark.parametrize("step_type", sorted(OPERATIONS))
-def test_arguments_match_the_api_shape(definition, step_type):
+def test_arguments_match_the_api_shape(definition, cpu_job_definition, step_type):
+    """Every job step of both graphs (ValidateAndTokenize is in the cpu_job graph only)."""
     model = sagemaker_model()
-    steps = [s for s in all_steps(definition["Steps"]) if s["Type"] == step_type]
+    steps = [s for d in (definition, cpu_job_definition) for s in all_steps(d["Steps"]) if s["Type"] == step_type]
     assert steps
     for candidate in steps:
         shape = model.operation_model(OPERATIONS[step_type]).input_shape
@@ -117,9 +118,9 @@ def test_every_get_reference_resolves(definition):
             pytest.fail(f"unknown reference {ref}")
 
 
-def test_hyperparameters_are_exactly_what_train_py_parses(definition, fine_tune_definition):
+def test_hyperparameters_are_exactly_what_train_py_parses(cpu_job_definition, env_definition):
     """In both graphs: processing.tokenize_in = "cpu_job" (features from ValidateAndTokenize) and "fine_tune"."""
-    for tokenizes, built in ((False, definition), (True, fine_tune_definition)):
+    for tokenizes, built in ((False, cpu_job_definition), (True, env_definition)):
         args, defaults = parsed_hyperparameters(built)
         assert args["epochs"] == defaults["Epochs"] and args["learning_rate"] == defaults["LearningRate"]
         assert args["precision"] == "bf16"
@@ -154,7 +155,8 @@ def parsed_hyperparameters(definition) -> tuple[dict[str, Any], dict[str, Any]]:
     return args, defaults
 
 
-def test_container_arguments_are_exactly_what_preprocess_py_parses(definition):
+def test_container_arguments_are_exactly_what_preprocess_py_parses(cpu_job_definition):
+    definition = cpu_job_definition
     """ValidateAndTokenize passes preprocess.py's flags by name: each must parse, each value reach its option."""
     import preprocess
 

@@ -40,12 +40,14 @@ def test_the_dev_and_prod_definitions_break_no_rule(definition, cdk_context):
     assert violations(build_definition(load_settings({**cdk_context, "env": "prod"}))) == []
 
 
-def test_volume_keys_only_where_no_possible_instance_type_has_local_storage(definition, settings):
+def test_volume_keys_only_where_no_possible_instance_type_has_local_storage(definition, settings, cpu_job_definition):
     """Before: FineTune (p4d/p3dn) and the former Evaluate job (g5) carried VolumeKmsKeyId, which AWS rejects."""
     train = find_step(definition, "FineTune")["Arguments"]["ResourceConfig"]
     assert any(INSTANCE_TYPES[name].has_local_storage for name in settings.training_instance_types)
     assert "VolumeKmsKeyId" not in train
-    preprocess = find_step(definition, "ValidateAndTokenize")["Arguments"]["ProcessingResources"]["ClusterConfig"]
+    preprocess = find_step(cpu_job_definition, "ValidateAndTokenize")["Arguments"]["ProcessingResources"][
+        "ClusterConfig"
+    ]
     assert not INSTANCE_TYPES[preprocess["InstanceType"]].has_local_storage
     assert preprocess["VolumeKmsKeyId"] == "${KmsKeyArn}"
 
@@ -136,8 +138,8 @@ def test_a_warm_pool_is_in_range_and_never_on_spot(definition, keep_alive, spot,
         check_definition(changed)
 
 
-def test_processing_volume_may_not_exceed_local_storage(definition):
-    changed = copy.deepcopy(definition)
+def test_processing_volume_may_not_exceed_local_storage(cpu_job_definition):
+    changed = copy.deepcopy(cpu_job_definition)
     cluster = find_step(changed, "ValidateAndTokenize")["Arguments"]["ProcessingResources"]["ClusterConfig"]
     cluster["InstanceType"] = next(t.name for t in INSTANCE_TYPES.values() if t.processing and t.has_local_storage)
     cluster["VolumeSizeInGB"] = INSTANCE_TYPES[cluster["InstanceType"]].local_nvme_gb + 1
@@ -154,8 +156,8 @@ def test_inference_instance_types_are_checked(definition):
     ]
 
 
-def test_container_arguments_longer_than_aws_allows_are_named(definition):
-    changed = copy.deepcopy(definition)
+def test_container_arguments_longer_than_aws_allows_are_named(cpu_job_definition):
+    changed = copy.deepcopy(cpu_job_definition)
     pre = find_step(changed, "ValidateAndTokenize")
     arguments = pre["Arguments"]["AppSpecification"]["ContainerArguments"]
     assert all(len(a) <= 256 for a in arguments if isinstance(a, str))  # the real definition fits
@@ -166,12 +168,12 @@ def test_container_arguments_longer_than_aws_allows_are_named(definition):
     ]
 
 
-def test_a_model_package_description_longer_than_aws_allows_is_named(definition):
+def test_a_model_package_description_longer_than_aws_allows_is_named(cpu_job_definition):
     """ModelPackageDescription holds at most 1,024 characters (API_CreateModelPackage, botocore's
     EntityDescription: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateModelPackage.html); it
     is built from the model.base_model setting, which has no length limit of its own. botocore's ParamValidator
     checks no maximum, so before this rule a 1,025-character description synthesized; so did 101 arguments."""
-    changed = copy.deepcopy(definition)
+    changed = copy.deepcopy(cpu_job_definition)
     register = find_step(changed, "RegisterModel-RegisterModel")["Arguments"]
     assert len(register["ModelPackageDescription"]) <= 1024  # the real definition fits
     register["ModelPackageDescription"] = "x" * 1025
@@ -219,7 +221,8 @@ def preprocess_cache_key(definition: dict, event: dict) -> str:
     return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()
 
 
-def test_same_manifest_key_with_new_content_gets_a_new_cache_key(definition, settings):
+def test_same_manifest_key_with_new_content_gets_a_new_cache_key(cpu_job_definition, settings):
+    definition = cpu_job_definition
     account, region = "123456789012", "us-east-1"
     key, bucket = DatasetLayout().manifest_key("squad", "v1"), settings.bucket_name("datasets", account, region)
     first = object_created_event(bucket, key, b'[{"prefix": "s3://b/"}, "a.json"]', account, region)

@@ -92,7 +92,8 @@ def test_fits_inline(settings):
     assert len(definition_json(settings).encode()) < INLINE_LIMIT_BYTES
 
 
-def test_step_order_and_parameters(definition, settings):
+def test_step_order_and_parameters(cpu_job_definition, cpu_job_settings):
+    definition, settings = cpu_job_definition, cpu_job_settings
     assert [s["Name"] for s in definition["Steps"]] == ["ClaimManifest", "ParametersValid"]
     checked = step(definition, "ParametersValid")["Arguments"]
     assert [s["Name"] for s in checked["IfSteps"]] == ["FirstDelivery"]
@@ -150,12 +151,13 @@ def test_no_job_step_runs_before_the_claim_and_no_instance_runs_the_claim(defini
     }
 
 
-def test_in_fine_tune_mode_the_claim_validates_and_dataset_valid_fails_before_any_job(cdk_context, definition):
-    """processing.tokenize_in "fine_tune": the claim gets the windowing and SkipInvalidRecords, returns DatasetError
-    and StatsUri; FirstDelivery -> DatasetValid, whose else branch fails with DatasetError; the estimate reads the
-    claim's stats. cpu_job (the default, `definition`) declares none of it."""
-    settings = load_settings({**cdk_context, "processing.tokenize_in": "fine_tune"})
-    fine_tune = build_definition(settings)
+def test_in_fine_tune_mode_the_claim_validates_and_dataset_valid_fails_before_any_job(
+    definition, settings, cpu_job_definition
+):
+    """processing.tokenize_in "fine_tune" (the default): the claim gets the windowing and SkipInvalidRecords, returns
+    DatasetError and StatsUri; FirstDelivery -> DatasetValid, whose else branch fails with DatasetError; the estimate
+    reads the claim's stats. cpu_job declares none of it."""
+    fine_tune = definition
     claim = step(fine_tune, "ClaimManifest")
     assert {
         k: claim["Arguments"][k] for k in ("ValidateRecords", "MaxSeqLength", "DocStride", "MaxWindowsPerExample")
@@ -182,7 +184,7 @@ def test_in_fine_tune_mode_the_claim_validates_and_dataset_valid_fails_before_an
     assert step(fine_tune, "EstimateTrainingCost")["Arguments"]["StatsUri"] == {
         "Get": "Steps.ClaimManifest.OutputParameters['StatsUri']"
     }
-    default_claim = step(definition, "ClaimManifest")
+    default_claim = step(cpu_job_definition, "ClaimManifest")
     assert "ValidateRecords" not in default_claim["Arguments"]
     assert "DatasetError" not in [o["OutputName"] for o in default_claim["OutputParameters"]]
 
@@ -193,7 +195,10 @@ def test_prod_bounds_the_f1_threshold_from_below(prod_definition, cdk_context):
     assert bounds["MinF1Threshold"] == prod.evaluation.min_f1_threshold
 
 
-def test_cost_guard_compares_the_lambda_estimate_with_the_parameter_before_training(definition, settings):
+def test_cost_guard_compares_the_lambda_estimate_with_the_parameter_before_training(
+    cpu_job_definition, cpu_job_settings
+):
+    definition, settings = cpu_job_definition, cpu_job_settings
     estimate = step(definition, "EstimateTrainingCost")
     assert estimate["Type"] == "Lambda" and estimate["FunctionArn"] == "${EstimateFunctionArn}"
     inputs = estimate["Arguments"]
@@ -215,10 +220,10 @@ def test_cost_guard_compares_the_lambda_estimate_with_the_parameter_before_train
     assert fail["Type"] == "Fail" and fail["Name"] == "TrainingCostAboveLimit"
 
 
-def test_fine_tune_mode_tokenizes_in_fine_tune_from_the_pinned_inputs_with_no_processing_job(fine_tune_definition):
+def test_fine_tune_mode_tokenizes_in_fine_tune_from_the_pinned_inputs_with_no_processing_job(env_definition):
     """processing.tokenize_in = "fine_tune": one instance cold start. No ValidateAndTokenize; FineTune reads the
     claim's pinned folder (and the staged benchmark folder, which it verifies against the pin), not features."""
-    definition = fine_tune_definition
+    definition = env_definition
     assert "Processing" not in {s["Type"] for s in all_steps(definition["Steps"])}
     assert [s["Name"] for s in step(definition, "FirstDelivery")["Arguments"]["IfSteps"]] == ["DatasetValid"]
     gated = step(definition, "DatasetValid")["Arguments"]
@@ -254,7 +259,10 @@ def find_pinned_benchmark(definition) -> tuple[str, str] | None:
     return folder, metadata["benchmark_manifest_sha256"]
 
 
-def test_preprocessing_runs_isolated_on_a_cpu_image_with_the_pinned_inputs_and_is_cached(definition, settings):
+def test_preprocessing_runs_isolated_on_a_cpu_image_with_the_pinned_inputs_and_is_cached(
+    cpu_job_definition, cpu_job_settings
+):
+    definition, settings = cpu_job_definition, cpu_job_settings
     pre = step(definition, "ValidateAndTokenize")
     assert pre["CacheConfig"] == {"Enabled": True, "ExpireAfter": "P30D"}
     args = pre["Arguments"]
@@ -275,13 +283,14 @@ def test_preprocessing_runs_isolated_on_a_cpu_image_with_the_pinned_inputs_and_i
 CACHE_KEY_FIELDS = ("AppSpecification", "Environment", "ProcessingInputs")  # pipelines-default-keys.html
 
 
-def test_changing_epochs_or_the_instance_choice_leaves_the_cached_step_identical(definition):
+def test_changing_epochs_or_the_instance_choice_leaves_the_cached_step_identical(cpu_job_definition):
     """The cache key of a processing step is its AppSpecification, Environment and ProcessingInputs
     (https://docs.aws.amazon.com/sagemaker/latest/dg/pipelines-default-keys.html), resolved per execution: two
     executions that differ in Epochs, TrainingInstanceType, TrainingInstanceCount and MaxTrainingCostUSD resolve
     them to the same values, while FineTune's arguments do differ."""
     from local_runner.expressions import ExpressionResolver
 
+    definition = cpu_job_definition
     declared = {p["Name"]: p for p in definition["Parameters"]}
     defaults = {name: p["DefaultValue"] for name, p in declared.items()}
     other_type = "ml.p4de.24xlarge" if defaults["TrainingInstanceType"] != "ml.p4de.24xlarge" else "ml.p4d.24xlarge"
@@ -305,7 +314,8 @@ def test_changing_epochs_or_the_instance_choice_leaves_the_cached_step_identical
     assert resolved(defaults, "FineTune", ["HyperParameters"]) != resolved(changed, "FineTune", ["HyperParameters"])
 
 
-def test_every_job_step_retries_capacity_throttling_and_service_faults_with_backoff(definition):
+def test_every_job_step_retries_capacity_throttling_and_service_faults_with_backoff(cpu_job_definition):
+    definition = cpu_job_definition
     for name in ("ValidateAndTokenize", "FineTune"):
         policies = step(definition, name)["RetryPolicies"]
         types = {kind for policy in policies for kind in policy["ExceptionType"]}
@@ -316,7 +326,8 @@ def test_every_job_step_retries_capacity_throttling_and_service_faults_with_back
     assert set(policy["ExceptionType"]) == {"Step.THROTTLING", "Step.SERVICE_FAULT"} and policy["BackoffRate"] > 1
 
 
-def test_training_job_is_distributed_spot_and_checkpointed(definition, settings):
+def test_training_job_is_distributed_spot_and_checkpointed(cpu_job_definition, cpu_job_settings):
+    definition, settings = cpu_job_definition, cpu_job_settings
     args = step(definition, "FineTune")["Arguments"]
     assert args["ResourceConfig"]["InstanceType"] == {"Get": "Parameters.TrainingInstanceType"}
     assert args["ResourceConfig"]["InstanceCount"] == {"Get": "Parameters.TrainingInstanceCount"}
@@ -484,10 +495,16 @@ def test_record_model_reports_the_training_jobs_metrics(definition, settings):
     ]
 
 
-def test_only_known_placeholders(settings):
-    text = definition_json(settings)
-    deploy_time = set(placeholders(settings).substitutions())
-    # role, key, image registry account, code bucket + key + SHA-256, three functions, group, subnets
-    assert len(deploy_time) == 10 + settings.network.subnet_count
-    assert set(re.findall(r"\$\{([^}]+)\}", text)) == deploy_time | set(PSEUDO_PARAMETERS)
+def test_only_known_placeholders(settings, cpu_job_settings):
+    """The cpu_job graph uses every deploy-time value (its processing job runs in every job subnet); the default
+    fine_tune graph every one but the subnets its one training job does not use (Fn::Sub ignores unused ones)."""
+    for built in (settings, cpu_job_settings):
+        text = definition_json(built)
+        deploy_time = set(placeholders(built).substitutions())
+        # role, key, image registry account, code bucket + key + SHA-256, three functions, group, subnets
+        assert len(deploy_time) == 10 + built.network.subnet_count
+        used = set(re.findall(r"\$\{([^}]+)\}", text))
+        unused_subnets = {name for name in deploy_time - used if name.startswith("Subnet")}
+        assert used == (deploy_time - unused_subnets) | set(PSEUDO_PARAMETERS)
+        assert bool(unused_subnets) is built.tokenizes_in_fine_tune
     assert json.loads(text)  # placeholders live inside JSON strings only
