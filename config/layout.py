@@ -25,17 +25,20 @@ class ArtifactLayout:
     registry: str = "registry"
     benchmarks: str = BENCHMARKS_ROOT  # the operator's benchmarks (`make stage-benchmark`; evaluation.benchmark)
 
-    def writable_by_jobs(self) -> tuple[str, ...]:
+    def writable_by_jobs(self, features_job: bool = True) -> tuple[str, ...]:
         """Prefixes that training and processing jobs write to (claims, inputs and evaluation reports are written
-        by the pipeline's Lambda functions only)."""
-        return (self.checkpoints, self.processed, self.models, self.tensorboard)
+        by the pipeline's Lambda functions only); `features_job` False (processing.tokenize_in "fine_tune"): no
+        ValidateAndTokenize, so nothing writes processed/."""
+        features = (self.processed,) if features_job else ()
+        return (self.checkpoints, *features, self.models, self.tensorboard)
 
-    def listed_by_jobs(self) -> tuple[str, ...]:
+    def listed_by_jobs(self, features_job: bool = True) -> tuple[str, ...]:
         """Prefixes SageMaker lists for the jobs, with the job role: the S3Prefix inputs (the base model and
-        tokenizer under base-models/, the pinned data under inputs/, the features under processed/) and the
-        checkpoint folder it syncs back at the start of a (resumed) training job (model-checkpoints page). The job
-        code lists nothing itself: the jobs are network-isolated."""
-        return (self.base_models, self.inputs, self.processed, self.checkpoints)
+        tokenizer under base-models/, the pinned data under inputs/, the features under processed/ when
+        `features_job`) and the checkpoint folder it syncs back at the start of a (resumed) training job
+        (model-checkpoints page). The job code lists nothing itself: the jobs are network-isolated."""
+        features = (self.processed,) if features_job else ()
+        return (self.base_models, self.inputs, *features, self.checkpoints)
 
     def expiring_versions(self) -> tuple[str, ...]:
         """Prefixes whose noncurrent object versions expire (the artifacts bucket's lifecycle rules): every prefix

@@ -314,21 +314,21 @@ class PipelineFunctions(Construct):
         # The estimate: the dataset statistics and the base model's config.json. In fine_tune mode also the claim's
         # estimated stats.json (s3:GetObject on that key only: <inputs>/CLAIM_STATS_FOLDER/<claim digest>/stats.json,
         # never inside a pinned folder, whose name is a 64-hex digest, so no uploaded file matches it).
-        claim_stats = [artifacts.object_arn(f"{layout.inputs}/{CLAIM_STATS_FOLDER}/*/{STATS_FILE}")]
+        claim_stats = artifacts.object_arn(f"{layout.inputs}/{CLAIM_STATS_FOLDER}/*/{STATS_FILE}")
+        job_stats = artifacts.object_arn(f"{layout.processed}/*/{STATS_OUTPUT}/*")  # ValidateAndTokenize's
         add_reviewed_statement(
             self.estimate.role,
             iam.PolicyStatement(
                 sid="ReadStatsAndModelConfig",
                 actions=["s3:GetObject"],
                 resources=[
-                    artifacts.object_arn(f"{layout.processed}/*/{STATS_OUTPUT}/*"),  # ValidateAndTokenize's
-                    *(claim_stats if claim_validates else []),
+                    claim_stats if claim_validates else job_stats,
                     artifacts.object_arn(f"{layout.base_models}/*/config.json"),
                 ],
             ),
-            "EstimateTrainingCost reads the dataset statistics that each execution's preprocessing writes under its "
-            "own execution id, and only the config.json of a staged base model (its size decides the estimate), "
-            "whichever model it is.",
+            "EstimateTrainingCost reads the dataset statistics (ValidateAndTokenize's under each execution id, or in "
+            "fine_tune mode the claim's per manifest version), and only the config.json of a staged base model (its "
+            "size decides the estimate), whichever model it is.",
         )
 
         # The record: list the trained archive's versions, read (hash) and copy its one version into registry/

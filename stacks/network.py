@@ -27,6 +27,7 @@ class JobBuckets:
     datasets: str
     artifacts: str
     layout: ArtifactLayout
+    features_job: bool = True  # processing.tokenize_in "cpu_job": ValidateAndTokenize writes processed/
 
     @classmethod
     def of(cls, settings: Settings) -> JobBuckets:
@@ -34,6 +35,7 @@ class JobBuckets:
             datasets=settings.bucket_name("datasets", Aws.ACCOUNT_ID, Aws.REGION),
             artifacts=settings.bucket_name("artifacts", Aws.ACCOUNT_ID, Aws.REGION),
             layout=settings.layout,
+            features_job=not settings.tokenizes_in_fine_tune,
         )
 
 
@@ -87,7 +89,7 @@ def s3_endpoint_statements(stack: Stack, *, buckets: JobBuckets, ecr_layers: boo
             sid="WriteJobOutputs",
             principals=[iam.AnyPrincipal()],
             actions=S3_ENDPOINT_WRITES,
-            resources=under(layout.writable_by_jobs()),
+            resources=under(layout.writable_by_jobs(buckets.features_job)),
         ),
         iam.PolicyStatement(
             sid="PruneCheckpoints",

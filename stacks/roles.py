@@ -50,7 +50,6 @@ class JobRole(Construct):
         stack = Stack.of(self)
         reader = "ValidateAndTokenize" if features_job else "FineTune"
         benchmark = f"; {reader} reads the benchmark in {benchmark_prefix}" if benchmark_prefix else ""
-        unused = () if features_job else (layout.processed,)
         self.role = iam.Role(
             self,
             "Role",
@@ -71,7 +70,7 @@ class JobRole(Construct):
             f"names depend on the model) and the pinned inputs under {layout.inputs}/, one folder per manifest "
             f"version (named by the claim digest) that ClaimManifest writes{benchmark}.",
         )
-        written = tuple(prefix for prefix in layout.writable_by_jobs() if prefix not in unused)
+        written = layout.writable_by_jobs(features_job)
         artifacts.grant_write_objects(
             role,
             written,
@@ -93,7 +92,7 @@ class JobRole(Construct):
         artifacts.grant_list(
             role,
             (
-                *(prefix for prefix in layout.listed_by_jobs() if prefix not in unused),
+                *layout.listed_by_jobs(features_job),
                 *([benchmark_prefix.rstrip("/")] if benchmark_prefix else []),
             ),
         )

@@ -72,9 +72,10 @@ def synthesized(cdk_context, tmp_path_factory) -> dict[str, SynthesizedEnvironme
 
 
 @pytest.fixture(scope="session")
-def synthesized_fine_tune(cdk_context, tmp_path_factory) -> dict[str, SynthesizedEnvironment]:
-    """The same with processing.tokenize_in = "fine_tune" (FineTune tokenizes; no ValidateAndTokenize)."""
-    return synthesize({**cdk_context, "processing.tokenize_in": "fine_tune"}, tmp_path_factory.mktemp("cdk.out-ft"))
+def synthesized_cpu_job(cdk_context, tmp_path_factory) -> dict[str, SynthesizedEnvironment]:
+    """The same with processing.tokenize_in = "cpu_job" (ValidateAndTokenize validates and tokenizes before
+    FineTune; the default is "fine_tune")."""
+    return synthesize({**cdk_context, "processing.tokenize_in": "cpu_job"}, tmp_path_factory.mktemp("cdk.out-cpu"))
 
 
 def synthesize(cdk_context: dict[str, Any], outdir: Path) -> dict[str, SynthesizedEnvironment]:
@@ -99,22 +100,6 @@ def synthesize(cdk_context: dict[str, Any], outdir: Path) -> dict[str, Synthesiz
 @pytest.fixture(scope="session")
 def dev(synthesized) -> SynthesizedEnvironment:
     return synthesized["dev"]
-
-
-@pytest.fixture(scope="session")
-def fine_tune_dev(cdk_context, tmp_path_factory) -> SynthesizedEnvironment:
-    """The dev stacks with processing.tokenize_in "fine_tune" (the claim validates the records), in an App of their
-    own: the default is still "cpu_job"."""
-    outdir = tmp_path_factory.mktemp("cdk.out-fine-tune")
-    app = cdk.App(context=cdk_context, outdir=str(outdir))
-    settings = load_settings({**cdk_context, "env": "dev", "processing.tokenize_in": "fine_tune"})
-    stacks = build_stacks(app, settings)
-    assembly = app.synth()
-    templates = {
-        which: assembly.get_stack_by_name(stack.stack_name).template
-        for which, stack in zip(("data", "network", "pipeline"), stacks.all(), strict=True)
-    }
-    return SynthesizedEnvironment(settings=settings, stacks=stacks, templates=templates, assembly=outdir)
 
 
 @pytest.fixture(scope="session")

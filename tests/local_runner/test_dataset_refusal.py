@@ -16,7 +16,7 @@ from tests.local_runner.test_runner import SAMPLE, runner_for
 
 
 def test_a_bad_dataset_fails_at_dataset_valid_with_the_claims_lines_before_any_job(cdk_context, tmp_path):
-    settings = load_settings({**cdk_context, "processing.tokenize_in": "fine_tune"})
+    settings = load_settings(cdk_context)  # processing.tokenize_in "fine_tune", the default
     account = LocalAccount()
     values = account.deploy_time_values("code-bucket", "code.tar.gz", "0" * 64)
     definition = json.loads(resolve_intrinsics({"Fn::Sub": definition_json(settings, values)}, account.pseudo()))

@@ -153,7 +153,7 @@ class LocalRun:
 
 
 @pytest.fixture(scope="module")
-def reclaimed_run_of_user_formats(synthesized_fine_tune, tmp_path_factory) -> LocalRun:
+def reclaimed_run_of_user_formats(dev, tmp_path_factory) -> LocalRun:
     """One tiny run for three behaviours, sparing CI's two cores a pipeline run (tests/conftest.py keeps this module
     on one worker). The dataset as users keep it (issues 22, 29): train as a Parquet file plus a CSV file,
     validation as the split of a `DatasetDict.save_to_disk` folder (validation/ is itself a save_to_disk folder).
@@ -181,7 +181,7 @@ def reclaimed_run_of_user_formats(synthesized_fine_tune, tmp_path_factory) -> Lo
     reclaim = ("--hyperparameter", "checkpoint_steps=4", "--interrupt-training-after-steps", "10")
     out = io.StringIO()
     with redirect_stdout(out):
-        code = local_run(synthesized_fine_tune["dev"], work_dir, "--param", "F1Threshold=0", *reclaim, dataset=dataset)
+        code = local_run(dev, work_dir, "--param", "F1Threshold=0", *reclaim, dataset=dataset)
     return LocalRun(work_dir, code, out.getvalue(), records)
 
 

@@ -26,7 +26,7 @@ def prod_definition(cdk_context):
 
 @pytest.fixture(scope="session", params=["dev", "prod"])
 def env_definition(cdk_context, request):
-    """The default graph (processing.tokenize_in = "fine_tune": FineTune tokenizes), in dev and in prod (a benchmark)."""
+    """The default graph (processing.tokenize_in "fine_tune": FineTune tokenizes), in dev and in prod (a benchmark)."""
     return build_definition(load_settings({**cdk_context, "env": request.param}))
 
 

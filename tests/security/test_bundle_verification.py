@@ -38,6 +38,12 @@ MARK = "import pathlib; pathlib.Path('ran').write_text('planted')"
 
 
 @pytest.fixture(scope="module")
+def dev(synthesized_cpu_job):
+    """The cpu_job graph's dev stacks: both entry commands (ValidateAndTokenize's and FineTune's) check the bundle."""
+    return synthesized_cpu_job["dev"]
+
+
+@pytest.fixture(scope="module")
 def pipeline(dev) -> SynthesizedPipeline:
     return load_synthesized_pipeline(dev.assembly, dev.settings.stack_name("pipeline"), LocalAccount())
 

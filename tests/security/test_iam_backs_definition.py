@@ -36,11 +36,11 @@ from tests.stacks.iam_reference import ACCOUNT, PARTITION, REGION, Stacks
 OTHER_KEY = f"arn:{PARTITION}:kms:{REGION}:{ACCOUNT}:key/00000000-0000-0000-0000-000000000000"
 
 
-@pytest.fixture(scope="module", params=["dev", "prod", "dev fine_tune", "prod fine_tune"])
+@pytest.fixture(scope="module", params=["dev", "prod", "dev cpu_job", "prod cpu_job"])
 def env(request) -> SynthesizedEnvironment:
-    """Each environment in both graphs: processing.tokenize_in = "cpu_job" (the default) and "fine_tune"."""
+    """Each environment in both graphs: processing.tokenize_in = "fine_tune" (the default) and "cpu_job"."""
     name, _, mode = request.param.partition(" ")
-    return request.getfixturevalue("synthesized_fine_tune")[name] if mode else request.getfixturevalue(name)
+    return request.getfixturevalue("synthesized_cpu_job")[name] if mode else request.getfixturevalue(name)
 
 
 def has_step(definition: dict[str, Any], step: str) -> bool:

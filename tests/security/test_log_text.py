@@ -123,9 +123,10 @@ def test_the_conversions_exception_names_the_record_without_its_text(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_local_run_of_an_invalid_dataset_fails_validation_never_trains_and_logs_no_text(dev, tmp_path, capfd):
-    """The run stops at ValidateAndTokenize; its console, the job's log file (what CloudWatch would hold) and the
-    step's failure name the bad record (file, line, id, field) and quote none of its text."""
+def test_a_local_run_of_an_invalid_dataset_fails_validation_never_trains_and_logs_no_text(dev, tmp_path, capfd, caplog):
+    """The run stops at DatasetValid (ClaimManifest validated the records: processing.tokenize_in "fine_tune"): its
+    console, the claim function's log and the step's failure name the bad record (file, line, id, field) and quote
+    none of its text; no job starts."""
     from tests.local_runner.test_runner import local_run
 
     dataset = tmp_path / "dataset"
@@ -137,9 +138,9 @@ def test_a_local_run_of_an_invalid_dataset_fails_validation_never_trains_and_log
     train.write_text("\n".join(json.dumps(r) for r in records) + "\n")
     assert local_run(dev, tmp_path / "run", dataset=dataset) == 1
     out, err = capfd.readouterr()
-    assert "train/train.jsonl:line 6 id=train-000-5 field=answers.answer_start[0]: the context at 0 is not" in err
-    assert "ValidateAndTokenize failed" in out
+    assert "train/train.jsonl:line 6 id=train-000-5 field=answers.answer_start[0]: the context at 0 is not" in out
+    assert "DatasetRejected failed" in out
     assert "> FineTune" not in out
-    job_logs = [path.read_text() for path in (tmp_path / "run").rglob("job.log")]
-    assert any("id=train-000-5" in log for log in job_logs)
-    assert SECRET not in out + err + "".join(job_logs)
+    assert not list((tmp_path / "run").rglob("job.log"))  # no processing or training job ran
+    assert "id=train-000-5" in caplog.text  # the claim function's log holds the whole list
+    assert SECRET not in out + err + caplog.text

@@ -28,9 +28,10 @@ def test_cfn_lint_clean(synthesized, env_name, which):
     assert problems == []
 
 
-def test_cfn_lint_clean_with_validation_in_the_claim(fine_tune_dev):
-    """processing.tokenize_in "fine_tune" changes the pipeline stack only (the claim's size, the estimate's read)."""
-    matches = lint(json.dumps(fine_tune_dev.templates["pipeline"]), config=ManualArgs(regions=REGIONS))
+def test_cfn_lint_clean_with_the_cpu_job(synthesized_cpu_job):
+    """processing.tokenize_in "cpu_job" changes the pipeline stack only (the claim's size, the estimate's read, the
+    processing job's grants)."""
+    matches = lint(json.dumps(synthesized_cpu_job["dev"].templates["pipeline"]), config=ManualArgs(regions=REGIONS))
     assert [f"{m.rule.id} {m.message}" for m in matches if m.rule.id not in ACCEPTED_WARNINGS] == []
 
 

@@ -7,9 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from qa.outputs import CLAIM_STATS_FOLDER, STATS_FILE
 
 from pipeline_steps.placeholders import FUNCTION_HANDLERS
-from stacks.functions import FUNCTION_FILES, TIMEOUTS, stage_function_code
+from stacks.functions import CLAIM_VALIDATION_TIMEOUT, FUNCTION_FILES, TIMEOUTS, stage_function_code
 from tests.conftest import as_list, dumps, resources_of_type
 from tests.stacks.conftest import bucket_arn
 
@@ -48,7 +49,11 @@ def test_each_function_runs_python_3_12_with_its_handler_its_own_role_and_a_time
     function = template["Resources"][logical_id(template, f"Functions{name}Function")]["Properties"]
     assert function["Runtime"] == "python3.12"
     assert function["Handler"] == FUNCTION_HANDLERS[field]
-    assert function["Timeout"] == TIMEOUTS[field] < LAMBDA_STEP_LIMIT_SECONDS
+    # The claim validates the records in fine_tune mode (the default), sized for it (the test below).
+    validating = field == "claim_function_arn" and dev.settings.tokenizes_in_fine_tune
+    assert (
+        function["Timeout"] == (CLAIM_VALIDATION_TIMEOUT if validating else TIMEOUTS[field]) < LAMBDA_STEP_LIMIT_SECONDS
+    )
     assert f"Functions{name}Role" in dumps(function["Role"])
     role = template["Resources"][next(k for k in template["Resources"] if k.startswith(f"Functions{name}Role"))]
     assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
@@ -116,9 +121,11 @@ def test_the_estimate_and_record_roles_touch_only_their_prefixes(dev):
     settings, layout = dev.settings, dev.settings.layout
     template = dev.templates["pipeline"]
     estimate = by_sid(role_statements(template, "FunctionsEstimateTrainingCostRole"))
+    # fine_tune mode (the default): the claim's estimated stats.json (tests/security/test_claim_stats_access.py);
+    # cpu_job mode: ValidateAndTokenize's, under processed/.
     assert estimate["ReadStatsAndModelConfig"]["Resource"] == [
         bucket_arn(settings, "artifacts", f"/{layout.base_models}/*/config.json"),
-        bucket_arn(settings, "artifacts", f"/{layout.processed}/*/stats/*"),
+        bucket_arn(settings, "artifacts", f"/{layout.inputs}/{CLAIM_STATS_FOLDER}/*/{STATS_FILE}"),
     ]
     assert not [s for s in estimate.values() if "s3:PutObject" in as_list(s["Action"])]
     record = by_sid(role_statements(template, "FunctionsRecordModelRole"))
@@ -159,7 +166,7 @@ def test_no_job_may_write_claims_inputs_or_evaluation_reports(dev):
         assert f"/{prefix}/" not in written, prefix
 
 
-def test_in_fine_tune_mode_the_claim_is_sized_for_the_largest_dataset_it_validates(fine_tune_dev, dev):
+def test_in_fine_tune_mode_the_claim_is_sized_for_the_largest_dataset_it_validates(dev, synthesized_cpu_job):
     """Lambda's quotas (gettingstarted-limits): timeout <= 900 s, memory 128-10,240 MB, /tmp 512-10,240 MB; the
     claim's timeout stays under the Lambda step's 10 minutes. cpu_job's claim keeps its size."""
     from qa.claim_validation import CLAIM_MAX_DATASET_MB, CLAIM_TIMEOUT_SECONDS
@@ -168,11 +175,11 @@ def test_in_fine_tune_mode_the_claim_is_sized_for_the_largest_dataset_it_validat
         template = env.templates["pipeline"]
         return template["Resources"][logical_id(template, "FunctionsClaimManifestFunction")]["Properties"]
 
-    sized = claim(fine_tune_dev)
+    sized = claim(dev)
     assert sized["Timeout"] == CLAIM_TIMEOUT_SECONDS < LAMBDA_STEP_LIMIT_SECONDS
     assert sized["MemorySize"] == 10_240
     assert 2 * CLAIM_MAX_DATASET_MB <= sized["EphemeralStorage"]["Size"] <= 10_240
-    default = claim(dev)
+    default = claim(synthesized_cpu_job["dev"])
     assert (default["Timeout"], default["MemorySize"], "EphemeralStorage" in default) == (
         TIMEOUTS["claim_function_arn"],
         1024,

@@ -31,6 +31,8 @@ def test_existing_vpc_gets_only_the_efa_group_and_the_jobs_use_its_subnets(cdk_c
             "network.existing_subnet_ids": '["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"]',
             "network.existing_availability_zones": '["us-east-1a", "us-east-1b"]',
             "training.availability_zone": "us-east-1b",
+            # The cpu_job graph: both job kinds (its processing job runs in every job subnet).
+            "processing.tokenize_in": "cpu_job",
         },
     )
     network = templates["network"]
@@ -54,7 +56,7 @@ def test_existing_vpc_gets_only_the_efa_group_and_the_jobs_use_its_subnets(cdk_c
 
 
 def test_no_vpc_mode_has_no_network_resources_and_no_eni_permissions(cdk_context, tmp_path):
-    templates = synth(cdk_context, tmp_path, **{"network.mode": "none"})
+    templates = synth(cdk_context, tmp_path, **{"network.mode": "none", "processing.tokenize_in": "cpu_job"})
     assert not templates["network"].get("Resources")
     text = json.dumps(templates["pipeline"])
     assert "ec2:CreateNetworkInterface" not in text

@@ -47,7 +47,7 @@ def test_pipeline_embeds_the_definition_with_deploy_time_values(dev):
         "ClaimManifest",
         "ParametersValid",
         "FirstDelivery",
-        "ValidateAndTokenize",
+        "DatasetValid",
         "EstimateTrainingCost",
         "CheckTrainingCost",
         "FineTune",

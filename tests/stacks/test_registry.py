@@ -80,7 +80,7 @@ def test_deployed_in_a_region_the_images_and_the_ecr_statement_name_its_registry
     body = body.replace("${" + account_variable + "}", account)
     definition = in_region(body, template, region, partition, url_suffix)
     images = IMAGE_FIELDS.findall(definition)
-    assert len(images) == 3  # ValidateAndTokenize, FineTune, RegisterModel's inference container
+    assert len(images) == 2  # FineTune, RegisterModel's inference container (fine_tune mode: no ValidateAndTokenize)
     registry = f"{DLC_REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}.{url_suffix}/"
     assert all(image.startswith(registry + "huggingface-pytorch-") for image in images), images
     resource = ecr_statement(template)["Resource"]
