@@ -83,7 +83,7 @@ def test_tiny_demo_passes_every_step_registers_with_metrics_and_ignores_a_duplic
         "ClaimManifest",
         "ParametersValid",
         "FirstDelivery",
-        "ValidateAndTokenize",
+        "DatasetValid",  # ClaimManifest validated the records (processing.tokenize_in "fine_tune")
         "EstimateTrainingCost",
         "CheckTrainingCost",
         "FineTune",
@@ -93,6 +93,7 @@ def test_tiny_demo_passes_every_step_registers_with_metrics_and_ignores_a_duplic
     ):
         assert f"> {name}" in first
     assert "> Evaluate " not in first  # evaluation runs inside FineTune: no second GPU cold start
+    assert "> ValidateAndTokenize" not in first  # FineTune tokenizes: one instance cold start
     # The cost guard let it through: the estimate (a p4d job's billed start-up, a few dollars, for the tiny
     # dataset) is within the default MaxTrainingCostUSD (3x the configured choice's estimate on SQuAD v1.1).
     ceiling = load_settings({**cdk_context, "env": "dev"}).default_max_cost_usd

@@ -21,6 +21,7 @@ import logging
 import math
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -113,6 +114,9 @@ def _workers(requested: int, records: int) -> int:
 def _start_worker(prepare: Prepare, tokenizer: Any, max_seq_length: int, doc_stride: int) -> None:
     global _worker
     _worker = (prepare, tokenizer, max_seq_length, doc_stride)
+    # A forked worker inherits the parent's SIGTERM handler (train.py's spot-interruption handler, qa/loop_control.py,
+    # sets a flag and returns): the pool's terminate() would then never end it, and the parent would wait forever.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _prepare_batch(records: list[dict[str, Any]]) -> dict[str, list[Any]]:

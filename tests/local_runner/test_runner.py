@@ -134,9 +134,10 @@ def test_steps_run_in_dependency_order(dev):
         "ClaimManifest",
         "ParametersValid",
     ]
-    branch = find_step(definition, "FirstDelivery")["Arguments"]["IfSteps"]
+    # processing.tokenize_in "fine_tune": the claim's verdict, then the cost guard (no ValidateAndTokenize).
+    assert [s["Name"] for s in find_step(definition, "FirstDelivery")["Arguments"]["IfSteps"]] == ["DatasetValid"]
+    branch = find_step(definition, "DatasetValid")["Arguments"]["IfSteps"]
     assert [s["Name"] for s in execution_order(list(reversed(branch)))] == [
-        "ValidateAndTokenize",
         "EstimateTrainingCost",
         "CheckTrainingCost",
     ]

@@ -53,6 +53,30 @@ def datasets_map_features(split: str, records: list[dict], tokenizer, args: Name
     return mapped.to_dict()
 
 
+def test_the_pool_ends_when_the_parent_handles_sigterm(sample_records, tokenizer, monkeypatch):
+    """train.py tokenizes with the pool in a process that may hold the spot-interruption SIGTERM handler; the pool's
+    workers must still end on its terminate() (before the fix they inherited the handler and the parent waited on
+    them forever, as a test worker of the suite once did)."""
+    import signal
+    import threading
+
+    monkeypatch.setattr(preprocess, "RECORDS_PER_WORKER", 100)
+    monkeypatch.setattr(preprocess, "TOKENIZE_BATCH", 50)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        done: list[dict] = []
+        args = tokenize_args(num_workers=2)
+        worker = threading.Thread(
+            target=lambda: done.append(preprocess.tokenize_split("train", sample_records["train"], tokenizer, args)),
+            daemon=True,
+        )
+        worker.start()
+        worker.join(timeout=120)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert done, "the pool did not end: a worker kept the parent's SIGTERM handler"
+
+
 @pytest.mark.parametrize("split", SPLITS)
 def test_tokenization_gives_the_features_of_the_datasets_map_path(sample_records, tokenizer, split):
     args = tokenize_args()  # 48 tokens, stride 16: the contexts overflow into several windows
