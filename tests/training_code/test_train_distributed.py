@@ -1,6 +1,6 @@
 """Data-parallel training and spot-safe resume, run the way SageMaker runs the script.
 
-The SIGTERM and SIGKILL tests resume to the weights of one uninterrupted run per process count, trained once
+The spot-interruption test resumes to the weights of one uninterrupted run per process count, trained once
 for the module (tests/conftest.py keeps the module on one pytest-xdist worker for that)."""
 
 from __future__ import annotations
@@ -114,38 +114,6 @@ def test_two_processes_agree_with_each_other_and_with_one_process(tmp_path, tiny
     )
 
 
-@pytest.mark.parametrize("processes", [1, 2])
-def test_sigterm_then_resume_matches_an_uninterrupted_run(
-    tmp_path, tiny_dropout_model_dir, sample_features, uninterrupted, processes
-):
-    hps = spot_hps(processes)
-    ref, reference = uninterrupted(processes)
-    total = len(reference.lines("step="))
-
-    work = tmp_path / "spot"
-    interrupted = run_training(tiny_dropout_model_dir, sample_features, work, hps, processes, sigterm_at_step=10)
-    assert interrupted.returncode != 0
-    assert "stop requested (SIGTERM)" in interrupted.output
-    saved = sorted(p.name for p in (work / "checkpoints").iterdir())
-    interrupted_at = int(saved[-1].split("-")[1])
-    assert 10 <= interrupted_at < total
-    assert not (work / "model" / "model.safetensors").exists()
-
-    # What a SIGKILL during a checkpoint write leaves behind: a newer step without (all) markers.
-    torn = work / "checkpoints" / f"step-{interrupted_at + 2:08d}"
-    shutil.copytree(work / "checkpoints" / saved[-1], torn)
-    (torn / "COMPLETE.rank0.json").unlink()
-
-    resumed = run_training(tiny_dropout_model_dir, sample_features, work, hps, processes)
-    assert resumed.returncode == 0, resumed.output[-3000:]
-    assert f"resumed from {saved[-1]}: step {interrupted_at}" in resumed.output
-    assert f"skipping incomplete checkpoint step-{interrupted_at + 2:08d}" in resumed.output
-    assert resumed.lines("step=")[0].startswith(f"step={interrupted_at + 1} ")
-    assert_same_weights(load_weights(ref / "model"), load_weights(work / "model"))
-    # The log history travels in the checkpoints: the resumed run's holds every step, as the reference's.
-    assert history_without_timing(work / "model") == history_without_timing(ref / "model")
-
-
 def history_without_timing(model_dir) -> list[dict]:
     history = json.loads((model_dir / LOG_HISTORY_FILE).read_text())
     return [{k: v for k, v in entry.items() if k != "samples_per_second"} for entry in history]
@@ -161,12 +129,13 @@ def after_step(step: int):
 
 
 @pytest.mark.parametrize("processes", [1, 2])
-def test_sigkill_at_any_moment_then_resume_matches_an_uninterrupted_run(
+def test_spot_interruptions_then_resume_match_an_uninterrupted_run(
     tmp_path, tiny_dropout_model_dir, sample_features, uninterrupted, processes
 ):
-    """A spot reclaim: every process SIGKILLed, no handler runs. Before the first checkpoint, in the middle
-    of one (files written, the last rank's marker not), and between two; each retry resumes from the newest
-    complete checkpoint and the final weights are those of a run that was never interrupted."""
+    """One job retried through what a spot reclaim and a stop do to it: every process SIGKILLed (no handler runs)
+    before the first checkpoint, then in the middle of one (files written, the last rank's marker not), then a
+    SIGTERM (a stop, or the reclaim notice) that checkpoints on the way out. Each retry resumes from the newest
+    complete checkpoint, and the final weights and log history are those of a run that was never interrupted."""
     hps = spot_hps(processes)
     ref, reference = uninterrupted(processes)
     total = len(reference.lines("step="))
@@ -184,21 +153,35 @@ def test_sigkill_at_any_moment_then_resume_matches_an_uninterrupted_run(
         kill_when=lambda line: line.startswith("PAUSED in checkpoint 10"),
         instrument={"QA_TEST_PAUSE_IN_CHECKPOINT": "10"},
     )
+    assert resumed_step(mid_write) is None, "nothing to resume from: killed before the first checkpoint"
     assert mid_write.returncode != 0 and "-- SIGKILL to" in mid_write.output, mid_write.output[-3000:]
     torn = work / "checkpoints" / "step-00000010"
     assert any(torn.glob("random_states_*.pkl"))  # begun; rank 0 may still have been writing the model
     assert not (torn / f"COMPLETE.rank{processes - 1}.json").exists()
 
-    between = run_training(tiny_dropout_model_dir, sample_features, work, hps, processes, kill_when=after_step(17))
-    assert resumed_step(between) == 5, between.output[-3000:]
-    assert "skipping incomplete checkpoint step-00000010" in between.output
-    assert between.returncode != 0 and "-- SIGKILL to" in between.output
+    stopped = run_training(tiny_dropout_model_dir, sample_features, work, hps, processes, sigterm_at_step=12)
+    assert resumed_step(stopped) == 5, stopped.output[-3000:]
+    assert "skipping incomplete checkpoint step-00000010" in stopped.output
+    assert stopped.returncode != 0
+    assert "stop requested (SIGTERM)" in stopped.output
+    saved = sorted(p.name for p in (work / "checkpoints").iterdir())
+    stopped_at = int(saved[-1].split("-")[1])
+    assert 12 <= stopped_at < total
+    assert not (work / "model" / "model.safetensors").exists()
+    # What a SIGKILL during a checkpoint write leaves behind, newer than the stop's checkpoint: a step without
+    # (all) markers.
+    shutil.copytree(work / "checkpoints" / saved[-1], work / "checkpoints" / f"step-{stopped_at + 2:08d}")
+    (work / "checkpoints" / f"step-{stopped_at + 2:08d}" / "COMPLETE.rank0.json").unlink()
 
     final = run_training(tiny_dropout_model_dir, sample_features, work, hps, processes)
     assert final.returncode == 0, final.output[-3000:]
-    assert (step := resumed_step(final)) is not None and step >= 15
+    assert f"resumed from {saved[-1]}: step {stopped_at}" in final.output
+    assert f"skipping incomplete checkpoint step-{stopped_at + 2:08d}" in final.output
+    assert final.lines("step=")[0].startswith(f"step={stopped_at + 1} ")
     assert_same_weights(load_weights(ref / "model"), load_weights(work / "model"))
-    # Pruned to the newest two, the torn step-10 included (the sync mirrors the deletions to S3).
+    # The log history travels in the checkpoints: the resumed run's holds every step, as the reference's.
+    assert history_without_timing(work / "model") == history_without_timing(ref / "model")
+    # Pruned to the newest two, the torn checkpoints included (the sync mirrors the deletions to S3).
     newest = [f"step-{step:08d}" for step in range(CHECKPOINT_STEPS, total + 1, CHECKPOINT_STEPS)][-2:]
     assert sorted(p.name for p in (work / "checkpoints").iterdir()) == newest
 
