@@ -287,10 +287,9 @@ def test_a_single_gpu_step_has_no_collective_and_scales_by_the_gpus_peak_and_ban
 
     hardware, source = hardware_facts(name)
     assert hardware.gpus == 1 and "MFU assumed equal to A100's" in source
-    model = GPU_MODELS[gpu]
-    assert hardware.fixed_step_seconds == pytest.approx(
-        costs.FIXED_STEP_SECONDS_A100 * 1555 / model.memory_bandwidth_gbs, abs=1e-6
-    )
+    peak, bandwidth = GPU_MODELS[gpu].peak_dense_tflops, GPU_MODELS[gpu].memory_bandwidth_gbs
+    assert peak and bandwidth
+    assert hardware.fixed_step_seconds == pytest.approx(costs.FIXED_STEP_SECONDS_A100 * 1555 / bandwidth, abs=1e-6)
     workload = Workload(ModelShape.from_config(BERT_LARGE), {384: 10_000}, {384: 10}, 1.0, 32)
     step = step_time(workload, hardware, TERMS, 1)
     assert (step.allreduce, step.exposed, step.efficiency) == (0.0, 0.0, 1.0)
@@ -298,12 +297,10 @@ def test_a_single_gpu_step_has_no_collective_and_scales_by_the_gpus_peak_and_ban
     # at a quarter of it a GPU whose memory is slow for its peak (L4, L40S; not A10G) spends a larger share on the
     # fixed costs than the A100 does.
     a100 = step_time(workload, p4d(), TERMS, 1)
-    assert step.compute / a100.compute == pytest.approx(312 / model.peak_dense_tflops, rel=1e-6)
+    assert step.compute / a100.compute == pytest.approx(312 / peak, rel=1e-6)
     small = replace(workload, per_device_batch=8)
     share = step_time(small, hardware, TERMS, 1).compute / step.compute
-    assert (share > step_time(small, p4d(), TERMS, 1).compute / a100.compute) == (
-        model.peak_dense_tflops / model.memory_bandwidth_gbs > 312 / 1555
-    )
+    assert (share > step_time(small, p4d(), TERMS, 1).compute / a100.compute) == (peak / bandwidth > 312 / 1555)
 
 
 def test_gpus_without_nvlink_all_reduce_over_pcie():

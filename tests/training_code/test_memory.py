@@ -23,7 +23,7 @@ BERT = ModelShape.from_config(BERT_LARGE)
         ("A100-80GB", 32),
         ("L4", 32),
         ("L40S", 32),
-    ],  # fmt: skip
+    ],
 )
 def test_bert_large_at_384_gets_the_recipes_32_where_it_fits(gpu, batch):
     assert per_device_batch(BERT, GPU_MODELS[gpu].memory_gb, 384, cap=32) == batch
