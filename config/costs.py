@@ -60,6 +60,16 @@ PROCESSING_USD_PER_HOUR: dict[str, float] = {
 }
 
 
+def training_usd_per_hour(settings: Settings, name: str) -> float | None:
+    """The on-demand price per instance-hour FineTune on `name` is estimated at: training.usd_per_hour for the
+    configured training.instance_type when set (the operator's own price: their region's, or one this table
+    lacks), else the list price above; None when neither is known."""
+    training = settings.training
+    if name == training.instance_type and training.usd_per_hour is not None:
+        return training.usd_per_hour
+    return TRAINING_USD_PER_HOUR.get(name)
+
+
 def list_price_usd(kind: str, instance_type: str, instance_count: int, billable_seconds: float) -> float | None:
     """A job's billed seconds x instances at the on-demand list price above ("training" or "processing" jobs);
     None for a type not in the table
@@ -140,8 +150,12 @@ REGISTER_SECONDS = 2.0  # CreateModelPackage: an API call (assumption)
 # ml.p3.16xlarge: 64, https://aws.amazon.com/sagemaker/pricing/ instance details) at an assumed 80 %.
 TOKENIZE_EXAMPLES_PER_VCPU_SECOND = 612 / 2
 TOKENIZE_PARALLEL_EFFICIENCY = 0.8
-VCPUS = {"ml.m5.large": 2, "ml.m5.4xlarge": 16, "ml.p3.2xlarge": 8, "ml.p3.16xlarge": 64, "ml.p3dn.24xlarge": 96,
-         "ml.p4d.24xlarge": 96, "ml.p4de.24xlarge": 96, "ml.p5.48xlarge": 192}  # fmt: skip
+# g5, g6, g6e: 4 vCPUs per "xlarge" unit of the size name (xlarge 4 ... 48xlarge 192; EC2 instance type specs,
+# https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html).
+VCPUS = {"ml.m5.large": 2, "ml.m5.4xlarge": 16, "ml.p3.2xlarge": 8, "ml.p3.8xlarge": 32, "ml.p3.16xlarge": 64,
+         "ml.p3dn.24xlarge": 96, "ml.p4d.24xlarge": 96, "ml.p4de.24xlarge": 96, "ml.p5.48xlarge": 192,
+         **{f"ml.{family}.{size}xlarge": 4 * int(size or 1) for family in ("g5", "g6", "g6e")
+            for size in ("", "2", "4", "8", "12", "16", "24", "48")}}  # fmt: skip
 
 # --- Where the dataset is validated and tokenized (processing.tokenize_in), warm pools: tools/estimate.py -------
 # tokenize_in=fine_tune: ClaimManifest (a Lambda function) streams and validates every record, FineTune tokenizes
@@ -203,7 +217,10 @@ THROUGHPUT_REFERENCES: dict[str, ThroughputReference] = {
     "A100": ThroughputReference(110.5, "NVIDIA DeepLearningExamples PyTorch BERT, DGX A100 80G, batch 32"),
     "A100-80GB": ThroughputReference(110.5, "NVIDIA DeepLearningExamples PyTorch BERT, DGX A100 80G, batch 32"),
 }
-ASSUMED_LIKE = {"H100": "A100"}  # GPU models without a reference: use this model's MFU (stated in the output)
+# - A10G, L4, L40S: no published figure of the same kind either; A100's MFU is assumed for them too. Their
+#   memory bandwidth (config/instance_types.py) still sets the step's fixed costs, so a small batch on L4's
+#   300 GB/s spends a larger share of its step on them.
+ASSUMED_LIKE = {"H100": "A100", "A10G": "A100", "L4": "A100", "L40S": "A100"}  # use this model's MFU (stated)
 
 # All-reduce bus bandwidth, GB/s, measured with nccl-tests all_reduce_perf (1 GiB, float) on 1-4 p4d.24xlarge
 # over EFA (NVIDIA/nccl#527, 2022-07-25): 230.77, 57.17, 31.77, 29.61. Other types: no measurement of the same
@@ -211,6 +228,10 @@ ASSUMED_LIKE = {"H100": "A100"}  # GPU models without a reference: use this mode
 # bandwidth across nodes (config/instance_types.py: NVSwitch 600 GB/s, 400 Gbit/s on p4d) - an assumption.
 P4D_BUSBW_GBS = {1: 230.77, 2: 57.17, 3: 31.77, 4: 29.61}
 P4D_PEER_GBS, P4D_NETWORK_GBPS = 600.0, 400.0
+# GPUs without NVLink (the multi-GPU g5, g6, g6e sizes) exchange gradients over PCIe 4.0 x16: 16 GT/s x 16 lanes,
+# 128b/130b encoding, ~31.5 GB/s per direction (PCI-SIG, PCI Express Base Specification 4.0). Assumption: the
+# p4d bus bandwidth scaled by 31.5 / 600 (no nccl-tests figure for these types was found offline).
+PCIE_GEN4_X16_GBS = 31.5
 # DDP overlaps the all-reduce with the backward pass only partly: buckets become ready one by one, and NCCL's
 # kernels share the SMs and memory bandwidth with the backward kernels. Share of the backward that hides
 # communication: assumption 0.5 (0: none, 1: perfect; bench/RESULTS.md shows both ends).
@@ -250,20 +271,24 @@ def measured_mfu(path: Path) -> tuple[str, float] | None:
     return str(result["gpu"]), float(result["mfu"])
 
 
-def hardware_facts(name: str, measured: tuple[str, float] | None = None) -> tuple[Hardware, str]:
+def hardware_facts(
+    name: str, measured: tuple[str, float] | None = None, usd_per_hour: float | None = None
+) -> tuple[Hardware, str]:
     """The estimator's `Hardware` (training_code/qa/cost.py) of training instance type `name`, and where its MFU
-    comes from: a measured MFU, or the published throughput the estimator turns into one."""
+    comes from: a measured MFU, or the published throughput the estimator turns into one. `usd_per_hour`: the
+    price to use (training_usd_per_hour); default: the list price, None where the table has none."""
     facts = instance_type(name)
     gpu = facts.gpu
     if gpu is None or gpu.peak_dense_tflops is None:
         raise KeyError(f"{name} has no GPU with a known peak in config/instance_types.py: cannot estimate")
-    intra = P4D_BUSBW_GBS[1] * facts.gpu_peer_gbs / P4D_PEER_GBS if facts.gpu_peer_gbs else 0.0
+    # The p4d single-node bus bandwidth scaled by the GPUs' peer bandwidth: NVLink/NVSwitch, else PCIe.
+    intra = P4D_BUSBW_GBS[1] * (facts.gpu_peer_gbs or PCIE_GEN4_X16_GBS) / P4D_PEER_GBS if facts.gpus > 1 else 0.0
     across = facts.network_gbps / P4D_NETWORK_GBPS
     hardware = Hardware(
         instance_type=name,
         gpus=facts.gpus,
         peak_tflops=gpu.peak_dense_tflops,
-        usd_per_hour=TRAINING_USD_PER_HOUR.get(name),
+        usd_per_hour=usd_per_hour if usd_per_hour is not None else TRAINING_USD_PER_HOUR.get(name),
         busbw_gbs={
             "1": round(intra, 2),
             **{str(n): round(bw * across, 2) for n, bw in P4D_BUSBW_GBS.items() if n > 1},
@@ -315,7 +340,10 @@ def cost_model(settings: Settings) -> dict[str, Any]:
     settings validation guarantees every allowed type has a price and GPU facts."""
     hps = settings.hyperparameters
     return cost_model_document(
-        [hardware_facts(name)[0] for name in settings.training_instance_types],
+        [
+            hardware_facts(name, usd_per_hour=training_usd_per_hour(settings, name))[0]
+            for name in settings.training_instance_types
+        ],
         training_job_terms(settings.training.encrypt_inter_container_traffic),
         hps.per_device_train_batch_size,
         hps.gradient_accumulation_steps,

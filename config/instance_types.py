@@ -3,33 +3,54 @@
 One table, read by the settings validation, the pipeline-definition checks and the local runner. A type that
 is not listed here cannot be configured: every rule below must be decidable for every type a job can run on.
 
-Sources (checked 2026-11-30):
-- Local NVMe instance storage and its size, EFA: EC2 instance type specs,
-  https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html (p4d, p4de, p5, g4dn, g5) and
-  https://docs.aws.amazon.com/ec2/latest/instancetypes/pg.html (p3, p3dn: previous generation).
+Sources (checked 2026-11-30). The g5, g6 and g6e rows were added 2026-12-02 in a session without internet, from
+these pages as their author knew them; the g6e network figures agree with a stored copy of the EC2 table, the
+other figures were not re-fetched: check them before relying on one.
+- Local NVMe instance storage and its size, EFA, network bandwidth: EC2 instance type specs,
+  https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html (p4d, p4de, p5, g4dn, g5, g6, g6e) and
+  https://docs.aws.amazon.com/ec2/latest/instancetypes/pg.html (p3, p3dn: previous generation). Every g5, g6
+  and g6e size has local NVMe (250 GB on xlarge up to 7,600 GB on 48xlarge), so none takes a volume key;
+  EFA on their 8xlarge, 12xlarge, 16xlarge, 24xlarge and 48xlarge sizes only.
   SageMaker's rules on local storage: "You can't request a VolumeKmsKeyId when using an instance type with
   local storage" (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceConfig.html and
   https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ProcessingClusterConfig.html); for processing
   also "You can't request a VolumeSizeInGB greater than the total size of the local instance storage"
   (training uses the NVMe capacity as it is and provisions no EBS volume).
-- GPUs per instance and their architecture: https://aws.amazon.com/ec2/instance-types/ (P3, P4, P5, G4, G5).
-  bfloat16 needs compute capability 8.0 (Ampere) or newer; V100 (Volta) and T4 (Turing) lack it.
+- GPUs per instance and their architecture: https://aws.amazon.com/ec2/instance-types/ (P3, P4, P5, G4, G5),
+  https://aws.amazon.com/ec2/instance-types/g6/ (L4), https://aws.amazon.com/ec2/instance-types/g6e/ (L40S).
+  A10G: Ampere (sm_86); L4 and L40S: Ada Lovelace (sm_89); H100: Hopper (sm_90). bfloat16 needs compute
+  capability 8.0 (Ampere) or newer; V100 (Volta) and T4 (Turing) lack it. The image rule (config/images.py)
+  only concerns Volta: both training images' PyTorch builds carry sm_86 and sm_90 kernels (TORCH_CUDA_ARCH_LIST
+  7.5;8.0;8.6;9.0;10.0;12.0 for CUDA 13.0, 5.0-9.0 with 8.6 and 9.0 for CUDA 12.4,
+  https://github.com/pytorch/pytorch/blob/main/.ci/manywheel/build_cuda.sh), and a cubin built for 8.6 runs on
+  8.9 ("a cubin generated for compute capability X.y will only execute on devices of compute capability X.z
+  where z >= y", https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#binary-compatibility).
 - SMDDP: https://docs.aws.amazon.com/sagemaker/latest/dg/distributed-data-parallel-support.html
-  (ml.p4d.24xlarge, ml.p4de.24xlarge; ml.p3dn.24xlarge without further optimisation of its collectives).
+  (ml.p4d.24xlarge, ml.p4de.24xlarge; ml.p3dn.24xlarge without further optimisation of its collectives). No g5,
+  g6, g6e or p5 type is listed: smddp is refused there.
 - GPU model, memory and peak dense (no sparsity) fp16/bf16 tensor TFLOP/s per GPU (`GPU_MODELS`): NVIDIA data
   sheets: V100 SXM2 125 (https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf),
   T4 65 (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf),
   A100 312 (https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf),
-  H100 SXM 989 (https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet). The A10G of
-  G5 is an AWS-specific part whose dense tensor peak NVIDIA does not publish: left unknown. Memory bandwidth
-  (GB/s, the same data sheets): V100 SXM2 900, T4 320, A100 40GB SXM 1555, A100 80GB SXM 2039, H100 SXM 3350;
-  the A10G's: not published by NVIDIA, left unknown (issue 31's step model scales fixed per-step costs by it).
+  H100 SXM 989 (https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet),
+  L4 121 (the data sheet's 242 "with sparsity" halved; https://www.nvidia.com/en-us/data-center/l4/),
+  L40S 362.05 (https://www.nvidia.com/en-us/data-center/l40s/). Memory bandwidth (GB/s, the same data sheets):
+  V100 SXM2 900, T4 320, A100 40GB SXM 1555, A100 80GB SXM 2039, H100 SXM 3350, L4 300, L40S 864.
+  A10G (G5) is an AWS-specific part: neither NVIDIA nor AWS (https://aws.amazon.com/ec2/instance-types/g5/)
+  publishes its tensor peak or bandwidth. ASSUMPTION: 70 TFLOP/s dense fp16/bf16 and 600 GB/s, the figures
+  third-party comparisons give (https://www.baseten.co/blog/nvidia-a10-vs-a10g-for-ml-model-inference/: the
+  same 24 GB and 600 GB/s as the A10, less tensor compute; the number itself was not checked against an
+  NVIDIA document in this session). The A10's own data sheet gives 125 (its upper bound); 70 is the
+  conservative choice: the estimate then errs towards longer runs on G5.
   GPU memory per GPU and GPU model per instance: https://aws.amazon.com/ec2/instance-types/p3/,
   https://aws.amazon.com/ec2/instance-types/p4/, https://aws.amazon.com/ec2/instance-types/p5/,
-  https://aws.amazon.com/ec2/instance-types/g4/, https://aws.amazon.com/ec2/instance-types/g5/.
+  https://aws.amazon.com/ec2/instance-types/g4/, https://aws.amazon.com/ec2/instance-types/g5/,
+  https://aws.amazon.com/ec2/instance-types/g6/, https://aws.amazon.com/ec2/instance-types/g6e/.
 - Network bandwidth (Gbit/s) and GPU peer-to-peer bandwidth (NVLink/NVSwitch, GB/s) per instance: the same
   AWS pages (p3.16xlarge 25 Gbit/s and NVLink 300 GB/s, p3dn 100 Gbit/s, p4d/p4de 400 Gbit/s EFA and
-  NVSwitch 600 GB/s, p5 3200 Gbit/s EFA and NVSwitch 900 GB/s). Used by the cost estimate's data-parallel model.
+  NVSwitch 600 GB/s, p5 3200 Gbit/s EFA and NVSwitch 900 GB/s; "up to" figures of the small g sizes taken as
+  the figure). The multi-GPU g sizes have no NVLink: their GPUs talk over PCIe (config/costs.py). Used by the
+  cost estimate's data-parallel model.
 - Valid for training / processing: botocore's SageMaker model, enums `TrainingInstanceType` and
   `ProcessingInstanceType` (tests compare every row with the installed botocore).
 """
@@ -40,8 +61,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-GpuArchitecture = Literal["volta", "turing", "ampere", "hopper"]
-BF16_ARCHITECTURES = frozenset({"ampere", "hopper"})
+GpuArchitecture = Literal["volta", "turing", "ampere", "ada", "hopper"]
+BF16_ARCHITECTURES = frozenset({"ampere", "ada", "hopper"})
 
 
 @dataclass(frozen=True)
@@ -61,7 +82,9 @@ GPU_MODELS: dict[str, GpuModel] = {
         GpuModel("V100", 16, 125.0, 900.0),
         GpuModel("V100-32GB", 32, 125.0, 900.0),
         GpuModel("T4", 16, 65.0, 320.0),
-        GpuModel("A10G", 24, None),
+        GpuModel("A10G", 24, 70.0, 600.0),  # assumption: see the module docstring
+        GpuModel("L4", 24, 121.0, 300.0),
+        GpuModel("L40S", 48, 362.05, 864.0),
         GpuModel("A100", 40, 312.0, 1555.0),
         GpuModel("A100-80GB", 80, 312.0, 2039.0),
         GpuModel("H100", 80, 989.0, 3350.0),
@@ -138,8 +161,27 @@ INSTANCE_TYPES: dict[str, InstanceType] = _types(
     _gpu("ml.g5.xlarge", 250, False, 1, "ampere", False, True, "A10G", 10),
     _gpu("ml.g5.2xlarge", 450, False, 1, "ampere", False, True, "A10G", 10),
     _gpu("ml.g5.4xlarge", 600, False, 1, "ampere", False, True, "A10G", 25),
+    _gpu("ml.g5.8xlarge", 900, True, 1, "ampere", False, True, "A10G", 25),
+    _gpu("ml.g5.16xlarge", 1900, True, 1, "ampere", False, True, "A10G", 25),
     _gpu("ml.g5.12xlarge", 3800, True, 4, "ampere", False, True, "A10G", 40),
+    _gpu("ml.g5.24xlarge", 3800, True, 4, "ampere", False, True, "A10G", 50),
     _gpu("ml.g5.48xlarge", 7600, True, 8, "ampere", False, True, "A10G", 100),
+    _gpu("ml.g6.xlarge", 250, False, 1, "ada", False, True, "L4", 10),
+    _gpu("ml.g6.2xlarge", 450, False, 1, "ada", False, True, "L4", 10),
+    _gpu("ml.g6.4xlarge", 600, False, 1, "ada", False, True, "L4", 25),
+    _gpu("ml.g6.8xlarge", 900, True, 1, "ada", False, True, "L4", 25),
+    _gpu("ml.g6.16xlarge", 1880, True, 1, "ada", False, True, "L4", 25),
+    _gpu("ml.g6.12xlarge", 3760, True, 4, "ada", False, True, "L4", 40),
+    _gpu("ml.g6.24xlarge", 3760, True, 4, "ada", False, True, "L4", 50),
+    _gpu("ml.g6.48xlarge", 7520, True, 8, "ada", False, True, "L4", 100),
+    _gpu("ml.g6e.xlarge", 250, False, 1, "ada", False, True, "L40S", 20),
+    _gpu("ml.g6e.2xlarge", 450, False, 1, "ada", False, True, "L40S", 20),
+    _gpu("ml.g6e.4xlarge", 600, False, 1, "ada", False, True, "L40S", 20),
+    _gpu("ml.g6e.8xlarge", 900, True, 1, "ada", False, True, "L40S", 25),
+    _gpu("ml.g6e.16xlarge", 1900, True, 1, "ada", False, True, "L40S", 35),
+    _gpu("ml.g6e.12xlarge", 3800, True, 4, "ada", False, True, "L40S", 100),
+    _gpu("ml.g6e.24xlarge", 3800, True, 4, "ada", False, True, "L40S", 200),
+    _gpu("ml.g6e.48xlarge", 7600, True, 8, "ada", False, True, "L40S", 400),
     _cpu("ml.m5.large"),
     _cpu("ml.m5.xlarge"),
     _cpu("ml.m5.2xlarge"),

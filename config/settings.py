@@ -17,10 +17,10 @@ from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_
 
 from config.costs import (
     KNOWN_SHAPES,
-    TRAINING_USD_PER_HOUR,
     default_learning_rate,
     hardware_facts,
     reference_training_usd,
+    training_usd_per_hour,
     young_daly_minutes,
 )
 from config.images import (
@@ -186,7 +186,19 @@ class HyperParameters(StrictModel):
 class TrainingSettings(StrictModel):
     """The distributed training job."""
 
+    # dev (cdk.json): ml.g5.2xlarge with training.deadline_minutes=90. One A10G (24 GB) needs no p4d quota (a new
+    # account's is usually 0); for the default model on SQuAD `make estimate` marks it the cheapest single GPU and
+    # the cheapest choice within 90 min (1 h 10 min, $1.72 on demand) among the types with a list price in
+    # config/costs.py (g6 and g6e have none there yet; the p3.2xlarge's V100 takes longer, costs more and needs
+    # the older Volta image). prod keeps this default, 1 x p4d.
     instance_type: str = Field("ml.p4d.24xlarge", pattern=INSTANCE_TYPE_PATTERN)
+    usd_per_hour: float | None = Field(
+        None,
+        gt=0,
+        description="On-demand price per instance-hour of training.instance_type that the cost guard and `make "
+        "estimate` use instead of config/costs.py's list price: your region's price, or one the table lacks "
+        "(e.g. ml.p5.48xlarge, ml.g6.*, ml.g6e.*; https://aws.amazon.com/sagemaker/pricing/, Training tab).",
+    )
     # 1 x p4d: what `make estimate` recommends for the reference workload (the cheapest choice within
     # deadline_minutes; 2 nodes finish 0.7 min sooner at 1.8x the cost). Multi-node: -c training.instance_count=2.
     instance_count: int = Field(1, gt=0, le=64)
@@ -634,7 +646,7 @@ class Settings(StrictModel):
                 f"EFA-capable instance type ({', '.join(names_where(lambda row: row.efa))}); use one of those or "
                 "set training.instance_count=1"
             )
-        if (cost_problem := _cost_estimate_problem(name)) is not None:
+        if (cost_problem := _cost_estimate_problem(name, training_usd_per_hour(self, name))) is not None:
             problems.append(cost_problem)
         if hps.precision == "bf16" and not facts.bf16:
             problems.append(
@@ -797,12 +809,13 @@ def _volume_too_large(key: str, size_gb: int, facts: InstanceType) -> str:
     )
 
 
-def _cost_estimate_problem(name: str) -> str | None:
-    """Why the cost guard (MaxTrainingCostUSD) could not price training on `name`, or None."""
-    if name not in TRAINING_USD_PER_HOUR:
+def _cost_estimate_problem(name: str, usd_per_hour: float | None) -> str | None:
+    """Why the cost guard (MaxTrainingCostUSD) could not price training on `name` at `usd_per_hour`, or None."""
+    if usd_per_hour is None:
         return (
             f"{name} has no list price in config/costs.py, so the cost guard cannot price a run on it: add its "
-            "SageMaker training price (with source and date) or leave it out of training.allowed_instance_types"
+            "SageMaker training price (with source and date), set training.usd_per_hour (your price, when it is "
+            "training.instance_type), or leave it out of training.allowed_instance_types"
         )
     try:
         hardware_facts(name)

@@ -36,7 +36,7 @@ from config.costs import (
     SQUAD_VALIDATION_FEATURES,
     squad_lengths,
 )
-from config.instance_types import instance_type
+from config.instance_types import INSTANCE_TYPES, instance_type
 from config.loader import DEFAULT_ENV
 from config.paths import CDK_JSON, GPU_THROUGHPUT_RESULT
 from pipeline_steps import names
@@ -54,6 +54,7 @@ BREAK_EVEN_MAX_SCALE = 10_000.0
 # downloads, tokenizes (run_qa.py, one process), trains and evaluates; ~4 h / ~$15 on 1 x ml.p3.2xlarge,
 # 28 min / $24 on 2 x ml.p3.16xlarge.
 SEED_RUNS = (("ml.p3.2xlarge", 1, 4 * 60.0, 15.0), ("ml.p3.16xlarge", 2, 28.0, 24.0))
+NO_PRICE = "no list price"
 
 
 def dataset_lengths(
@@ -346,7 +347,8 @@ def _positive_int(text: str) -> int:
 
 
 def choices(settings: Settings) -> list[tuple[str, int]]:
-    """1, 2 and 4 nodes of every allowed type (multi-node only where EFA allows it), the configured one too."""
+    """1, 2 and 4 nodes of every allowed type (multi-node only where EFA allows it), the configured one too, then
+    one node of every other GPU training type of the catalogue (config/instance_types.py) that can be estimated."""
     rows = [
         (name, count)
         for name in settings.training_instance_types
@@ -354,7 +356,32 @@ def choices(settings: Settings) -> list[tuple[str, int]]:
         if count == 1 or instance_type(name).efa
     ]
     configured = (settings.training.instance_type, settings.training.instance_count)
-    return rows if configured in rows else [*rows, configured]
+    rows = rows if configured in rows else [*rows, configured]
+    return rows + [(name, 1) for name in catalogue_types() if name not in settings.training_instance_types]
+
+
+def catalogue_types() -> list[str]:
+    """The GPU training types of the catalogue whose hardware facts and throughput reference are known."""
+    return [name for name in _gpu_training_types() if not not_estimated(name)]
+
+
+def _gpu_training_types() -> list[str]:
+    """The catalogue's GPU training types, in its order (by family and size)."""
+    return [name for name, row in INSTANCE_TYPES.items() if row.training and row.gpus > 0]
+
+
+def not_estimated(name: str) -> str | None:
+    """Why `name` cannot be estimated (config/costs.py hardware_facts' message), or None."""
+    try:
+        c.hardware_facts(name)
+    except KeyError as err:
+        return str(err.args[0])
+    return None
+
+
+def priced(pipeline: Pipeline) -> bool:
+    """Whether FineTune's type has a price (a list price or training.usd_per_hour): else its cost is unknown."""
+    return pipeline.job.usd_per_hour is not None
 
 
 def _context_pair(text: str) -> tuple[str, str]:
@@ -407,12 +434,21 @@ class Scenario:
     terms: JobTerms
     measured: tuple[str, float] | None = None
 
+    auto_batch: bool = False  # size the per-device batch per type, as train.py does for "auto"
+
     def hardware(self, name: str) -> tuple[Hardware, str]:
-        return c.hardware_facts(name, self.measured)
+        return c.hardware_facts(name, self.measured, c.training_usd_per_hour(self.settings, name))
+
+    def workload_on(self, name: str) -> Workload:
+        """The workload with the per-device batch a job on `name` trains with."""
+        if not self.auto_batch:
+            return self.workload
+        return replace(self.workload, per_device_batch=c.configured_per_device_batch(self.settings, name))
 
     def pipeline(self, name: str, count: int, tokenize_in: str, cached: bool = False) -> Pipeline:
-        job = training_job(self.workload, self.hardware(name)[0], self.terms, count)
-        return pipeline(self.settings, self.workload, job, self.examples, self.dataset_mb, cached, tokenize_in)
+        workload = self.workload_on(name)
+        job = training_job(workload, self.hardware(name)[0], self.terms, count)
+        return pipeline(self.settings, workload, job, self.examples, self.dataset_mb, cached, tokenize_in)
 
     def scaled(self, factor: float) -> Scenario:
         """The same kind of dataset, `factor` times as large (every split and length bucket)."""
@@ -481,6 +517,7 @@ def report(args: argparse.Namespace) -> int:
         dataset_mb,
         c.training_job_terms(settings.training.encrypt_inter_container_traffic),
         c.measured_mfu(GPU_RESULT),
+        auto_batch=not args.per_device_batch and hps.per_device_train_batch_size == "auto",
     )
     mode = settings.processing.tokenize_in
     configured = (settings.training.instance_type, settings.training.instance_count)
@@ -502,8 +539,11 @@ def report(args: argparse.Namespace) -> int:
         cached = scenario.pipeline(name, count, mode, cached=True) if mode == "cpu_job" else None
         results[(name, count)] = cold
         rows.append((name, count, cold, cached))
-    within = [key for key, p in results.items() if p.seconds <= deadline]
+    within = [key for key, p in results.items() if p.seconds <= deadline and priced(p)]
     cheapest = min(within, key=lambda key: results[key].on_demand_usd) if within else None
+    single = [key for key, p in results.items() if p.job.gpus == 1 and priced(p)]
+    cheapest_single = min(single, key=lambda key: results[key].on_demand_usd) if single else None
+    allowed = set(settings.training_instance_types)
     header = ["instances", "FineTune start-up", "compute", "billed/instance", "DP eff.", "pipeline", "cached",
               "on-demand", f"spot {c.SPOT_DISCOUNT:.0%} off", ""]  # fmt: skip
     table = [header]
@@ -512,7 +552,11 @@ def report(args: argparse.Namespace) -> int:
         marks = [
             *(["configured"] if (name, count) == configured else []),
             *([f"cheapest within {settings.training.deadline_minutes:g} min"] if (name, count) == cheapest else []),
+            *(["cheapest single GPU"] if (name, count) == cheapest_single else []),
+            *(["catalogue only"] if name not in allowed else []),
         ]
+        cost = usd(cold.on_demand_usd) if priced(cold) else NO_PRICE
+        spot = usd(cold.spot_usd(c.SPOT_DISCOUNT)) if priced(cold) else NO_PRICE
         table.append(
             [
                 f"{count} x {name}",
@@ -522,12 +566,13 @@ def report(args: argparse.Namespace) -> int:
                 f"{job.step.efficiency:.0%}",
                 _minutes(cold.seconds),
                 _minutes(cached.seconds) if cached else "-",
-                usd(cold.on_demand_usd),
-                usd(cold.spot_usd(c.SPOT_DISCOUNT)),
+                cost,
+                spot,
                 f"<- {', '.join(marks)}" if marks else "",
             ]
         )
     _print_table(table)
+    print(_catalogue_note(settings))
     default = results.get(configured) or next(iter(results.values()))
     name, count = default.job.instance_type, default.job.instance_count
     floor = physical_floor(default.job, scenario.hardware(name)[0], workload)
@@ -557,6 +602,18 @@ def report(args: argparse.Namespace) -> int:
         plot_timeline(args.plot, runs)
         print(f"\ntimeline written to {args.plot}")
     return 0
+
+
+def _catalogue_note(settings: Settings) -> str:
+    """What the catalogue-only rows, the unpriced rows and the types left out mean."""
+    left_out = [f"{name} ({why})" for name in _gpu_training_types() if (why := not_estimated(name))]
+    return (
+        f"catalogue only: not a value of this environment's TrainingInstanceType parameter; -c "
+        f"training.instance_type=<type> configures one. {NO_PRICE}: config/costs.py has no on-demand list price for "
+        f"the type (none was found in the stored AWS pages): its time is modelled, its cost is not; "
+        f"training.usd_per_hour=<your price> sets one for training.instance_type"
+        + (f"\nnot estimated: {'; '.join(left_out)}" if left_out else "")
+    )
 
 
 def _print_table(table: list[list[str]]) -> None:

@@ -35,6 +35,14 @@ def test_every_row_agrees_with_botocores_enums(name):
     assert row.processing == (name in botocore_enum("ProcessingInstanceType"))
 
 
+def test_every_g5_g6_g6e_size_sagemaker_trains_on_is_in_the_catalogue():
+    """Issue 32: the catalogue holds every size of these families that botocore's TrainingInstanceType lists."""
+    families = ("ml.g5.", "ml.g6.", "ml.g6e.")
+    offered = {name for name in botocore_enum("TrainingInstanceType") if name.startswith(families)}
+    assert len(offered) == 24 and offered <= set(INSTANCE_TYPES)
+    assert "ml.p5.48xlarge" in INSTANCE_TYPES and INSTANCE_TYPES["ml.p5.48xlarge"].training
+
+
 def test_the_dev_and_prod_definitions_break_no_rule(definition, cdk_context):
     assert violations(definition) == []
     assert violations(build_definition(load_settings({**cdk_context, "env": "prod"}))) == []
@@ -238,3 +246,35 @@ def test_the_unset_version_default_is_the_one_the_claim_step_refuses(definition)
 
     [default] = [p["DefaultValue"] for p in definition["Parameters"] if p["Name"] == MANIFEST_VERSION_ID]
     assert default == MANIFEST_VERSION_UNSET
+
+
+def test_the_gpus_people_have_build_with_the_rules_each_type_needs(definition, settings, cdk_context):
+    """Issue 32: dev's default ml.g5.2xlarge (one A10G, local NVMe, no EFA) and ml.p5.48xlarge (8 x H100, NVMe,
+    EFA; no list price, so the operator's training.usd_per_hour prices it) synthesize: no volume key on a type
+    with local storage (API_ResourceConfig), the CUDA 13.0 image (sm_86 and sm_90 kernels: config/instance_types.py),
+    several nodes only on an EFA type, SMDDP on neither (distributed-data-parallel-support.html)."""
+    assert settings.training.instance_type == "ml.g5.2xlarge"
+    p5 = load_settings({**cdk_context, "training.instance_type": "ml.p5.48xlarge", "training.usd_per_hour": "50",
+                        "training.instance_count": "2"})  # fmt: skip
+    for built, name in ((definition, "ml.g5.2xlarge"), (build_definition(p5), "ml.p5.48xlarge")):
+        assert violations(built) == []
+        train = find_step(built, "FineTune")["Arguments"]
+        assert "VolumeKmsKeyId" not in train["ResourceConfig"]
+        assert "-cu130-" in train["AlgorithmSpecification"]["TrainingImage"]
+        [parameter] = [p for p in built["Parameters"] if p["Name"] == "TrainingInstanceType"]
+        assert parameter["DefaultValue"] == name
+        assert train["EnableManagedSpotTraining"] is True and train["CheckpointConfig"]["S3Uri"]
+    assert p5.training.instance_count == 2 and INSTANCE_TYPES["ml.p5.48xlarge"].efa
+    with pytest.raises(ValueError, match="needs an EFA-capable instance type"):
+        load_settings({**cdk_context, "training.instance_count": "2"})
+    for name in ("ml.g5.2xlarge", "ml.p5.48xlarge"):
+        with pytest.raises(ValueError, match=f"smddp does not run on {name}"):
+            load_settings({**cdk_context, "training.instance_type": name, "training.usd_per_hour": "50",
+                           "training.distribution": "smddp"})  # fmt: skip
+    # Without the operator's price p5 is refused, naming the fix; a type without local storage keeps the key.
+    with pytest.raises(ValueError, match=r"ml\.p5\.48xlarge has no list price .* set training\.usd_per_hour"):
+        load_settings({**cdk_context, "training.instance_type": "ml.p5.48xlarge"})
+    ebs_only = {"training.instance_type": "ml.p3.2xlarge", "hyperparameters.precision": "fp16",
+                "training.allowed_instance_types": '["ml.p3.2xlarge"]'}  # fmt: skip
+    train = find_step(build_definition(load_settings({**cdk_context, **ebs_only})), "FineTune")["Arguments"]
+    assert train["ResourceConfig"]["VolumeKmsKeyId"] == "${KmsKeyArn}"

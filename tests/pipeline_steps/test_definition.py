@@ -418,7 +418,10 @@ def transformers_version(image_uri: str) -> tuple[int, ...]:
 
 @pytest.mark.parametrize("distribution", ["torchrun", "smddp"])
 def test_registered_image_reads_what_the_training_image_saves(cdk_context, distribution):
-    settings = load_settings({**cdk_context, "training.distribution": distribution})
+    # SMDDP runs on p4d, not on dev's g5.2xlarge (config/instance_types.py): both backends on p4d.
+    settings = load_settings(
+        {**cdk_context, "training.distribution": distribution, "training.instance_type": "ml.p4d.24xlarge"}
+    )
     definition = build_definition(settings)
     training_image = step(definition, "FineTune")["Arguments"]["AlgorithmSpecification"]["TrainingImage"]
     [register] = step(definition, "CheckF1")["Arguments"]["IfSteps"]

@@ -18,19 +18,26 @@ def rows(out: str) -> dict[str, str]:
     return {match.group(): line for line in out.splitlines() if (match := re.match(r"\d+ x ml\.\S+", line))}
 
 
-def test_table_lists_1_2_4_nodes_and_marks_the_configured_and_the_cheapest_within_the_deadline(capsys):
-    assert main(["--env", "dev"]) == 0
+@pytest.mark.parametrize("env", ["dev", "prod"])
+def test_table_lists_1_2_4_nodes_and_marks_the_configured_and_the_cheapest_within_the_deadline(env, capsys):
+    assert main(["--env", env]) == 0
     out = capsys.readouterr().out
-    settings = load_settings(read_cdk_json_context("cdk.json"))
+    settings = load_settings({**read_cdk_json_context("cdk.json"), "env": env})
     table = rows(out)
     for name, count in choices(settings):
         assert f"{count} x {name}" in table
     assert {"1 x ml.p4d.24xlarge", "2 x ml.p4d.24xlarge", "4 x ml.p4d.24xlarge"} <= set(table)
-    marked = [key for key, line in table.items() if "cheapest within 12 min" in line]
+    marked = [
+        key for key, line in table.items() if f"cheapest within {settings.training.deadline_minutes:g} min" in line
+    ]
     assert len(marked) == 1
-    # The configured default is what the estimate recommends (issue 20, "defaults the estimate justifies").
+    # The configured default is what the estimate recommends (issue 20, "defaults the estimate justifies"): in prod
+    # 1 x p4d within 12 min; in dev (issue 32) the single GPU the estimate ranks cheapest, within dev's 90 min.
     configured = f"{settings.training.instance_count} x {settings.training.instance_type}"
     assert "configured" in table[configured] and marked == [configured]
+    assert configured == {"dev": "1 x ml.g5.2xlarge", "prod": "1 x ml.p4d.24xlarge"}[env]
+    [single] = [key for key, line in table.items() if "cheapest single GPU" in line]
+    assert single == "1 x ml.g5.2xlarge"
     # More p4d nodes cost more: start-up bills on every instance and the all-reduce crosses more nodes.
     costs = [float(re.findall(r"\$([0-9.,]+)", table[f"{n} x ml.p4d.24xlarge"])[0]) for n in (1, 2, 4)]
     assert costs == sorted(costs)
@@ -38,8 +45,45 @@ def test_table_lists_1_2_4_nodes_and_marks_the_configured_and_the_cheapest_withi
     assert "MFU 26.2% from NVIDIA DeepLearningExamples" in out
 
 
-def test_the_default_meets_the_targets_and_states_its_cold_starts(capsys):
+def test_every_gpu_type_of_the_catalogue_is_a_row_and_an_unpriced_one_says_so(capsys):
+    """Issue 32: `make estimate` compares g5, g6, g6e and p5 with the rest; a type without a list price has its
+    time modelled and its cost shown as unknown (never as $0), and a type the estimate cannot model is named."""
+    from config.costs import TRAINING_USD_PER_HOUR
+    from config.instance_types import INSTANCE_TYPES
+
     assert main(["--env", "dev"]) == 0
+    out = capsys.readouterr().out
+    table = rows(out)
+    for name in ("ml.g5.xlarge", "ml.g5.2xlarge", "ml.g5.48xlarge", "ml.g6.2xlarge", "ml.g6e.xlarge", "ml.p5.48xlarge"):
+        line = table[f"1 x {name}"]
+        assert ("no list price" in line) == (name not in TRAINING_USD_PER_HOUR), line
+        assert re.search(r"\d+(\.\d)? min", line)
+    catalogue = [f"1 x {n}" for n, row in INSTANCE_TYPES.items() if row.training and row.gpus and row.gpu_model != "T4"]
+    assert set(catalogue) <= set(table)
+    assert "catalogue only" in table["1 x ml.p5.48xlarge"] and "catalogue only" not in table["1 x ml.g5.2xlarge"]
+    assert "not estimated: ml.g4dn.xlarge (no throughput reference for GPU T4" in out
+    # An H100 node beats an A100 node; an L40S beats an L4, which beats the A10G (assumed 70 TFLOP/s).
+    minutes = {key: _pipeline_minutes(line) for key, line in table.items()}
+    assert minutes["1 x ml.p5.48xlarge"] < minutes["1 x ml.p4d.24xlarge"]
+    assert minutes["1 x ml.g6e.xlarge"] < minutes["1 x ml.g6.xlarge"] < minutes["1 x ml.g5.xlarge"]
+
+
+def _pipeline_minutes(line: str) -> float:
+    """The table's pipeline column (the 5th time) in minutes."""
+    times = re.findall(r"(?:(\d+) h )?(\d+(?:\.\d+)?) min", line)
+    hours, mins = times[3]
+    return 60 * int(hours or 0) + float(mins)
+
+
+def test_an_operator_price_prices_a_type_the_table_lacks(capsys):
+    assert main(["--env", "dev", "-c", "training.instance_type=ml.p5.48xlarge", "-c", "training.usd_per_hour=50"]) == 0
+    line = rows(capsys.readouterr().out)["1 x ml.p5.48xlarge"]
+    assert "no list price" not in line and "configured" in line and "catalogue only" not in line
+
+
+def test_the_default_meets_the_targets_and_states_its_cold_starts(capsys):
+    """Issue 31's targets, for the reference choice 1 x p4d (prod's default)."""
+    assert main(["--env", "prod"]) == 0
     out = capsys.readouterr().out
     total = re.search(
         r"total ([0-9.]+) min, \$([0-9.]+) on demand; instance cold starts on the critical path: (\d)", out
@@ -48,7 +92,7 @@ def test_the_default_meets_the_targets_and_states_its_cold_starts(capsys):
     assert float(total.group(1)) <= 12 and float(total.group(2)) <= 4
     # processing.tokenize_in "fine_tune": ClaimManifest validates, FineTune tokenizes: one instance cold start.
     assert total.group(3) == "1" and "cache hit" not in out.split("total ")[1].splitlines()[0]
-    settings = load_settings(read_cdk_json_context("cdk.json"))
+    settings = load_settings({**read_cdk_json_context("cdk.json"), "env": "prod"})
     line = rows(out)[f"{settings.training.instance_count} x {settings.training.instance_type}"]
     spot = float(re.findall(r"\$([0-9.,]+)", line)[1])
     assert spot <= 1.5
@@ -111,7 +155,8 @@ def test_money_is_readable_at_every_size(capsys):
     assert not re.search(r"\$0\.00(?!\d)", out)  # no "$0.00 - $0.00" for a small dataset
     # For a DATASET the estimate names the tokenize_in to configure, and why (the default, fine_tune, for this one).
     assert "configured: processing.tokenize_in=fine_tune" in out
-    assert re.search(r"tokenization inside FineTune: .*: chosen because deadline: both make 12 min", out)
+    deadline = load_settings(read_cdk_json_context("cdk.json")).training.deadline_minutes
+    assert re.search(f"tokenization inside FineTune: .*: chosen because deadline: both make {deadline:g} min", out)
 
 
 def test_deadline_setting_is_validated():
@@ -174,7 +219,7 @@ def test_the_cost_guard_prices_finetune_with_the_same_figures_as_the_table():
 
 @pytest.fixture(scope="module")
 def scenario():
-    """The reference workload (SQuAD v1.1 on BERT-large, the dev settings) as `make estimate` builds it."""
+    """The reference workload (SQuAD v1.1 on BERT-large, the prod settings: 1 x p4d) as `make estimate` builds it."""
     from qa.cost import BERT_LARGE, ModelShape, Workload
 
     from config import costs
@@ -188,7 +233,7 @@ def scenario():
         squad_lengths,
     )
 
-    settings = load_settings(read_cdk_json_context("cdk.json"))
+    settings = load_settings({**read_cdk_json_context("cdk.json"), "env": "prod"})  # 1 x p4d, 12 min
     hps = settings.hyperparameters
     workload = Workload(
         ModelShape.from_config(BERT_LARGE),
@@ -299,7 +344,7 @@ def test_the_physical_floor_is_one_cold_start_and_the_flops_at_peak_with_sources
 
 
 def test_one_summary_line_carries_the_acceptance_figures(capsys):
-    assert main(["--tokenize-in", "fine_tune"]) == 0
+    assert main(["--env", "prod", "--tokenize-in", "fine_tune"]) == 0
     out = capsys.readouterr().out
     summary = re.search(
         r"^summary: ([0-9.]+) min, \$([0-9.]+) on demand, \$([0-9.]+) spot at 70% off; instance cold starts on the "

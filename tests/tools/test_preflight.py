@@ -38,12 +38,15 @@ from tools.preflight import (
     preflight,
 )
 
-# What the dev environment uses: 1 x ml.p4d.24xlarge on spot (the estimate's default) for FineTune, one
-# ml.m5.4xlarge for ValidateAndTokenize. The Lambda steps need no SageMaker quota.
+# What the dev environment uses: 1 x ml.g5.2xlarge on spot (the estimate's default, issue 32) for FineTune, and
+# ml.p4d.24xlarge, which TrainingInstanceType also accepts; one ml.m5.4xlarge for ValidateAndTokenize. The Lambda
+# steps need no SageMaker quota.
 ENOUGH = {
+    "ml.g5.2xlarge for spot training job usage": 1.0,
+    "ml.g5.2xlarge for training job usage": 1.0,
     "ml.p4d.24xlarge for spot training job usage": 1.0,
-    "ml.p4d.24xlarge for training job usage": 1.0,
     "ml.m5.4xlarge for processing job usage": 1.0,
+    "ml.p4d.24xlarge for training job usage": 1.0,
 }
 
 
@@ -77,44 +80,43 @@ def row(table: str, name: str) -> str:
 
 
 def test_fails_on_missing_model_and_zero_quota_then_passes_when_fixed(deployed, tmp_path, capsys):
-    zero_spot = {**ENOUGH, "ml.p4d.24xlarge for spot training job usage": 0.0}
+    zero_spot = {**ENOUGH, "ml.g5.2xlarge for spot training job usage": 0.0}
     code, table = run_preflight(stubbed_quotas(zero_spot, {}), capsys)
     assert code == 1
     assert row(table, "base model staged").split()[3] == "FAIL"
     assert "fix: make stage-model MODEL=bert-large-uncased-whole-word-masking ENV=dev" in table
-    assert "FAIL    0 < 1" in row(table, "quota ml.p4d.24xlarge for spot training job usage")
-    assert table.strip().endswith("2 of 13 checks failed")
+    assert "FAIL    0 < 1" in row(table, "quota ml.g5.2xlarge for spot training job usage")
+    assert table.strip().endswith("2 of 14 checks failed")
 
     stage_base_model(deployed, tmp_path)
     # The increase is an applied quota value: it overrides AWS's default of 0.
-    code, table = run_preflight(stubbed_quotas(zero_spot, {"ml.p4d.24xlarge for spot training job usage": 4.0}), capsys)
+    code, table = run_preflight(stubbed_quotas(zero_spot, {"ml.g5.2xlarge for spot training job usage": 4.0}), capsys)
     assert code == 0, table
     assert "FAIL" not in table
-    assert table.strip().endswith("all 13 checks passed")
+    assert table.strip().endswith("all 14 checks passed")
 
 
 def test_quota_rows_follow_the_step_graph(deployed, capsys):
     """One row per quota the graph uses: FineTune's training type (spot and on-demand) and ValidateAndTokenize's
-    processing type; no GPU processing quota (evaluation runs inside FineTune) and none for the Lambda steps."""
+    processing type; no GPU processing quota (evaluation runs inside FineTune) and none for the Lambda steps. The
+    other allowed type (p4d) has its spot row only: on-demand is needed only if training.use_spot changes."""
     _, table = run_preflight(stubbed_quotas(ENOUGH, {}), capsys)
     quota_rows = [line.split("  ")[0] for line in table.splitlines() if line.startswith("quota ")]
-    assert quota_rows == [f"quota {name}" for name in ENOUGH]
+    assert quota_rows == [f"quota {name}" for name in [*ENOUGH][:4]]
 
 
 def test_the_unused_purchase_option_only_warns(deployed, tmp_path, capsys):
     stage_base_model(deployed, tmp_path)
-    code, table = run_preflight(stubbed_quotas({**ENOUGH, "ml.p4d.24xlarge for training job usage": 0.0}, {}), capsys)
+    code, table = run_preflight(stubbed_quotas({**ENOUGH, "ml.g5.2xlarge for training job usage": 0.0}, {}), capsys)
     assert code == 0
-    assert "WARN    0 < 1 (only needed if training.use_spot changes)" in row(
-        table, "quota ml.p4d.24xlarge for training"
-    )
+    assert "WARN    0 < 1 (only needed if training.use_spot changes)" in row(table, "quota ml.g5.2xlarge for training")
 
 
 def test_a_short_quota_names_its_increase_link_and_request(deployed, capsys):
     """The fix of a short quota is the quota's own console page (its code, as the General Reference's quota
     tables link it) and the RequestServiceQuotaIncrease call with the Region and the value needed:
     https://docs.aws.amazon.com/servicequotas/2019-06-24/apireference/API_RequestServiceQuotaIncrease.html"""
-    name = "ml.p4d.24xlarge for spot training job usage"
+    name = "ml.g5.2xlarge for spot training job usage"
     _, table = run_preflight(stubbed_quotas({**ENOUGH, name: 0.0}, {}), capsys)
     lines = table.splitlines()
     fix = lines[lines.index(row(table, f"quota {name}")) + 1].strip()
@@ -139,7 +141,12 @@ def test_quotas_follow_the_deployed_pipelines_defaults_and_allowed_types(deploye
     1), and may pick any TrainingInstanceType of its EnumValues: each allowed type's spot quota is a row, which
     only warns (p4de is not listed by Service Quotas in this stub)."""
     definition = with_parameter(deployed.pipeline_definition, "TrainingInstanceCount", DefaultValue=2)
-    definition = with_parameter(definition, "TrainingInstanceType", EnumValues=["ml.p4d.24xlarge", "ml.p4de.24xlarge"])
+    definition = with_parameter(
+        definition,
+        "TrainingInstanceType",
+        EnumValues=["ml.p4d.24xlarge", "ml.p4de.24xlarge"],
+        DefaultValue="ml.p4d.24xlarge",
+    )
     deployed.replace_pipeline(definition)
     try:
         _, table = run_preflight(stubbed_quotas(ENOUGH, {}), capsys)
@@ -161,6 +168,7 @@ def test_before_deployment_the_settings_allowed_types_are_checked(aws):
     context = {
         **read_cdk_json_context(CDK_JSON),
         "env": "dev",
+        "training.instance_type": "ml.p4d.24xlarge",
         "training.allowed_instance_types": ["ml.p4d.24xlarge", "ml.p3dn.24xlarge"],
         "hyperparameters.precision": "fp16",
     }
@@ -312,5 +320,5 @@ def test_a_warm_pool_adds_its_own_quota_row_that_only_warns(cdk_context):
     assert not any("warm pool" in need.name for need in off)
     warm = load_settings({**cdk_context, "training.use_spot": "false", "training.keep_alive_seconds": "600"})
     [need] = [need for need in quota_needs(warm, None) if "warm pool" in need.name]
-    assert need.name == "ml.p4d.24xlarge for training warm pool usage" and need.needed == 1
+    assert need.name == "ml.g5.2xlarge for training warm pool usage" and need.needed == 1
     assert "keeps no warm pool" in need.optional_because

@@ -5,6 +5,7 @@ against published job logs (config/costs.py cites them)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from qa.cost import (
@@ -265,7 +266,7 @@ def test_compile_pays_when_the_saved_compute_exceeds_the_compile_time():
 def test_the_definition_defaults_follow_the_recipe_and_compile_only_where_it_pays():
     from config import load_settings, read_cdk_json_context
 
-    settings = load_settings(read_cdk_json_context())
+    settings = load_settings({**read_cdk_json_context(), "training.instance_type": "ml.p4d.24xlarge"})
     assert costs.configured_per_device_batch(settings, "ml.p4d.24xlarge") == 32
     assert costs.configured_per_device_batch(settings, "ml.p3.2xlarge") == 16  # V100 16 GB
     assert costs.default_learning_rate(settings) == 4.6e-5  # 32 x 8 GPUs = the recipe's global batch of 256
@@ -274,3 +275,36 @@ def test_the_definition_defaults_follow_the_recipe_and_compile_only_where_it_pay
     assert costs.compile_hyperparameter(settings) == "false"  # ~106 s of compute saves ~24 s < 90 s
     long = settings.model_copy(update={"hyperparameters": settings.hyperparameters.model_copy(update={"epochs": 10})})
     assert costs.compile_hyperparameter(long) == "true"
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu"), [("ml.g5.2xlarge", "A10G"), ("ml.g6.2xlarge", "L4"), ("ml.g6e.xlarge", "L40S")]
+)
+def test_a_single_gpu_step_has_no_collective_and_scales_by_the_gpus_peak_and_bandwidth(name, gpu):
+    """Issue 32: one GPU all-reduces nothing; its kernels take the A100 reference's time scaled by the peaks (the
+    same MFU assumed, config/costs.py ASSUMED_LIKE) and its fixed per-step costs scale by the memory bandwidth."""
+    from config.instance_types import GPU_MODELS
+
+    hardware, source = hardware_facts(name)
+    assert hardware.gpus == 1 and "MFU assumed equal to A100's" in source
+    peak, bandwidth = GPU_MODELS[gpu].peak_dense_tflops, GPU_MODELS[gpu].memory_bandwidth_gbs
+    assert peak and bandwidth
+    assert hardware.fixed_step_seconds == pytest.approx(costs.FIXED_STEP_SECONDS_A100 * 1555 / bandwidth, abs=1e-6)
+    workload = Workload(ModelShape.from_config(BERT_LARGE), {384: 10_000}, {384: 10}, 1.0, 32)
+    step = step_time(workload, hardware, TERMS, 1)
+    assert (step.allreduce, step.exposed, step.efficiency) == (0.0, 0.0, 1.0)
+    # At the reference's batch (32) the whole step, fixed costs included, is the reference's scaled by the peaks;
+    # at a quarter of it a GPU whose memory is slow for its peak (L4, L40S; not A10G) spends a larger share on the
+    # fixed costs than the A100 does.
+    a100 = step_time(workload, p4d(), TERMS, 1)
+    assert step.compute / a100.compute == pytest.approx(312 / peak, rel=1e-6)
+    small = replace(workload, per_device_batch=8)
+    share = step_time(small, hardware, TERMS, 1).compute / step.compute
+    assert (share > step_time(small, p4d(), TERMS, 1).compute / a100.compute) == (peak / bandwidth > 312 / 1555)
+
+
+def test_gpus_without_nvlink_all_reduce_over_pcie():
+    """The multi-GPU g sizes have no NVLink: the p4d bus bandwidth scaled by PCIe 4.0 x16's 31.5 GB/s."""
+    g5_12, _ = hardware_facts("ml.g5.12xlarge")
+    assert g5_12.busbw_gbs["1"] == pytest.approx(costs.P4D_BUSBW_GBS[1] * 31.5 / 600, abs=0.01)
+    assert 0 < g5_12.busbw_gbs["1"] < p4d().busbw_gbs["1"]

@@ -14,10 +14,30 @@ BERT = ModelShape.from_config(BERT_LARGE)
 
 @pytest.mark.parametrize(
     ("gpu", "batch"),
-    [("A100", 32), ("V100", 16), ("V100-32GB", 32), ("A10G", 32), ("H100", 32), ("A100-80GB", 32)],
+    [
+        ("A100", 32),
+        ("V100", 16),
+        ("V100-32GB", 32),
+        ("A10G", 32),
+        ("H100", 32),
+        ("A100-80GB", 32),
+        ("L4", 32),
+        ("L40S", 32),
+    ],
 )
 def test_bert_large_at_384_gets_the_recipes_32_where_it_fits(gpu, batch):
     assert per_device_batch(BERT, GPU_MODELS[gpu].memory_gb, 384, cap=32) == batch
+
+
+def test_the_gpus_people_have_get_batches_that_grow_with_their_memory():
+    """Issue 32: A10G and L4 (24 GB), L40S (48 GB), H100 (80 GB), without the recipe's cap: the batch fits each and
+    grows with the memory (BERT-large's fixed ~9 GB leaves ~14 GB on a 24 GB GPU: 32 sequences of 384 tokens)."""
+    batches = {gpu: per_device_batch(BERT, GPU_MODELS[gpu].memory_gb, 384, cap=1024) for gpu in GPU_MODELS}
+    assert batches["A10G"] == batches["L4"] == 32
+    assert batches["L40S"] == 64 and batches["H100"] == 128
+    for gpu in ("A10G", "L4", "L40S", "H100"):
+        plan, budget = MemoryPlan.of(BERT, 384), HEADROOM * GPU_MODELS[gpu].memory_gb * GIB
+        assert plan.step_bytes(batches[gpu]) <= budget < plan.step_bytes(2 * batches[gpu])
 
 
 def test_the_batch_is_the_largest_power_of_two_that_fits():
