@@ -116,14 +116,16 @@ SAGEMAKER_PROGRAM_ENV = "SAGEMAKER_PROGRAM"
 EVALUATION_FILE = "evaluation.json"  # SQuAD EM/F1 on the validation set (SageMaker model-quality shape)
 LOG_HISTORY_FILE = "log_history.json"  # one entry per logging step and per evaluation, Trainer-like
 # LOG_HISTORY_FILE is a JSON list of {LOG_STEP, LOG_EPOCH, *TRAIN_LOG_KEYS} per logging step and
-# {LOG_STEP, LOG_EPOCH, *EVAL_LOG_KEYS} for the evaluation. The same values go to TensorBoard as scalars tagged
+# {LOG_STEP, LOG_EPOCH, *EVAL_LOG_KEYS} per evaluation (during training per --evaluation_strategy, then of the saved
+# model, at the step it was taken). The same values go to TensorBoard as scalars tagged
 # "train/<key>" and "eval/<key without eval_>" (TENSORBOARD_RUN's event files under TENSORBOARD_DIR).
 LOG_STEP, LOG_EPOCH = "step", "epoch"
 LOG_LOSS, LOG_LEARNING_RATE, LOG_GRAD_NORM = "loss", "learning_rate", "grad_norm"
 LOG_SAMPLES_PER_SECOND = "samples_per_second"
 TRAIN_LOG_KEYS = (LOG_LOSS, LOG_LEARNING_RATE, LOG_GRAD_NORM, LOG_SAMPLES_PER_SECOND)
 LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1 = "eval_exact_match", "eval_f1"
-EVAL_LOG_KEYS = (LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1)
+LOG_EVAL_LOSS = "eval_loss"  # the QA loss (mean of start and end cross-entropy) on the validation split
+EVAL_LOG_KEYS = (LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1, LOG_EVAL_LOSS)
 TENSORBOARD_RUN = "fine-tune"
 PREDICTIONS_FILE = "predictions.json"  # example id -> predicted answer text, in OUTPUT_DATA_DIR
 EVALUATION_F1_PATH = "metrics.f1.value"  # JSON path of F1 in evaluation.json
