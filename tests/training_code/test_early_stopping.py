@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 # 1 process, 4 samples a step, evaluated every 2 steps; a checkpoint every 4 and only 1 kept (so pruning must spare
 # the best); patience 2. A high learning rate makes the F1 of the tiny random model stall (measured: 3.17 at step 2,
 # 3.17 at step 4, 1.19 at step 6: stopped at 6, model of step 2).
-EARLY_STOPPING_RUN = {
+EARLY_STOPPING_RUN: dict[str, object] = {
     "epochs": 1,
     "max_steps": 12,
     "per_device_train_batch_size": 4,
@@ -83,8 +83,8 @@ def test_the_evaluation_loss_is_the_heads_cross_entropy_and_ignores_padding():
         + torch.nn.functional.cross_entropy(torch.tensor(ends), torch.tensor(positions[:, 1]))
     ) / 2
     assert question_answering_loss(starts, ends, positions) == pytest.approx(float(expected), rel=1e-9)
-    padded = [np.concatenate([logits, np.full((3, 2), -1e4)], axis=1) for logits in (starts, ends)]
-    assert question_answering_loss(*padded, positions) == pytest.approx(float(expected), rel=1e-9)
+    padded_starts, padded_ends = (np.concatenate([logits, np.full((3, 2), -1e4)], axis=1) for logits in (starts, ends))
+    assert question_answering_loss(padded_starts, padded_ends, positions) == pytest.approx(float(expected), rel=1e-9)
 
 
 def test_validation_labels_are_the_context_tokens_of_the_answer_or_cls_outside_the_window():
@@ -106,8 +106,8 @@ def test_early_stopping_ends_after_the_patience_and_the_best_checkpoint_is_the_s
     *during, final = evaluations(work)
     assert all(set(entry) == {"step", "epoch", *EVAL_LOG_KEYS} for entry in during)
     assert [entry["step"] for entry in during] == list(range(2, during[-1]["step"] + 1, 2))  # every 2 steps
-    stop, best = expected_stop(during, EARLY_STOPPING_RUN["early_stopping_patience"])
-    assert stop < EARLY_STOPPING_RUN["max_steps"], "the run must stop early for this test to mean anything"
+    stop, best = expected_stop(during, 2)  # EARLY_STOPPING_RUN's patience
+    assert stop < 12, "the run must stop early for this test to mean anything"
     summary = json.loads((work / "model" / "training_summary.json").read_text())
     assert (summary["global_step"], summary["model_step"], summary["ended_by"]) == (stop, best, "early stopping")
     # The model saved is the best checkpoint's, and the F1 the gate reads is that model's.
