@@ -8,13 +8,11 @@ import math
 import os
 import re
 import sys
-from typing import Any
-
 from dataclasses import asdict
+from typing import Any
 
 import pytest
 from qa.cost import ModelShape
-from qa.parameter_rules import CONTROL_PARAMETERS
 from qa.outputs import (
     EVALUATION_FILE,
     EVALUATION_LINE,
@@ -23,6 +21,7 @@ from qa.outputs import (
     TENSORBOARD_DIR,
     TRAINING_LINE,
 )
+from qa.parameter_rules import CONTROL_PARAMETERS
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from config import load_settings

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from typing import Any
 
 import botocore.session
 import pytest
 from qa.cost import BERT_LARGE, ModelShape
 from qa.memory import largest_batch
 from qa.parameter_rules import (
-    CONTROL_PARAMETERS,
     BUCKET_NAME_MAX_LENGTH,
+    CONTROL_PARAMETERS,
     METADATA_VALUE_MAX_LENGTH,
     METADATA_VALUE_SYMBOLS,
     S3_KEY_MAX_BYTES,
@@ -23,7 +24,7 @@ from qa.parameter_rules import (
 
 MODELS = "s3://artifacts/base-models/"
 DEFAULT_MODEL = f"{MODELS}bert-large-uncased-whole-word-masking/"
-BOUNDS = {
+BOUNDS: dict[str, Any] = {
     "MaxInstanceCount": 8,
     "MinF1Threshold": 0.0,
     "MaxEpochs": 10.0,
