@@ -145,6 +145,12 @@ def test_step_order_and_parameters(cpu_job_definition, cpu_job_settings):
     assert params["BaseModelUri"]["DefaultValue"] == settings.base_model_uri(artifacts_bucket(settings))
 
 
+def gpu_memory(instance_type: str) -> int:
+    gpu = INSTANCE_TYPES[instance_type].gpu
+    assert gpu is not None
+    return gpu.memory_gb
+
+
 def test_no_job_step_runs_before_the_claim_and_no_instance_runs_the_claim(definition, settings):
     claim = step(definition, "ClaimManifest")
     assert claim["Type"] == "Lambda" and claim["FunctionArn"] == "${ClaimFunctionArn}"
@@ -169,7 +175,7 @@ def test_no_job_step_runs_before_the_claim_and_no_instance_runs_the_claim(defini
         "MaxExecutionsPerDay": 10,
         "MaxConcurrentExecutions": 2,
         # PerDeviceTrainBatchSize's memory model: each allowed type's GPU memory, the default model's shape.
-        "GpuMemoryGiB": {name: INSTANCE_TYPES[name].gpu.memory_gb for name in settings.training_instance_types},
+        "GpuMemoryGiB": {name: gpu_memory(name) for name in settings.training_instance_types},
         "ModelShape": asdict(ModelShape.from_config(KNOWN_SHAPES[settings.model.base_model])),
         "ShapeModelUri": settings.base_model_uri(artifacts_bucket(settings)),
         "ActivationBytes": 2,
