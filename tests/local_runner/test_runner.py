@@ -67,6 +67,9 @@ def packages(tmp_path, dev):
         ("F1Threshold=150", "Parameter F1Threshold=150.0 must be between 0 and 100."),
         ("MaxTrainingCostUSD=-1", "Parameter MaxTrainingCostUSD=-1.0 must be between 0 and"),
         ("Epochs=two", "parameter Epochs='two' is not of type Float"),
+        # The per-run controls (each rule in tests/training_code/test_parameter_rules.py: one run each is slow).
+        ("DocStride=300", "Parameter DocStride=300 must be between 1 and 191 (below half of MaxSeqLength)."),
+        ("EarlyStoppingPatience=2", "Parameter EarlyStoppingPatience=2 needs evaluations during training"),
     ],
 )
 def test_a_bad_parameter_ends_before_any_job_with_one_line_naming_it(dev, tmp_path, capfd, parameter, says):
