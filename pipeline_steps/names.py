@@ -8,17 +8,24 @@ SageMaker SDK here: the stacks and the tools import this on every run."""
 from qa.outputs import (
     BASE_MODEL_URI,
     DATASET_BUCKET,
+    DOC_STRIDE,
+    EARLY_STOPPING_PATIENCE,
     EPOCHS,
+    EVALUATION_STEPS,
+    EVALUATION_STRATEGY,
     F1_THRESHOLD,
     LEARNING_RATE,
     MANIFEST_KEY,
     MANIFEST_VERSION_ID,
+    MAX_SEQ_LENGTH,
     MAX_TRAINING_COST,
     MODEL_APPROVAL_STATUS,
+    PER_DEVICE_TRAIN_BATCH_SIZE,
     SKIP_INVALID_RECORDS,
     TRAINING_INSTANCE_COUNT,
     TRAINING_INSTANCE_TYPE,
     UPLOADED_BY,
+    WARMUP_RATIO,
 )
 
 # Steps, in the order of the graph (README "Step graph"; steps/*.py build them).

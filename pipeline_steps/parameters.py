@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from qa.outputs import MANIFEST_VERSION_UNSET, UPLOADED_BY_UNSET
+from qa.outputs import EVALUATION_STRATEGIES, MANIFEST_VERSION_UNSET, UPLOADED_BY_UNSET
 from sagemaker.workflow.parameters import ParameterFloat, ParameterInteger, ParameterString
 
 from config import Settings
@@ -12,6 +12,8 @@ from config.costs import default_learning_rate
 from config.layout import DatasetLayout
 from config.paths import SAMPLE_DATASET_NAME, SAMPLE_DATASET_VERSION
 from pipeline_steps import names
+
+DEFAULT_EVALUATION_STEPS = 500  # EvaluationSteps' default (used only with EvaluationStrategy=steps)
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,14 @@ class PipelineParameters:
     skip_invalid_records: ParameterString
     max_training_cost: ParameterFloat
     uploaded_by: ParameterString
+    # Per-run training controls (qa.parameter_rules.CONTROL_PARAMETERS), defaults from the settings.
+    per_device_train_batch_size: ParameterString  # "auto" or an integer
+    max_seq_length: ParameterInteger
+    doc_stride: ParameterInteger
+    warmup_ratio: ParameterString  # "auto" or a number
+    evaluation_strategy: ParameterString
+    evaluation_steps: ParameterInteger
+    early_stopping_patience: ParameterInteger
 
     def all(self) -> list:
         return list(self.__dict__.values())
@@ -36,6 +46,7 @@ class PipelineParameters:
 
 def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket: str) -> PipelineParameters:
     """Parameters with the environment's defaults (the trigger fills DatasetBucket and ManifestKey)."""
+    hps = settings.hyperparameters
     return PipelineParameters(
         dataset_bucket=ParameterString(names.DATASET_BUCKET, default_value=datasets_bucket),
         manifest_key=ParameterString(
@@ -66,4 +77,16 @@ def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket:
         max_training_cost=ParameterFloat(names.MAX_TRAINING_COST, default_value=settings.default_max_cost_usd),
         # The trigger sets it from the event (stacks/trigger.py); the package records it.
         uploaded_by=ParameterString(names.UPLOADED_BY, default_value=UPLOADED_BY_UNSET),
+        per_device_train_batch_size=ParameterString(
+            names.PER_DEVICE_TRAIN_BATCH_SIZE, default_value=str(hps.per_device_train_batch_size)
+        ),
+        max_seq_length=ParameterInteger(names.MAX_SEQ_LENGTH, default_value=hps.max_seq_length),
+        doc_stride=ParameterInteger(names.DOC_STRIDE, default_value=hps.doc_stride),
+        warmup_ratio=ParameterString(names.WARMUP_RATIO, default_value=str(hps.warmup_ratio)),
+        # No settings for these: off by default, as before (one evaluation, after training).
+        evaluation_strategy=ParameterString(
+            names.EVALUATION_STRATEGY, default_value="no", enum_values=list(EVALUATION_STRATEGIES)
+        ),
+        evaluation_steps=ParameterInteger(names.EVALUATION_STEPS, default_value=DEFAULT_EVALUATION_STEPS),
+        early_stopping_patience=ParameterInteger(names.EARLY_STOPPING_PATIENCE, default_value=0),
     )

@@ -17,7 +17,12 @@ dataset) as preprocess.py does, before the process group starts, and prints
 or preprocess.py's lines for a refused dataset and exits 1. Each logging interval prints one line that the
 pipeline's metric definitions parse:
   step=120 epoch=0.500 loss=1.2345 learning_rate=2.500e-05 samples_per_second=321.00
-After training, every process evaluates its share of the validation set (SQuAD EM/F1); the main process prints
+With --evaluation_strategy steps (every --evaluation_steps) or epoch, the validation set is also scored during
+training (its loss, EM and F1 in the curves, and a line `evaluation during training: step=...`); the best F1's
+checkpoint is kept and becomes the model, and --early_stopping_patience N ends training after N evaluations without
+a better F1. --stop_after_seconds ends training early enough to evaluate and save within the job's MaxRuntime.
+After training, every process evaluates its share of the validation set (SQuAD EM/F1) with the model kept; the main
+process prints
   evaluation: exact_match=80.1234 f1=88.5678
 then, with a benchmark channel (SM_CHANNEL_BENCHMARK, the operator's benchmark: the pipeline's gate), the same for it:
   benchmark: exact_match=79.0000 f1=87.0000
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 from qa import node_features
@@ -155,6 +161,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     hps.add_argument("--keep_checkpoints", type=number(int, 1), default=2)
     hps.add_argument(
+        "--evaluation_strategy",
+        choices=("no", "steps", "epoch"),
+        default="no",
+        help="score the validation set during training too: every --evaluation_steps, or at each epoch's end (and "
+        "at the last step); no: only the final evaluation",
+    )
+    hps.add_argument("--evaluation_steps", type=number(int, 1), default=500)
+    hps.add_argument(
+        "--early_stopping_patience",
+        type=number(int, 0),
+        default=0,
+        help="stop after N evaluations during training without a better validation F1 (0: off); the best one's "
+        "checkpoint is the model either way",
+    )
+    hps.add_argument(
+        "--stop_after_seconds",
+        type=number(float, 0),
+        default=0.0,
+        help="end training at the first --control_steps vote after N seconds since the job started, then evaluate "
+        "and save (0: off; the pipeline passes MaxRuntimeInSeconds less the time to evaluate, save and upload)",
+    )
+    hps.add_argument(
         "--control_steps",
         type=number(int, 0),
         default=10,
@@ -254,8 +282,9 @@ def tokenize_on_node(args: argparse.Namespace) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Build, resume from the newest complete checkpoint, train, evaluate, save; 143 when a SIGTERM stopped
-    training (nothing evaluated or saved then)."""
+    """Build, resume from the newest complete checkpoint, train, keep the best evaluated model, evaluate, save;
+    143 when a SIGTERM stopped training (nothing evaluated or saved then)."""
+    started = time.monotonic()  # --stop_after_seconds counts from here: tokenization counts too
     args = parse_args(argv)
     prepare_environment()  # LOCAL_RANK under mpirun too, which tokenize_on_node reads
     # Tokenization forks its pool before anything touches CUDA (the GPU check initialises it).
@@ -270,17 +299,19 @@ def main(argv: list[str] | None = None) -> int:
 
     # torch, Accelerate and transformers load only to train (not for --help), after the launcher is translated.
     from qa import fine_tune
+    from qa.loop_control import Deadline
 
     run = fine_tune.build(args)
     if run is None:
         return 1
     progress = fine_tune.resume(run.accelerator, args.checkpoint_dir)
-    interrupted = fine_tune.train(run, progress)
-    if not interrupted:
-        fine_tune.evaluate(run, progress)
-        fine_tune.save(run, progress)
+    ended = fine_tune.train(run, progress, Deadline(args.stop_after_seconds, started))
+    if ended != fine_tune.INTERRUPTED:
+        model_step = fine_tune.restore_best(run, progress)
+        fine_tune.evaluate(run, progress, model_step)
+        fine_tune.save(run, progress, model_step, ended)
     run.accelerator.end_training()
-    return EXIT_INTERRUPTED if interrupted else 0
+    return EXIT_INTERRUPTED if ended == fine_tune.INTERRUPTED else 0
 
 
 if __name__ == "__main__":

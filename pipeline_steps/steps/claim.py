@@ -11,8 +11,12 @@ DatasetError (DatasetRejected) before any instance starts. "cpu_job": ValidateAn
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
+from qa.cost import ModelShape
 from qa.outputs import (
+    BOUND_ACTIVATION_BYTES,
+    BOUND_GPU_MEMORY_GIB,
     BOUND_MAX_CONCURRENT_EXECUTIONS,
     BOUND_MAX_EPOCHS,
     BOUND_MAX_EXECUTIONS_PER_DAY,
@@ -20,6 +24,8 @@ from qa.outputs import (
     BOUND_MAX_LEARNING_RATE,
     BOUND_MAX_TRAINING_COST,
     BOUND_MIN_F1_THRESHOLD,
+    BOUND_MODEL_SHAPE,
+    BOUND_SHAPE_MODEL_URI,
     CLAIM_DATASET_ERROR,
     CLAIM_DUPLICATE,
     CLAIM_IGNORED,
@@ -32,10 +38,8 @@ from qa.outputs import (
     INPUT_BASE_MODELS_URI,
     INPUT_BOUNDS,
     INPUT_CLAIMS_PREFIX,
-    INPUT_DOC_STRIDE,
     INPUT_EXECUTION_ARN,
     INPUT_INPUTS_PREFIX,
-    INPUT_MAX_SEQ_LENGTH,
     INPUT_MAX_WINDOWS_PER_EXAMPLE,
     INPUT_VALIDATE,
 )
@@ -47,6 +51,8 @@ from sagemaker.workflow.lambda_step import LambdaOutput, LambdaOutputTypeEnum, L
 from sagemaker.workflow.step_collections import StepCollection
 from sagemaker.workflow.steps import Step
 
+from config.costs import KNOWN_SHAPES, gradient_bytes
+from config.instance_types import INSTANCE_TYPES
 from pipeline_steps import names
 from pipeline_steps.steps.context import BuildContext
 
@@ -67,12 +73,11 @@ def build(ctx: BuildContext) -> LambdaStep:
         BOUND_MAX_TRAINING_COST: settings.max_training_cost_usd,
         BOUND_MAX_EXECUTIONS_PER_DAY: limits.max_executions_per_day,
         BOUND_MAX_CONCURRENT_EXECUTIONS: limits.max_concurrent_executions,
+        **batch_memory_bounds(ctx),
     }
     # fine_tune mode only: cpu_job's definition stays as it was (no new inputs or outputs).
     validation = {
         INPUT_VALIDATE: "true",
-        INPUT_MAX_SEQ_LENGTH: settings.hyperparameters.max_seq_length,
-        INPUT_DOC_STRIDE: settings.hyperparameters.doc_stride,
         INPUT_MAX_WINDOWS_PER_EXAMPLE: settings.processing.max_windows_per_example,
         names.SKIP_INVALID_RECORDS: params.skip_invalid_records,
     }
@@ -98,10 +103,39 @@ def build(ctx: BuildContext) -> LambdaStep:
             INPUT_BOUNDS: json.dumps(bounds, sort_keys=True),
             names.BASE_MODEL_URI: params.base_model_uri,
             INPUT_BASE_MODELS_URI: f"s3://{ctx.artifacts_bucket}/{settings.layout.base_models}/",
+            names.TRAINING_INSTANCE_TYPE: params.training_instance_type,
+            # The per-run controls (qa.parameter_rules.CONTROL_PARAMETERS); in fine_tune mode MaxSeqLength and
+            # DocStride are also the windowing the claim validates the records with.
+            names.PER_DEVICE_TRAIN_BATCH_SIZE: params.per_device_train_batch_size,
+            names.MAX_SEQ_LENGTH: params.max_seq_length,
+            names.DOC_STRIDE: params.doc_stride,
+            names.WARMUP_RATIO: params.warmup_ratio,
+            names.EVALUATION_STRATEGY: params.evaluation_strategy,
+            names.EVALUATION_STEPS: params.evaluation_steps,
+            names.EARLY_STOPPING_PATIENCE: params.early_stopping_patience,
             **(validation if validates(ctx) else {}),
         },
         outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in outputs],
     )
+
+
+def batch_memory_bounds(ctx: BuildContext) -> dict[str, object]:
+    """What the claim checks an explicit PerDeviceTrainBatchSize with (qa/memory.py): the GPU memory of each type the
+    TrainingInstanceType parameter accepts, and the default base model's shape where it is known offline (None
+    otherwise: FineTune then checks the batch against the model's config on its GPU)."""
+    settings = ctx.settings
+    memory = {}
+    for name in settings.training_instance_types:
+        facts = INSTANCE_TYPES.get(name)
+        if facts is not None and facts.gpu is not None:
+            memory[name] = facts.gpu.memory_gb
+    shape = KNOWN_SHAPES.get(settings.model.base_model)
+    return {
+        BOUND_GPU_MEMORY_GIB: memory,
+        BOUND_MODEL_SHAPE: asdict(ModelShape.from_config(shape)) if shape is not None else None,
+        BOUND_SHAPE_MODEL_URI: settings.base_model_uri(ctx.artifacts_bucket),
+        BOUND_ACTIVATION_BYTES: gradient_bytes(settings.hyperparameters.precision),
+    }
 
 
 def output(step: LambdaStep, name: str):

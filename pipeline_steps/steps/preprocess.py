@@ -48,7 +48,7 @@ def benchmark_io(ctx: BuildContext) -> tuple[list[ProcessingInput], list[str], t
 
 
 def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
-    params, hps = ctx.params, ctx.settings.hyperparameters
+    params = ctx.params
     processor = ctx.script_processor(ctx.settings.processing.preprocess_instance_type, "qa-preprocess")
     benchmark_inputs, benchmark_arguments, benchmark_outputs = benchmark_io(ctx)
     step_args = processor.run(
@@ -85,9 +85,9 @@ def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
             "--output-dir",
             PROCESSING_OUTPUT_DIR,
             "--max-seq-length",
-            str(hps.max_seq_length),
+            params.max_seq_length,
             "--doc-stride",
-            str(hps.doc_stride),
+            params.doc_stride,
             "--max-windows-per-example",
             str(ctx.settings.processing.max_windows_per_example),
             "--skip-invalid",

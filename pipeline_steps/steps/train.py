@@ -60,6 +60,8 @@ METRIC_DEFINITIONS = [
 ]
 # With evaluation.benchmark, the benchmark line too (FinalMetricDataList['benchmark:f1'], CheckF1's gate).
 BENCHMARK_METRIC_DEFINITIONS = [{"Name": name, "Regex": regex} for name, regex in BENCHMARK_METRIC_REGEXES.items()]
+DEADLINE_RESERVE_SECONDS = 600
+DEADLINE_RESERVE_SHARE = 0.05
 DISTRIBUTIONS: dict[str, dict[str, Any]] = {
     "torchrun": {"torch_distributed": {"enabled": True}},
     "smddp": {"smdistributed": {"dataparallel": {"enabled": True}}},
@@ -104,11 +106,11 @@ def tokenizes(ctx: BuildContext) -> bool:
 
 def tokenize_hyperparameters(ctx: BuildContext) -> dict[str, Any]:
     """train.py's tokenization flags: ValidateAndTokenize's arguments (pipeline_steps/steps/preprocess.py)."""
-    hps, pinned = ctx.settings.hyperparameters, ctx.settings.evaluation.benchmark
+    pinned = ctx.settings.evaluation.benchmark
     return {
         "tokenize_data": "true",
-        "max_seq_length": hps.max_seq_length,
-        "doc_stride": hps.doc_stride,
+        "max_seq_length": ctx.params.max_seq_length,
+        "doc_stride": ctx.params.doc_stride,
         "max_windows_per_example": ctx.settings.processing.max_windows_per_example,
         "skip_invalid": ctx.params.skip_invalid_records,
         "manifest_version": ctx.params.manifest_version_id,
@@ -121,11 +123,15 @@ def _training_hyperparameters(ctx: BuildContext) -> dict[str, Any]:
     return {
         "epochs": ctx.params.epochs,
         "learning_rate": ctx.params.learning_rate,
-        "per_device_train_batch_size": hps.per_device_train_batch_size,
+        "per_device_train_batch_size": ctx.params.per_device_train_batch_size,
         "eval_batch_size": hps.per_device_eval_batch_size,
         "gradient_accumulation_steps": hps.gradient_accumulation_steps,
         "precision": hps.precision,
-        "warmup_ratio": hps.warmup_ratio,  # "auto": train.py picks the recipe's (GPU) or 0.1 (CPU)
+        "warmup_ratio": ctx.params.warmup_ratio,  # "auto": train.py picks the recipe's (GPU) or 0.1 (CPU)
+        "evaluation_strategy": ctx.params.evaluation_strategy,
+        "evaluation_steps": ctx.params.evaluation_steps,
+        "early_stopping_patience": ctx.params.early_stopping_patience,
+        "stop_after_seconds": stop_after_seconds(ctx.settings.training.max_run_seconds),
         "compile": compile_hyperparameter(ctx.settings),
         "weight_decay": hps.weight_decay,
         "max_grad_norm": hps.max_grad_norm,
@@ -136,6 +142,17 @@ def _training_hyperparameters(ctx: BuildContext) -> dict[str, Any]:
         "keep_checkpoints": hps.keep_checkpoints,
         "nccl_debug": "true" if hps.nccl_debug else "false",  # train.py takes explicit booleans
     }
+
+
+def stop_after_seconds(max_run_seconds: int) -> int:
+    """When train.py ends training (--stop_after_seconds) so that the final evaluation, the save and SageMaker's
+    upload of the model finish inside MaxRuntimeInSeconds: at MaxRuntime SageMaker sends SIGTERM and stops the job
+    120 s later (API_StoppingCondition: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StoppingCondition.html),
+    and a SIGTERM ends train.py without a model. MaxRuntime is training.max_run_seconds, fixed at deploy: the SDK
+    takes max_run as a number, not a pipeline parameter. The reserve: DEADLINE_RESERVE_SHARE of it, at least
+    DEADLINE_RESERVE_SECONDS (assumptions, not measured for every size: the demo's evaluation and save take
+    seconds, BERT-large's on 10,570 SQuAD examples about a minute on one p4d)."""
+    return max(1, max_run_seconds - max(DEADLINE_RESERVE_SECONDS, round(DEADLINE_RESERVE_SHARE * max_run_seconds)))
 
 
 def feature_channels(ctx: BuildContext, preprocess: ProcessingStep) -> dict[str, TrainingInput]:

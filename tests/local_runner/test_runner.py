@@ -66,6 +66,9 @@ def packages(tmp_path, dev):
         ("Epochs=-1", "Parameter Epochs=-1.0 must be > 0 and at most"),
         ("TrainingInstanceCount=0", "Parameter TrainingInstanceCount=0 must be between 1 and"),
         ("Epochs=two", "parameter Epochs='two' is not of type Float"),
+        # The per-run controls (each rule in tests/training_code/test_parameter_rules.py: one run each is slow).
+        ("DocStride=300", "Parameter DocStride=300 must be between 1 and 191 (below half of MaxSeqLength)."),
+        ("EarlyStoppingPatience=2", "Parameter EarlyStoppingPatience=2 needs evaluations during training"),
     ],
 )
 def test_a_bad_parameter_ends_before_any_job_with_one_line_naming_it(dev, tmp_path, capfd, parameter, says):

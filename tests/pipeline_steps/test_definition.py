@@ -8,9 +8,11 @@ import math
 import os
 import re
 import sys
+from dataclasses import asdict
 from typing import Any
 
 import pytest
+from qa.cost import ModelShape
 from qa.outputs import (
     EVALUATION_FILE,
     EVALUATION_LINE,
@@ -19,9 +21,12 @@ from qa.outputs import (
     TENSORBOARD_DIR,
     TRAINING_LINE,
 )
+from qa.parameter_rules import CONTROL_PARAMETERS
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from config import load_settings
+from config.costs import KNOWN_SHAPES
+from config.instance_types import INSTANCE_TYPES
 from pipeline_steps.definition import INLINE_LIMIT_BYTES, build_definition, definition_json
 from pipeline_steps.names import MODEL_METADATA_DATASET_MANIFEST, MODEL_METADATA_F1
 from pipeline_steps.placeholders import ACCOUNT, PSEUDO_PARAMETERS, REGION, placeholders
@@ -124,15 +129,41 @@ def test_step_order_and_parameters(cpu_job_definition, cpu_job_settings):
     assert params["TrainingInstanceType"]["DefaultValue"] == settings.training.instance_type
     assert params["TrainingInstanceCount"]["DefaultValue"] == settings.training.instance_count
     assert params["F1Threshold"]["DefaultValue"] == settings.evaluation.f1_threshold
+    # The per-run controls: the deploy-time settings are their defaults; evaluation during training is off.
+    hps = settings.hyperparameters
+    assert {name: params[name]["DefaultValue"] for name in CONTROL_PARAMETERS} == {
+        "PerDeviceTrainBatchSize": str(hps.per_device_train_batch_size),
+        "MaxSeqLength": hps.max_seq_length,
+        "DocStride": hps.doc_stride,
+        "WarmupRatio": str(hps.warmup_ratio),
+        "EvaluationStrategy": "no",
+        "EvaluationSteps": 500,
+        "EarlyStoppingPatience": 0,
+    }
+    assert params["EvaluationStrategy"]["EnumValues"] == ["no", "steps", "epoch"]
     assert params["ModelApprovalStatus"]["DefaultValue"] == "PendingManualApproval"
     assert params["BaseModelUri"]["DefaultValue"] == settings.base_model_uri(artifacts_bucket(settings))
+
+
+def gpu_memory(instance_type: str) -> int:
+    gpu = INSTANCE_TYPES[instance_type].gpu
+    assert gpu is not None
+    return gpu.memory_gb
 
 
 def test_no_job_step_runs_before_the_claim_and_no_instance_runs_the_claim(definition, settings):
     claim = step(definition, "ClaimManifest")
     assert claim["Type"] == "Lambda" and claim["FunctionArn"] == "${ClaimFunctionArn}"
     inputs = claim["Arguments"]
-    for name in ("Epochs", "LearningRate", "TrainingInstanceCount", "F1Threshold", "MaxTrainingCostUSD"):
+    for name in (
+        "Epochs",
+        "LearningRate",
+        "TrainingInstanceCount",
+        "F1Threshold",
+        "MaxTrainingCostUSD",
+        "TrainingInstanceType",
+        *CONTROL_PARAMETERS,
+    ):
         assert inputs[name] == {"Get": f"Parameters.{name}"}  # checked before anything is billed
     assert inputs["ExecutionArn"] == {"Get": "Execution.PipelineExecutionArn"}
     assert json.loads(inputs["Bounds"]) == {
@@ -143,6 +174,11 @@ def test_no_job_step_runs_before_the_claim_and_no_instance_runs_the_claim(defini
         "MaxTrainingCostUSD": settings.max_training_cost_usd,
         "MaxExecutionsPerDay": 10,
         "MaxConcurrentExecutions": 2,
+        # PerDeviceTrainBatchSize's memory model: each allowed type's GPU memory, the default model's shape.
+        "GpuMemoryGiB": {name: gpu_memory(name) for name in settings.training_instance_types},
+        "ModelShape": asdict(ModelShape.from_config(KNOWN_SHAPES[settings.model.base_model])),
+        "ShapeModelUri": settings.base_model_uri(artifacts_bucket(settings)),
+        "ActivationBytes": 2,
     }
     gated = step(definition, "FirstDelivery")["Arguments"]["Conditions"]
     assert {(c["LeftValue"]["Get"], c["RightValue"]) for c in gated} == {
@@ -163,8 +199,8 @@ def test_in_fine_tune_mode_the_claim_validates_and_dataset_valid_fails_before_an
         k: claim["Arguments"][k] for k in ("ValidateRecords", "MaxSeqLength", "DocStride", "MaxWindowsPerExample")
     } == {
         "ValidateRecords": "true",
-        "MaxSeqLength": settings.hyperparameters.max_seq_length,
-        "DocStride": settings.hyperparameters.doc_stride,
+        "MaxSeqLength": {"Get": "Parameters.MaxSeqLength"},
+        "DocStride": {"Get": "Parameters.DocStride"},
         "MaxWindowsPerExample": settings.processing.max_windows_per_example,
     }
     assert claim["Arguments"]["SkipInvalidRecords"] == {"Get": "Parameters.SkipInvalidRecords"}

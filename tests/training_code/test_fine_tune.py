@@ -195,14 +195,19 @@ def test_evaluation_scores_in_float32_as_the_endpoint_serves_and_training_keeps_
         validation=ValidationSet(features, examples),
         benchmark=None,
         accelerator=accelerator,
-        args=SimpleNamespace(eval_batch_size=7, output_dir=tmp_path / "model", output_data_dir=tmp_path / "data"),
+        args=SimpleNamespace(
+            eval_batch_size=7,
+            output_dir=tmp_path / "model",
+            output_data_dir=tmp_path / "data",
+            evaluation_strategy="no",
+        ),
         model=prepared,
         tokenizer=tokenizer,
         schedule=Schedule(global_batch=4, updates_per_epoch=1, total_steps=1, warmup_steps=0),
     )
     prepared.train()
     head_dtypes.clear()
-    assert evaluate(run, Progress()) is not None  # type: ignore[arg-type]
+    assert evaluate(run, Progress(), model_step=1) is not None  # type: ignore[arg-type]
     assert set(head_dtypes) == {torch.float32} and tf32_while_evaluating == [False]
     by_feature = {index: (starts, ends) for index, starts, ends in expected}
     assert len(evaluated) == len(features)

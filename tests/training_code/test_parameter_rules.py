@@ -4,11 +4,16 @@ at each AWS limit: the longest allowed value passes, one character more is refus
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
+from typing import Any
 
 import botocore.session
 import pytest
+from qa.cost import BERT_LARGE, ModelShape
+from qa.memory import largest_batch
 from qa.parameter_rules import (
     BUCKET_NAME_MAX_LENGTH,
+    CONTROL_PARAMETERS,
     METADATA_VALUE_MAX_LENGTH,
     METADATA_VALUE_SYMBOLS,
     S3_KEY_MAX_BYTES,
@@ -18,7 +23,8 @@ from qa.parameter_rules import (
 )
 
 MODELS = "s3://artifacts/base-models/"
-BOUNDS = {
+DEFAULT_MODEL = f"{MODELS}bert-large-uncased-whole-word-masking/"
+BOUNDS: dict[str, Any] = {
     "MaxInstanceCount": 8,
     "MinF1Threshold": 0.0,
     "MaxEpochs": 10.0,
@@ -26,6 +32,10 @@ BOUNDS = {
     "MaxTrainingCostUSD": 200.0,
     "MaxExecutionsPerDay": 10,
     "MaxConcurrentExecutions": 2,
+    "GpuMemoryGiB": {"ml.p4d.24xlarge": 40, "ml.g5.2xlarge": 24},
+    "ModelShape": asdict(ModelShape.from_config(BERT_LARGE)),
+    "ShapeModelUri": DEFAULT_MODEL,
+    "ActivationBytes": 2,
 }
 # An S3 version id as S3's pages show one.
 S3_VERSION_ID = "3sL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY+MTRCxf3vjVBH40Nr8X8gdRQBpUMLUo"
@@ -43,9 +53,17 @@ def start_event(**values: object) -> dict[str, object]:
         "F1Threshold": 80.0,
         "MaxTrainingCostUSD": 100.0,
         "Bounds": json.dumps(BOUNDS),
-        "BaseModelUri": f"{MODELS}bert-large-uncased-whole-word-masking/",
+        "BaseModelUri": DEFAULT_MODEL,
         "BaseModelsUri": MODELS,
         "UploadedBy": "111122223333",
+        "TrainingInstanceType": "ml.p4d.24xlarge",
+        "PerDeviceTrainBatchSize": "auto",
+        "MaxSeqLength": 384,
+        "DocStride": 128,
+        "WarmupRatio": "auto",
+        "EvaluationStrategy": "no",
+        "EvaluationSteps": 500,
+        "EarlyStoppingPatience": 0,
         **values,
     }
 
@@ -111,6 +129,8 @@ def test_every_message_fits_a_lambda_step_output():
         assert 0 < len(parameter_error(start_event(**{name: huge}))) <= most
     for name in ("DatasetBucket", "ManifestVersionId", "BaseModelUri"):
         assert 0 < len(parameter_error(start_event(**{name: "~" * most}))) <= most
+    for name in CONTROL_PARAMETERS:
+        assert 0 < len(parameter_error(start_event(**{name: huge}))) <= most
 
 
 def test_a_data_key_and_its_pinned_copy_must_fit_an_s3_key_in_bytes():
@@ -145,6 +165,57 @@ def test_each_numeric_parameter_passes_at_its_bound_and_is_refused_past_it(
         assert problem.startswith(f"Parameter {name}={value!r} must be "), problem
         assert setting is None or f"({setting}" in problem
     assert parameter_error(start_event(**{name: 1e12})) != ""
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({"MaxSeqLength": 31}, "Parameter MaxSeqLength=31 must be between 32 and 512 (the base model's max_position"),
+        ({"MaxSeqLength": 513}, "Parameter MaxSeqLength=513 must be between 32 and 512 (the base model's max_position"),
+        ({"MaxSeqLength": "long"}, "Parameter MaxSeqLength='long' is not an integer."),
+        ({"DocStride": 192}, "Parameter DocStride=192 must be between 1 and 191 (below half of MaxSeqLength)."),
+        ({"DocStride": 0}, "Parameter DocStride=0 must be between 1 and 191"),
+        ({"MaxSeqLength": 256, "DocStride": 128}, "Parameter DocStride=128 must be between 1 and 127"),
+        ({"WarmupRatio": "0.51"}, "Parameter WarmupRatio='0.51' must be 'auto' or between 0 and 0.5."),
+        ({"WarmupRatio": "-0.1"}, "Parameter WarmupRatio='-0.1' must be 'auto' or between 0 and 0.5."),
+        ({"WarmupRatio": "some"}, "Parameter WarmupRatio='some' must be 'auto' or between 0 and 0.5."),
+        ({"EvaluationStrategy": "daily"}, "Parameter EvaluationStrategy='daily' must be one of no, steps, epoch."),
+        ({"EvaluationSteps": 0}, "Parameter EvaluationSteps=0 must be at least 1."),
+        ({"EarlyStoppingPatience": -1}, "Parameter EarlyStoppingPatience=-1 must be at least 0."),
+        ({"EarlyStoppingPatience": 2}, "Parameter EarlyStoppingPatience=2 needs evaluations during training: set"),
+        ({"PerDeviceTrainBatchSize": "0"}, "Parameter PerDeviceTrainBatchSize='0' must be 'auto' or an integer of"),
+        ({"PerDeviceTrainBatchSize": "big"}, "Parameter PerDeviceTrainBatchSize='big' must be 'auto' or an integer"),
+    ],
+)
+def test_the_per_run_controls_are_refused_with_one_line_naming_the_parameter_value_and_rule(values, says):
+    problem = parameter_error(start_event(**values))
+    assert problem.startswith(says) and "\n" not in problem, problem
+
+
+def test_the_per_run_controls_pass_within_their_rules():
+    usable = {"WarmupRatio": "0.5", "EvaluationStrategy": "steps", "EvaluationSteps": 1, "EarlyStoppingPatience": 3}
+    assert parameter_error(start_event(**usable, MaxSeqLength=512, DocStride=255, PerDeviceTrainBatchSize="8")) == ""
+    # Another model's shape is not known here: only the generic limit applies, FineTune checks its config.
+    assert parameter_error(start_event(BaseModelUri=f"{MODELS}mine/", MaxSeqLength=4096, DocStride=2047)) == ""
+    assert "between 32 and 4096." in parameter_error(start_event(BaseModelUri=f"{MODELS}mine/", MaxSeqLength=4097))
+
+
+@pytest.mark.parametrize(("instance_type", "memory"), [("ml.p4d.24xlarge", 40), ("ml.g5.2xlarge", 24)])
+def test_an_explicit_batch_must_fit_the_gpu_memory_model_of_the_runs_instance_type(instance_type, memory):
+    """qa/memory.py for BERT-large at MaxSeqLength: the largest batch that fits passes, one more is refused naming
+    it; a longer MaxSeqLength fits fewer. Another model (shape unknown offline) is left to FineTune's check."""
+    model = ModelShape.from_config(BERT_LARGE)
+    fits = largest_batch(model, memory, 384)
+    assert fits >= 1 and largest_batch(model, memory, 512) < fits
+    run = {"TrainingInstanceType": instance_type}
+    assert parameter_error(start_event(**run, PerDeviceTrainBatchSize=str(fits))) == ""
+    problem = parameter_error(start_event(**run, PerDeviceTrainBatchSize=str(fits + 1)))
+    assert problem.startswith(f"Parameter PerDeviceTrainBatchSize={fits + 1} on {instance_type}: "), problem
+    assert problem.endswith(f"the largest that fits is {fits}."), problem
+    assert "the largest that fits" in parameter_error(
+        start_event(**run, MaxSeqLength=512, PerDeviceTrainBatchSize=str(fits))
+    )
+    assert parameter_error(start_event(**run, BaseModelUri=f"{MODELS}mine/", PerDeviceTrainBatchSize="4096")) == ""
 
 
 DAY = 24 * 3600

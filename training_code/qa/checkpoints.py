@@ -5,7 +5,7 @@ Layout under the checkpoint dir (synced to `checkpoint_s3_uri` by SageMaker; eve
     step-00000500/                      one checkpoint, written straight into its final folder
         model.safetensors, optimizer.bin, scheduler.bin, ...   written by Accelerate's save_state (rank 0)
         random_states_<rank>.pkl        one per rank (unique names: nodes never overwrite each other)
-        loop_state.rank<rank>.json      epoch, position in the epoch, global step
+        loop_state.rank<rank>.json      epoch, position in the epoch, global step, early stopping's state
         log_history.json                the log history so far (rank 0)
         COMPLETE.rank<rank>.json        written last: every file this rank wrote, with its size
 
@@ -42,6 +42,11 @@ class LoopState:
     epoch: int
     batches_in_epoch: int  # batches of the current epoch already consumed by this rank
     samples_seen: int
+    # Early stopping (qa/fine_tune.py): the best validation F1 so far, the step of its checkpoint (kept by `prune`:
+    # the model saved at the end), evaluations since. Defaults: a checkpoint written before they were recorded.
+    best_f1: float | None = None
+    best_step: int | None = None
+    evaluations_since_best: int = 0
 
 
 def step_dir(checkpoint_dir: Path, step: int) -> Path:
@@ -119,6 +124,11 @@ def find_latest_complete(checkpoint_dir: Path, world_size: int) -> Path | None:
     return None
 
 
+def model_weights(directory: Path) -> Path:
+    """The prepared model's weights in a checkpoint: Accelerate's save_state file (safetensors, rank 0)."""
+    return directory / "model.safetensors"
+
+
 def read_loop_state(directory: Path, rank: int) -> LoopState:
     return LoopState(**json.loads((directory / f"loop_state.rank{rank}.json").read_text()))
 
@@ -134,14 +144,15 @@ def read_log_history(directory: Path) -> list[dict[str, float]]:
     return json.loads(path.read_text()) if path.is_file() else []
 
 
-def prune(checkpoint_dir: Path, complete_steps: list[int], keep: int) -> None:
-    """Keep the newest `keep` of `complete_steps` (known complete by this run); remove every other checkpoint
-    older than the newest of them, complete or torn. Decided from the run's own record, not from the folder:
+def prune(checkpoint_dir: Path, complete_steps: list[int], keep: int, best_step: int | None = None) -> None:
+    """Keep the newest `keep` of `complete_steps` (known complete by this run) and the best one (`best_step`, the
+    model early stopping keeps); remove every other checkpoint older than the newest of them, complete or torn.
+    Decided from the run's own record, not from the folder:
     on multi-node jobs a node's folder holds only its own ranks' files. SageMaker mirrors the deletions to S3
     (https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html) when the job's role may
     s3:DeleteObject under the checkpoint prefix; without it the S3 copies stay (see training_code/README.md).
     """
-    kept = set(sorted(complete_steps)[-keep:])
+    kept = set(sorted(complete_steps)[-keep:]) | ({best_step} if best_step is not None else set())
     newest = max(complete_steps)
     for path in checkpoint_dir.iterdir():
         step = _step_of(path)

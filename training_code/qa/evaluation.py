@@ -3,7 +3,8 @@
 Used by train.py after training, on the GPUs that are already up: the validation features are cut into
 batches of similar length once, the same batches whatever the number of processes, and process r predicts
 batches r, r + N, r + 2N, ...; the main process gathers the logits and scores them. Every batch is computed
-as a single process would compute it, so the scores equal a one-process evaluation's.
+as a single process would compute it, so the scores equal a one-process evaluation's. The evaluation loss is
+computed from the same gathered logits, so it too equals a one-process evaluation's.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,25 @@ class ValidationSet:
     def longest(self) -> int:
         return max(len(feature["input_ids"]) for feature in self.features)
 
+    @cached_property
+    def answer_positions(self) -> np.ndarray:
+        """(start, end) token of each feature's first gold answer, labelled as qa.features labels training windows:
+        the context tokens that hold the answer's first and last characters, or (0, 0) (the [CLS]/<s> token, first
+        in BERT and RoBERTa inputs) when the answer is not wholly inside the window."""
+        answers = {e["id"]: e["answers"] for e in self.examples}
+        positions = np.zeros((len(self.features), 2), dtype=np.int64)
+        for row, feature in enumerate(self.features):
+            gold = answers[feature["example_id"]]
+            start_char = gold["answer_start"][0]
+            end_char = start_char + len(gold["text"][0])
+            context = [(k, offset) for k, offset in enumerate(feature["offset_mapping"]) if offset is not None]
+            if not context or not (context[0][1][0] <= start_char and context[-1][1][1] >= end_char):
+                continue
+            start = max(k for k, offset in context if offset[0] <= start_char)
+            end = min(k for k, offset in context if offset[1] >= end_char)
+            positions[row] = (start, end)
+        return positions
+
 
 def length_sorted_batches(features: Sequence[dict[str, Any]], batch_size: int) -> list[list[int]]:
     """Feature indices, longest first (ties in file order), in batches of `batch_size`: little padding."""
@@ -58,11 +79,13 @@ def length_sorted_batches(features: Sequence[dict[str, Any]], batch_size: int) -
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Percent exact match and F1 over the validation examples, and the predicted answer of each."""
+    """Percent exact match and F1 over the validation examples, the predicted answer of each, and the evaluation
+    loss (NaN where not computed)."""
 
     exact_match: float
     f1: float
     predictions: dict[str, str]
+    loss: float = float("nan")
 
     def line(self, template: str = EVALUATION_LINE) -> str:
         """The line the training job's metric definitions parse (qa.outputs.EVALUATION_LINE, or BENCHMARK_LINE)."""
@@ -98,4 +121,19 @@ def score(
     )
     predictions = {example_id: span.text for example_id, span in spans.items()}
     scores = squad_scores(predictions, {e["id"]: e["answers"]["text"] for e in validation.examples})
-    return Evaluation(scores["exact_match"], scores["f1"], predictions)
+    loss = question_answering_loss(start_logits, end_logits, validation.answer_positions)
+    return Evaluation(scores["exact_match"], scores["f1"], predictions, loss)
+
+
+def question_answering_loss(start_logits: np.ndarray, end_logits: np.ndarray, positions: np.ndarray) -> float:
+    """The loss transformers' question-answering heads train on, over all features: the mean of the start and end
+    tokens' cross-entropy. Logit rows padded beyond a feature with qa.answering.PADDING_LOGIT add nothing."""
+
+    def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        logits = logits.astype(np.float64)
+        peak = logits.max(axis=1, keepdims=True)
+        log_total = np.log(np.exp(logits - peak).sum(axis=1)) + peak[:, 0]
+        return log_total - logits[np.arange(len(targets)), targets]
+
+    starts, ends = cross_entropy(start_logits, positions[:, 0]), cross_entropy(end_logits, positions[:, 1])
+    return float(np.mean((starts + ends) / 2))

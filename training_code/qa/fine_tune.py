@@ -1,8 +1,15 @@
-"""The training job in five phases, run in order by train.py: build, resume, train, save, evaluate.
+"""The training job in phases, run in order by train.py: build, resume, train, restore_best, evaluate, save.
 
 `TrainingRun` is what `build` prepares for the other phases and never changes; `Progress` is where the loop
 stands: restored by `resume`, advanced by `train`, recorded in every checkpoint. Imported only once the
 launcher's variables are translated (qa.distributed.prepare_environment): Accelerate reads them.
+
+Evaluation during training (--evaluation_strategy steps|epoch) scores the validation split as the final
+evaluation does and records its loss, exact match and F1 in the curves. Early stopping and the model kept both
+follow the validation F1, the metric of the pipeline's gate without a benchmark; with evaluation.benchmark the gate
+reads the operator's benchmark, which is never used to choose the model (choosing on it would make the gate's F1
+optimistic). Each new best is saved as a checkpoint at once (kept by pruning), and the loop state records it with
+the evaluations since it, so a resumed run keeps both; at the end the best checkpoint's weights become the model.
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ import torch
 from accelerate import Accelerator, PartialState
 from accelerate.data_loader import DataLoaderShard
 from accelerate.scheduler import AcceleratedScheduler
-from accelerate.utils import DataLoaderConfiguration, gather_object, set_seed
+from accelerate.utils import DataLoaderConfiguration, broadcast_object_list, gather_object, set_seed
+from safetensors.torch import load_file
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
@@ -37,8 +45,8 @@ from qa.digest import parameter_digest
 from qa.distributed import ddp_kwargs, describe_ddp
 from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches, score
 from qa.features import length_limit_error
-from qa.loop_control import CheckpointTimer, StopRequest, any_rank, steps_per_epoch
-from qa.memory import CPU_PER_DEVICE_BATCH, GIB, per_device_batch
+from qa.loop_control import CheckpointTimer, Deadline, StopRequest, any_rank, steps_per_epoch
+from qa.memory import CPU_PER_DEVICE_BATCH, GIB, batch_fit_error, per_device_batch
 from qa.optimizer import build_optimizer
 from qa.outputs import (
     BENCHMARK_LINE,
@@ -48,6 +56,7 @@ from qa.outputs import (
     LOG_EPOCH,
     LOG_EVAL_EXACT_MATCH,
     LOG_EVAL_F1,
+    LOG_EVAL_LOSS,
     LOG_GRAD_NORM,
     LOG_HISTORY_FILE,
     LOG_LEARNING_RATE,
@@ -62,6 +71,12 @@ from qa.precision import resolve_precision
 from qa.rng_state import capture_rng, restore_rng
 
 log = logging.getLogger("qa")  # the job's log, configured by setup_logging
+# Why `train` ended: all its steps, early stopping, --stop_after_seconds, or a SIGTERM (after a checkpoint).
+FINISHED, EARLY_STOPPED, DEADLINE, INTERRUPTED = "finished", "early stopping", "deadline", "interrupted"
+# The line of an evaluation during training (not EVALUATION_LINE: the metric definitions read only the final one).
+IN_TRAINING_EVALUATION_LINE = (
+    "evaluation during training: step={step} loss={loss:.4f} exact_match={exact_match:.4f} f1={f1:.4f}"
+)
 
 
 @dataclass(frozen=True)
@@ -113,12 +128,16 @@ class Progress:
     complete_steps: list[int] = field(default_factory=list)  # checkpoints known complete: resumed and saved
     history: list[dict[str, float]] = field(default_factory=list)  # LOG_HISTORY_FILE entries so far
     resume_rng: dict[str, Any] | None = None  # RNG state to re-apply after the first resumed batch
+    best_f1: float | None = None  # early stopping: the best validation F1 evaluated so far
+    best_step: int | None = None  # and the step of its checkpoint
+    evaluations_since_best: int = 0
 
     def position(self, batches_per_epoch: int) -> checkpoints.LoopState:
         """What a checkpoint taken now records: at the end of an epoch, a resume starts the next one."""
+        best = (self.best_f1, self.best_step, self.evaluations_since_best)
         if self.batches_in_epoch >= batches_per_epoch:
-            return checkpoints.LoopState(self.global_step, self.epoch + 1, 0, self.samples_seen)
-        return checkpoints.LoopState(self.global_step, self.epoch, self.batches_in_epoch, self.samples_seen)
+            return checkpoints.LoopState(self.global_step, self.epoch + 1, 0, self.samples_seen, *best)
+        return checkpoints.LoopState(self.global_step, self.epoch, self.batches_in_epoch, self.samples_seen, *best)
 
 
 @dataclass
@@ -252,6 +271,17 @@ def resolve_auto(args: argparse.Namespace, config: dict[str, Any], longest: int,
             )
         else:
             args.per_device_train_batch_size = CPU_PER_DEVICE_BATCH
+    elif gpu:  # an explicit batch: refused here when the memory model says it cannot fit this GPU
+        memory_gb = torch.cuda.get_device_properties(device).total_memory / GIB
+        problem = batch_fit_error(
+            ModelShape.from_config(config),
+            memory_gb,
+            longest,
+            args.per_device_train_batch_size,
+            4 if args.precision == "no" else 2,
+        )
+        if problem:
+            raise ValueError(f"--per_device_train_batch_size {args.per_device_train_batch_size}: {problem}")
     global_batch = args.per_device_train_batch_size * world * args.gradient_accumulation_steps
     args.learning_rate = recipe.learning_rate(args.learning_rate, global_batch, gpu)
     args.warmup_ratio = recipe.warmup_ratio(args.warmup_ratio, gpu)
@@ -372,7 +402,12 @@ def resume(accelerator: Accelerator, checkpoint_dir: Path) -> Progress:
         history=checkpoints.read_log_history(latest),
         # Creating the resumed iterator draws from the RNG; re-apply the saved state after its first batch.
         resume_rng=capture_rng() if saved.batches_in_epoch else None,
+        best_f1=saved.best_f1,
+        best_step=saved.best_step,
+        evaluations_since_best=saved.evaluations_since_best,
     )
+    if saved.best_step is not None and saved.best_step != saved.global_step:
+        progress.complete_steps.insert(0, saved.best_step)  # kept by pruning: the model at the end
     log.info(
         "resumed from %s: step %d, epoch %d, batch %d of the epoch",
         latest.name,
@@ -383,8 +418,9 @@ def resume(accelerator: Accelerator, checkpoint_dir: Path) -> Progress:
     return progress
 
 
-def train(run: TrainingRun, progress: Progress) -> bool:
-    """The epoch loop, from `progress` to the last step; True when a SIGTERM stopped it after a checkpoint."""
+def train(run: TrainingRun, progress: Progress, deadline: Deadline | None = None) -> str:
+    """The epoch loop, from `progress` to the last step, early stopping or `deadline`; returns why it ended
+    (FINISHED, EARLY_STOPPED, DEADLINE, or INTERRUPTED when a SIGTERM stopped it after a checkpoint)."""
     schedule = run.schedule
     log.info(
         "training: %d features, %d optimizer steps (%d per epoch), global batch %d, warmup %d",
@@ -402,19 +438,28 @@ def train(run: TrainingRun, progress: Progress) -> bool:
     run.model.train()
     interval = LossInterval(torch.zeros((), device=run.accelerator.device))
     timer = CheckpointTimer(run.args.checkpoint_minutes)
-    interrupted = False
-    while progress.global_step < schedule.total_steps and not interrupted:
-        interrupted = train_epoch(run, progress, interval, timer, bar)
-        progress.epoch += 1
-        progress.batches_in_epoch = 0
+    deadline = deadline or Deadline(0)
+    ended = ""
+    while progress.global_step < schedule.total_steps and not ended:
+        ended = train_epoch(run, progress, interval, timer, deadline, bar)
+        if ended != INTERRUPTED:  # an interrupted epoch resumes from its checkpoint's position
+            progress.epoch += 1
+            progress.batches_in_epoch = 0
     bar.close()
-    return interrupted
+    if ended in (EARLY_STOPPED, DEADLINE):
+        log.warning("training ended by %s at step %d of %d", ended, progress.global_step, schedule.total_steps)
+    return ended or FINISHED
 
 
 def train_epoch(
-    run: TrainingRun, progress: Progress, interval: LossInterval, timer: CheckpointTimer, bar: tqdm
-) -> bool:
-    """The rest of `progress.epoch`, or up to the last step; True when a SIGTERM stopped it after a checkpoint."""
+    run: TrainingRun,
+    progress: Progress,
+    interval: LossInterval,
+    timer: CheckpointTimer,
+    deadline: Deadline,
+    bar: tqdm,
+) -> str:
+    """The rest of `progress.epoch`, or up to the last step: "" when it got there, else why it stopped."""
     skip = progress.batches_in_epoch
     epoch_loader = run.accelerator.skip_first_batches(run.loader, skip) if skip else run.loader
     # Accelerate re-seeds the sampler with the loader's own iteration count: keep both at `epoch`.
@@ -433,12 +478,95 @@ def train_epoch(
         bar.update(1)
         if progress.global_step % run.args.logging_steps == 0 or progress.global_step == run.schedule.total_steps:
             log_training(run, progress, interval.read_and_restart(run, progress))
-        if checkpoint_if_due(run, progress, timer):
+        stop = evaluation_due(run, progress) and evaluate_in_training(run, progress)
+        ended = checkpoint_if_due(run, progress, timer, deadline)
+        if ended == INTERRUPTED:
             log.warning("stop requested (SIGTERM): checkpoint at step %d saved, exiting", progress.global_step)
-            return True
+            return ended
+        if stop or ended:
+            return EARLY_STOPPED if stop else ended
         if progress.global_step >= run.schedule.total_steps:
             break
-    return False
+    return ""
+
+
+def evaluation_due(run: TrainingRun, progress: Progress) -> bool:
+    """After an optimizer step: whether --evaluation_strategy evaluates now (always at the last step)."""
+    args = run.args
+    if run.validation is None or args.evaluation_strategy == "no":
+        return False
+    if progress.global_step >= run.schedule.total_steps:
+        return True
+    if args.evaluation_strategy == "steps":
+        return progress.global_step % args.evaluation_steps == 0
+    return progress.batches_in_epoch >= run.batches_per_epoch
+
+
+def evaluate_in_training(run: TrainingRun, progress: Progress) -> bool:
+    """Score the validation split now, record it in the curves, and keep a new best F1 as a checkpoint (saved
+    now: the model kept at the end). True when early stopping ends training: --early_stopping_patience
+    evaluations in a row without a better F1."""
+    assert run.validation is not None
+    step = progress.global_step
+    evaluation = score_on(run, run.validation)
+    if evaluation is not None:
+        record_evaluation(run, progress, step, evaluation)
+        print(
+            IN_TRAINING_EVALUATION_LINE.format(
+                step=step, loss=evaluation.loss, exact_match=evaluation.exact_match, f1=evaluation.f1
+            ),
+            flush=True,
+        )
+    [f1] = broadcast_object_list([evaluation.f1 if evaluation is not None else None])  # the main process's
+    if progress.best_f1 is None or f1 > progress.best_f1:
+        progress.best_f1, progress.best_step, progress.evaluations_since_best = f1, step, 0
+        save_checkpoint(run, progress)
+        return False
+    progress.evaluations_since_best += 1
+    patience = run.args.early_stopping_patience
+    log.info(
+        "F1 %.4f at step %d: no better than %.4f at step %d (%d evaluation(s))",
+        f1,
+        step,
+        progress.best_f1,
+        progress.best_step,
+        progress.evaluations_since_best,
+    )
+    return patience > 0 and progress.evaluations_since_best >= patience
+
+
+def record_evaluation(
+    run: TrainingRun, progress: Progress, step: int, evaluation: Evaluation, scalars: bool = True
+) -> None:
+    """An evaluation of the model at `step` in the curves (main process): the log history and, with `scalars`,
+    TensorBoard's eval/* scalars."""
+    metrics = {LOG_EVAL_EXACT_MATCH: evaluation.exact_match, LOG_EVAL_F1: evaluation.f1, LOG_EVAL_LOSS: evaluation.loss}
+    if scalars:
+        run.accelerator.log({f"eval/{key.removeprefix('eval_')}": value for key, value in metrics.items()}, step=step)
+    progress.history.append({LOG_STEP: step, LOG_EPOCH: run.schedule.epoch_at(step), **metrics})
+
+
+def restore_best(run: TrainingRun, progress: Progress) -> int:
+    """Load the best evaluated checkpoint's weights into the model (every process: the main one reads them and
+    broadcasts them); returns the step of the model now held, the last step when no evaluation chose one."""
+    best = progress.best_step
+    if best is None or best == progress.global_step:
+        return progress.global_step
+    accelerator = run.accelerator
+    if accelerator.is_main_process:
+        weights = checkpoints.model_weights(checkpoints.step_dir(run.args.checkpoint_dir, best))
+        # save_state writes the unwrapped module's keys; load_state_dict copies the tensors onto the device.
+        accelerator.unwrap_model(run.model).load_state_dict(load_file(weights))
+    if accelerator.num_processes > 1:
+        for tensor in run.model.state_dict().values():
+            torch.distributed.broadcast(tensor, src=0)
+    log.info(
+        "the model saved is the best evaluated: step %d (F1 %.4f), not the last, %d",
+        best,
+        progress.best_f1,
+        progress.global_step,
+    )
+    return best
 
 
 def training_step(run: TrainingRun, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -457,14 +585,17 @@ def training_step(run: TrainingRun, batch: dict[str, torch.Tensor]) -> tuple[tor
     return loss.detach(), None if grad_norm is None else grad_norm.detach()
 
 
-def checkpoint_if_due(run: TrainingRun, progress: Progress, timer: CheckpointTimer) -> bool:
-    """After an optimizer step: save a checkpoint if one is due (steps, epochs, timer, SIGTERM on any rank). True
-    when a SIGTERM asks the run to stop."""
+def checkpoint_if_due(run: TrainingRun, progress: Progress, timer: CheckpointTimer, deadline: Deadline) -> str:
+    """After an optimizer step: save a checkpoint if one is due (steps, epochs, timer, SIGTERM on any rank) and
+    not saved at this step already. INTERRUPTED when a SIGTERM asks the run to stop, DEADLINE when the deadline
+    passed on any rank (no checkpoint for it: the model is evaluated and saved next), else ""."""
     args, step = run.args, progress.global_step
     # Ordinary steps never wait for the device: the ranks compare notes every --control_steps only.
-    stop_now = timed_due = False
+    stop_now = timed_due = past_deadline = False
     if args.control_steps > 0 and step % args.control_steps == 0:
-        stop_now, timed_due = any_rank(run.accelerator, [run.stop_requested, timer.due()])
+        stop_now, timed_due, past_deadline = any_rank(
+            run.accelerator, [run.stop_requested, timer.due(), deadline.passed()]
+        )
     step_due = args.checkpoint_steps > 0 and step % args.checkpoint_steps == 0
     # At the end of every --checkpoint_epochs-th epoch but the last: the model itself is saved right after that.
     epoch_due = (
@@ -473,10 +604,11 @@ def checkpoint_if_due(run: TrainingRun, progress: Progress, timer: CheckpointTim
         and (progress.epoch + 1) % args.checkpoint_epochs == 0
         and step < run.schedule.total_steps
     )
-    if stop_now or timed_due or step_due or epoch_due:
+    saved = bool(progress.complete_steps) and progress.complete_steps[-1] == step
+    if (stop_now or timed_due or step_due or epoch_due) and not saved:
         save_checkpoint(run, progress)
         timer.restart()
-    return stop_now
+    return INTERRUPTED if stop_now else DEADLINE if past_deadline else ""
 
 
 def save_checkpoint(run: TrainingRun, progress: Progress) -> None:
@@ -495,12 +627,12 @@ def save_checkpoint(run: TrainingRun, progress: Progress) -> None:
     accelerator.wait_for_everyone()
     progress.complete_steps.append(progress.global_step)
     if accelerator.is_local_main_process:
-        checkpoints.prune(args.checkpoint_dir, progress.complete_steps, args.keep_checkpoints)
+        checkpoints.prune(args.checkpoint_dir, progress.complete_steps, args.keep_checkpoints, progress.best_step)
     accelerator.wait_for_everyone()
     log.info(CHECKPOINT_SAVED_LOG, progress.global_step, time.perf_counter() - started)
 
 
-def save(run: TrainingRun, progress: Progress) -> None:
+def save(run: TrainingRun, progress: Progress, model_step: int, ended: str = FINISHED) -> None:
     """The final model (safetensors + config), the tokenizer, the endpoint's code, a summary and the log history
     in --output_dir."""
     accelerator, output_dir = run.accelerator, run.args.output_dir
@@ -523,6 +655,8 @@ def save(run: TrainingRun, progress: Progress) -> None:
         serving_code.copy_into(output_dir)  # the endpoint's entry point travels inside model.tar.gz
         summary = {
             "global_step": progress.global_step,
+            "model_step": model_step,  # the best evaluated step's weights (restore_best), else the last step's
+            "ended_by": ended,
             "samples_seen": progress.samples_seen,
             "processes": accelerator.num_processes,
         }
@@ -556,23 +690,22 @@ def served_precision(accelerator: Accelerator, prepared: torch.nn.Module) -> Ite
         torch.backends.cuda.matmul.allow_tf32 = tf32
 
 
-def evaluate(run: TrainingRun, progress: Progress) -> Evaluation | None:
+def evaluate(run: TrainingRun, progress: Progress, model_step: int) -> Evaluation | None:
     """SQuAD EM/F1 of the trained model on the validation set in the precision the endpoint serves (see
     served_precision), data-parallel over every process (see qa.evaluation): the main process prints the
     evaluation line once, writes the evaluation report into the model dir and the predictions into the output
     data dir, logs the scores to TensorBoard and the log history, and returns them (None elsewhere). Then the
-    operator's benchmark, when the job has one: its line (the pipeline's gate) and TensorBoard scalars."""
+    operator's benchmark, when the job has one: its line (the pipeline's gate) and TensorBoard scalars. The model
+    is the one of `model_step` (restore_best); evaluations during training already put its scalars in the curves."""
     if run.validation is None:
         return None
-    accelerator, args, step = run.accelerator, run.args, progress.global_step
+    accelerator, args, step = run.accelerator, run.args, model_step
     started = time.perf_counter()
     evaluation = score_on(run, run.validation)
     if evaluation is not None:
         evaluation.write(args.output_dir, args.output_data_dir)
         print(evaluation.line(), flush=True)
-        metrics = {LOG_EVAL_EXACT_MATCH: evaluation.exact_match, LOG_EVAL_F1: evaluation.f1}
-        accelerator.log({f"eval/{key.removeprefix('eval_')}": value for key, value in metrics.items()}, step=step)
-        progress.history.append({LOG_STEP: step, LOG_EPOCH: run.schedule.epoch_at(step), **metrics})
+        record_evaluation(run, progress, step, evaluation, scalars=args.evaluation_strategy == "no")
         log.info(
             "evaluated %d features of %d examples on %d process(es) in %.1f s",
             len(run.validation.features),

@@ -26,6 +26,18 @@ class StopRequest:
         self.requested = True
 
 
+class Deadline:
+    """--stop_after_seconds: training stops at the first vote (--control_steps) after this many seconds since
+    `started` (0: never), leaving the rest of the job's MaxRuntimeInSeconds to evaluate, save and upload."""
+
+    def __init__(self, seconds: float, started: float | None = None) -> None:
+        self.seconds = seconds
+        self.started = time.monotonic() if started is None else started  # a time.monotonic() reading
+
+    def passed(self) -> bool:
+        return self.seconds > 0 and time.monotonic() - self.started >= self.seconds
+
+
 class CheckpointTimer:
     """Wall-clock checkpoint interval, counted from the end of the previous save (0 minutes: never due)."""
 

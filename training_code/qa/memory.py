@@ -93,3 +93,26 @@ def per_device_batch(
     while batch * 2 <= cap and plan.step_bytes(batch * 2) <= budget:
         batch *= 2
     return batch
+
+
+def largest_batch(model: ModelShape, gpu_memory_gb: float, max_seq_length: int, activation_bytes: int = 2) -> int:
+    """The most `max_seq_length`-token sequences per step that fit HEADROOM of the GPU's memory (0: not one)."""
+    plan = MemoryPlan.of(model, max_seq_length, activation_bytes)
+    room = HEADROOM * gpu_memory_gb * GIB - plan.fixed
+    return max(0, int(room // plan.activations_per_sequence))
+
+
+def batch_fit_error(
+    model: ModelShape, gpu_memory_gb: float, max_seq_length: int, batch: int, activation_bytes: int = 2
+) -> str:
+    """ "" when `batch` sequences of `max_seq_length` tokens fit one GPU by this memory model, else the rule and
+    the largest batch that fits."""
+    largest = largest_batch(model, gpu_memory_gb, max_seq_length, activation_bytes)
+    if batch <= largest:
+        return ""
+    need = MemoryPlan.of(model, max_seq_length, activation_bytes).step_bytes(batch) / 1e9
+    return (
+        f"{batch} sequences of {max_seq_length} tokens need {need:.1f} GB per GPU for a "
+        f"{model.parameters / 1e6:,.0f} M-parameter model, more than {HEADROOM:.0%} of the GPU's {gpu_memory_gb:g} "
+        f"GiB (qa/memory.py): the largest that fits is {largest}"
+    )

@@ -116,14 +116,16 @@ SAGEMAKER_PROGRAM_ENV = "SAGEMAKER_PROGRAM"
 EVALUATION_FILE = "evaluation.json"  # SQuAD EM/F1 on the validation set (SageMaker model-quality shape)
 LOG_HISTORY_FILE = "log_history.json"  # one entry per logging step and per evaluation, Trainer-like
 # LOG_HISTORY_FILE is a JSON list of {LOG_STEP, LOG_EPOCH, *TRAIN_LOG_KEYS} per logging step and
-# {LOG_STEP, LOG_EPOCH, *EVAL_LOG_KEYS} for the evaluation. The same values go to TensorBoard as scalars tagged
+# {LOG_STEP, LOG_EPOCH, *EVAL_LOG_KEYS} per evaluation (during training per --evaluation_strategy, then of the saved
+# model, at the step it was taken). The same values go to TensorBoard as scalars tagged
 # "train/<key>" and "eval/<key without eval_>" (TENSORBOARD_RUN's event files under TENSORBOARD_DIR).
 LOG_STEP, LOG_EPOCH = "step", "epoch"
 LOG_LOSS, LOG_LEARNING_RATE, LOG_GRAD_NORM = "loss", "learning_rate", "grad_norm"
 LOG_SAMPLES_PER_SECOND = "samples_per_second"
 TRAIN_LOG_KEYS = (LOG_LOSS, LOG_LEARNING_RATE, LOG_GRAD_NORM, LOG_SAMPLES_PER_SECOND)
 LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1 = "eval_exact_match", "eval_f1"
-EVAL_LOG_KEYS = (LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1)
+LOG_EVAL_LOSS = "eval_loss"  # the QA loss (mean of start and end cross-entropy) on the validation split
+EVAL_LOG_KEYS = (LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1, LOG_EVAL_LOSS)
 TENSORBOARD_RUN = "fine-tune"
 PREDICTIONS_FILE = "predictions.json"  # example id -> predicted answer text, in OUTPUT_DATA_DIR
 EVALUATION_F1_PATH = "metrics.f1.value"  # JSON path of F1 in evaluation.json
@@ -248,6 +250,17 @@ SKIP_INVALID_RECORDS = "SkipInvalidRecords"
 MAX_TRAINING_COST = "MaxTrainingCostUSD"
 UPLOADED_BY = "UploadedBy"  # the S3 event's detail.requester: who uploaded the manifest
 UPLOADED_BY_UNSET = "unknown: not started by an upload event"  # its default (a valid metadata value)
+# Per-run training controls (FineTune's hyperparameters; in fine_tune mode also the claim's windowing, in cpu_job mode
+# ValidateAndTokenize's arguments). Strings where "auto" is allowed.
+PER_DEVICE_TRAIN_BATCH_SIZE = "PerDeviceTrainBatchSize"  # "auto" or an integer
+MAX_SEQ_LENGTH = "MaxSeqLength"
+DOC_STRIDE = "DocStride"
+WARMUP_RATIO = "WarmupRatio"  # "auto" or a number
+EVALUATION_STRATEGY = "EvaluationStrategy"
+EVALUATION_STRATEGIES = ("no", "steps", "epoch")  # train.py's --evaluation_strategy choices
+EVALUATION_STEPS = "EvaluationSteps"
+EARLY_STOPPING_PATIENCE = "EarlyStoppingPatience"  # 0: off
+AUTO = "auto"
 
 # Inputs of the pipeline's Lambda functions (the Lambda steps' `inputs`: flat values, structures as JSON text),
 # besides the parameters above, which pass through under their own names.
@@ -264,6 +277,12 @@ BOUND_MAX_LEARNING_RATE = "MaxLearningRate"
 BOUND_MAX_TRAINING_COST = "MaxTrainingCostUSD"
 BOUND_MAX_EXECUTIONS_PER_DAY = "MaxExecutionsPerDay"
 BOUND_MAX_CONCURRENT_EXECUTIONS = "MaxConcurrentExecutions"
+# The GPU memory model's inputs for PerDeviceTrainBatchSize (qa/memory.py): each allowed type's GPU memory in GiB,
+# and the shape (qa.cost.ModelShape fields) of the default base model at BOUND_SHAPE_MODEL_URI, when known offline.
+BOUND_GPU_MEMORY_GIB = "GpuMemoryGiB"
+BOUND_MODEL_SHAPE = "ModelShape"
+BOUND_SHAPE_MODEL_URI = "ShapeModelUri"
+BOUND_ACTIVATION_BYTES = "ActivationBytes"
 INPUT_STATS_URI = "StatsUri"  # EstimateTrainingCost: s3://.../STATS_FILE
 INPUT_COST_MODEL = "CostModel"  # EstimateTrainingCost: qa/cost.py's cost model
 INPUT_MODEL_ARCHIVE_URI = "ModelArchiveUri"  # RecordModel: FineTune's model.tar.gz
@@ -271,10 +290,9 @@ INPUT_REGISTRY_URI = "RegistryUri"  # RecordModel: s3://<artifacts>/registry/, w
 INPUT_F1 = "F1"  # RecordModel: FineTune's METRIC_EVAL_F1
 INPUT_EXACT_MATCH = "ExactMatch"  # RecordModel: FineTune's METRIC_EVAL_EXACT_MATCH
 # ClaimManifest in processing.tokenize_in "fine_tune" mode (qa/claim_validation.py): validate every record before
-# any instance starts, with the windowing of FineTune's tokenization ("true" / "false" for INPUT_VALIDATE).
+# any instance starts, with the windowing of FineTune's tokenization (the MaxSeqLength and DocStride parameters;
+# "true" / "false" for INPUT_VALIDATE).
 INPUT_VALIDATE = "ValidateRecords"
-INPUT_MAX_SEQ_LENGTH = "MaxSeqLength"
-INPUT_DOC_STRIDE = "DocStride"
 INPUT_MAX_WINDOWS_PER_EXAMPLE = "MaxWindowsPerExample"
 
 # Outputs of the pipeline's Lambda functions (pipeline_functions.py handlers), read by the Lambda steps'

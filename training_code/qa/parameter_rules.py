@@ -22,8 +22,13 @@ import math
 import unicodedata
 from typing import Any
 
+from qa.cost import ModelShape
+from qa.memory import batch_fit_error
 from qa.outputs import (
+    AUTO,
     BASE_MODEL_URI,
+    BOUND_ACTIVATION_BYTES,
+    BOUND_GPU_MEMORY_GIB,
     BOUND_MAX_CONCURRENT_EXECUTIONS,
     BOUND_MAX_EPOCHS,
     BOUND_MAX_EXECUTIONS_PER_DAY,
@@ -31,17 +36,28 @@ from qa.outputs import (
     BOUND_MAX_LEARNING_RATE,
     BOUND_MAX_TRAINING_COST,
     BOUND_MIN_F1_THRESHOLD,
+    BOUND_MODEL_SHAPE,
+    BOUND_SHAPE_MODEL_URI,
     DATASET_BUCKET,
+    DOC_STRIDE,
+    EARLY_STOPPING_PATIENCE,
     EPOCHS,
+    EVALUATION_STEPS,
+    EVALUATION_STRATEGIES,
+    EVALUATION_STRATEGY,
     F1_THRESHOLD,
     INPUT_BASE_MODELS_URI,
     INPUT_BOUNDS,
     LEARNING_RATE,
     MANIFEST_VERSION_ID,
     MANIFEST_VERSION_UNSET,
+    MAX_SEQ_LENGTH,
     MAX_TRAINING_COST,
+    PER_DEVICE_TRAIN_BATCH_SIZE,
     TRAINING_INSTANCE_COUNT,
+    TRAINING_INSTANCE_TYPE,
     UPLOADED_BY,
+    WARMUP_RATIO,
 )
 
 ECHO_PREFIX = 20  # characters of a bad value echoed back in an error
@@ -70,6 +86,23 @@ RUNNING_STATUSES = ("Executing", "Stopping")
 # How far back a still-running execution may have started: a pipeline execution times out after 672 hours
 # ("Pipeline execution timeout", https://docs.aws.amazon.com/sagemaker/latest/dg/feature-store-feature-processor-quotas.html).
 EXECUTION_TIMEOUT_SECONDS = 672 * 3600
+# The per-run training controls (FineTune's hyperparameters), each bounded by _control_error: with the parameters of
+# the numeric rules, what a run may set without touching the image, role or outputs.
+CONTROL_PARAMETERS = (
+    PER_DEVICE_TRAIN_BATCH_SIZE,
+    MAX_SEQ_LENGTH,
+    DOC_STRIDE,
+    WARMUP_RATIO,
+    EVALUATION_STRATEGY,
+    EVALUATION_STEPS,
+    EARLY_STOPPING_PATIENCE,
+)
+# hyperparameters.max_seq_length's range (config/settings.py), and at most the model's max_position_embeddings where
+# its shape is known; DocStride below half of MaxSeqLength, as hyperparameters.doc_stride (the question and the
+# windows' overlap must fit one window).
+MIN_SEQ_LENGTH, MAX_SEQ_LENGTH_LIMIT = 32, 4096
+# WarmupRatio: a share of the steps; the recipe's is 0.2 (qa/recipe.py). Above half, most of a run would warm up.
+MAX_WARMUP_RATIO = 0.5
 
 
 def short(value: str) -> str:
@@ -164,6 +197,73 @@ def _number_error(event: dict[str, Any]) -> str:
     return ""
 
 
+def _integer(event: dict[str, Any], name: str, low: int, high: float, why: str = "") -> tuple[int, str]:
+    """(value, "") for an integer parameter within [low, high], else (0, the one line naming it)."""
+    value, problem = _number(event, name, int)
+    if problem:
+        return 0, f"Parameter {problem}."
+    assert value is not None
+    if not low <= value <= high:
+        allowed = f"at least {low}" if high == math.inf else f"between {low} and {high:g}"
+        return 0, f"Parameter {name}={shown(event[name])} must be {allowed}{why}."
+    return int(value), ""
+
+
+def _control_error(event: dict[str, Any]) -> str:
+    """The per-run training controls: sequence length and stride within the model, warm-up, evaluation cadence and
+    early stopping, and an explicit per-device batch within the GPU memory model for the run's instance type."""
+    bounds = json_input(event[INPUT_BOUNDS])
+    shape_fields = bounds.get(BOUND_MODEL_SHAPE)
+    # The shape is the default base model's: another BaseModelUri is checked by FineTune itself against its config.
+    shape = (
+        ModelShape(**shape_fields)
+        if shape_fields and event.get(BASE_MODEL_URI) == bounds[BOUND_SHAPE_MODEL_URI]
+        else None
+    )
+    longest = min(MAX_SEQ_LENGTH_LIMIT, shape.max_positions) if shape else MAX_SEQ_LENGTH_LIMIT
+    why = " (the base model's max_position_embeddings)" if longest < MAX_SEQ_LENGTH_LIMIT else ""
+    length, problem = _integer(event, MAX_SEQ_LENGTH, MIN_SEQ_LENGTH, longest, why)
+    if problem:
+        return problem
+    _, problem = _integer(event, DOC_STRIDE, 1, length // 2 - 1, f" (below half of {MAX_SEQ_LENGTH})")
+    if problem:
+        return problem
+    warmup = str(event.get(WARMUP_RATIO))
+    if warmup != AUTO:
+        value, problem = _number(event, WARMUP_RATIO, float)
+        if problem or not 0 <= float(value or 0) <= MAX_WARMUP_RATIO:
+            return f"Parameter {WARMUP_RATIO}={short(warmup)} must be {AUTO!r} or between 0 and {MAX_WARMUP_RATIO:g}."
+    strategy = str(event.get(EVALUATION_STRATEGY))
+    if strategy not in EVALUATION_STRATEGIES:
+        return f"Parameter {EVALUATION_STRATEGY}={short(strategy)} must be one of {', '.join(EVALUATION_STRATEGIES)}."
+    _, problem = _integer(event, EVALUATION_STEPS, 1, math.inf)
+    patience, problem = (0, problem) if problem else _integer(event, EARLY_STOPPING_PATIENCE, 0, math.inf)
+    if problem:
+        return problem
+    if patience and strategy == "no":
+        return (
+            f"Parameter {EARLY_STOPPING_PATIENCE}={patience} needs evaluations during training: set "
+            f"{EVALUATION_STRATEGY} to steps or epoch."
+        )
+    return _batch_error(event, bounds, shape, length)
+
+
+def _batch_error(event: dict[str, Any], bounds: dict[str, Any], shape: ModelShape | None, length: int) -> str:
+    batch = str(event.get(PER_DEVICE_TRAIN_BATCH_SIZE))
+    if batch == AUTO:
+        return ""
+    value, problem = _number(event, PER_DEVICE_TRAIN_BATCH_SIZE, int)
+    if problem or int(value or 0) < 1:
+        return f"Parameter {PER_DEVICE_TRAIN_BATCH_SIZE}={short(batch)} must be {AUTO!r} or an integer of at least 1."
+    memory = bounds[BOUND_GPU_MEMORY_GIB].get(str(event.get(TRAINING_INSTANCE_TYPE)))
+    if shape is None or memory is None:  # no model shape or GPU known offline: FineTune checks on its GPU
+        return ""
+    problem = batch_fit_error(shape, memory, length, int(value or 0), bounds[BOUND_ACTIVATION_BYTES])
+    if problem:
+        return f"Parameter {PER_DEVICE_TRAIN_BATCH_SIZE}={batch} on {event[TRAINING_INSTANCE_TYPE]}: {problem}."
+    return ""
+
+
 def _location_error(event: dict[str, Any]) -> str:
     bucket = str(event.get(DATASET_BUCKET, ""))
     problem = bucket_name_problem(bucket)
@@ -229,4 +329,4 @@ def recent_executions(sagemaker: Any, pipeline: str, now: float) -> list[tuple[f
 
 def parameter_error(event: dict[str, Any]) -> str:
     """ "" when the execution's parameters are usable, else one line naming the parameter, value and rule."""
-    return _number_error(event) or _location_error(event)
+    return _number_error(event) or _location_error(event) or _control_error(event)
