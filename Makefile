@@ -46,7 +46,7 @@ USER_VALUES := ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMI
 $(foreach v,$(USER_VALUES),$(if $(filter command line,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 export $(USER_VALUES)
 
-.PHONY: help venv cdk-bootstrap synth demo test test-images lint deploy destroy diff clean upload-dataset stage-benchmark stage-model preflight estimate runs \
+.PHONY: help venv cdk-bootstrap synth demo train test test-images lint deploy destroy diff clean upload-dataset stage-benchmark stage-model preflight estimate runs \
 	start retry logs verify-model report
 
 help: ## List the targets
@@ -82,6 +82,10 @@ TINY_PARAMS := --tiny --param Epochs=1 $(call DEMO_F1,0)
 demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally (TINY=1: wiring-only run)
 	$(PY) -m tools.summarize "$(CDK_OUT)/$$ENV"
 	$(PY) -m local_runner --assembly "$(CDK_OUT)/$$ENV" $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $$DEMO_ARGS
+
+train: synth ## Train MODEL=<model folder or hub id> on DATASET=<dir> locally, register it, ask it [PARAMS="Epochs=3 F1Threshold=60"]
+	@test -n "$$DATASET" -a -n "$$MODEL" || { echo 'usage: make train DATASET=<dir> MODEL=<model folder or hub id> [PARAMS="Epochs=3 F1Threshold=60"] [ENV=dev]'; exit 2; }
+	$(PY) -m local_runner --assembly "$(CDK_OUT)/$$ENV" --dataset "$$DATASET" --model "$$MODEL" --params "$$PARAMS" $$DEMO_ARGS
 
 test: lint ## Lint and type-check, then run the whole test suite (offline; TEST_WORKERS=2 processes)
 	$(PY) -m pytest -n "$$TEST_WORKERS"
