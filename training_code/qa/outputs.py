@@ -26,6 +26,10 @@ CODE_DIR = "/opt/ml/code"  # where the entry point and its source bundle run (th
 # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
 DATASETS_ROOT = "datasets"
 DATASET_MANIFEST_FILE = "manifest.json"
+# A held upload's manifest (`make upload-dataset PARAMS=... | NO_RUN=1`), beside where DATASET_MANIFEST_FILE would be:
+# the trigger's pattern, which ends in `/manifest.json`, never matches it, so only `make start` (or the upload with
+# PARAMS) starts its one execution; ClaimManifest claims it like the other.
+HELD_MANIFEST_FILE = "held-manifest.json"
 DATASET_NAME_MAX_LENGTH = 100
 DATASET_NAME_FIRST = "[A-Za-z0-9]"
 DATASET_NAME_CHARACTER = "[A-Za-z0-9._-]"
