@@ -57,6 +57,9 @@ BOOLEANS = ("true", "false")
 # Executions in these states have nothing left to retry.
 NOT_RETRYABLE = ("Executing", "Stopping", "Succeeded")
 LOG_EVENTS_PAGE = 10_000  # GetLogEvents returns at most 10,000 events per call
+# A pipeline parameter's value in StartPipelineExecution: at most 1,024 characters (Parameter, Value:
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_Parameter.html).
+PARAMETER_VALUE_MAX_LENGTH = 1024
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,10 @@ def parse_params(text: str, defined: dict[str, PipelineParameter]) -> dict[str, 
 
 
 def checked_value(parameter: PipelineParameter, value: str) -> str:
+    if len(value) > PARAMETER_VALUE_MAX_LENGTH:
+        fail(
+            f"PARAMS {parameter.name}={short(value)} has {len(value)} characters: at most {PARAMETER_VALUE_MAX_LENGTH}"
+        )
     rule = {"Integer": "a whole number", "Float": "a number", "Boolean": "true or false"}.get(parameter.type)
     try:
         if parameter.type == "Integer":
@@ -207,6 +214,8 @@ def start_manifest(
     definition = definition or deployed_definition(sagemaker, pipeline_name, deployment.region)
     then = f"Nothing started ({names.CLAIM_STEP} would stop it)."
     values = execution_values(deployment, definition, params, key, version_id, then)
+    # ClientRequestToken: 32 to 128 characters, "to ensure the idempotency of the operation" (a uuid4 hex has 32):
+    # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StartPipelineExecution.html
     response = sagemaker.start_pipeline_execution(
         PipelineName=pipeline_name,
         PipelineParameters=[{"Name": k, "Value": v} for k, v in values.items()],

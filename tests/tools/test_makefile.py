@@ -15,7 +15,7 @@ NOT_REMADE = ("-o", ".venv/.installed", "-o", "node_modules/.installed")
 
 def make(*args: str) -> subprocess.CompletedProcess[str]:
     # tests/conftest.py sets CDK_VALIDATION=false for the suite's own synths; a user's shell has none.
-    dropped = ("NAME", "VERSION", "DATASET", "MODEL", "ENV", "PARAMS", "CDK_VALIDATION")
+    dropped = ("NAME", "VERSION", "DATASET", "MODEL", "ENV", "PARAMS", "NO_RUN", "CDK_VALIDATION")
     environment = {k: v for k, v in os.environ.items() if k not in dropped}
     return subprocess.run(
         ["make", "--no-print-directory", *NOT_REMADE, *args],
@@ -51,6 +51,19 @@ def test_make_train_passes_dataset_model_and_params_as_text(tmp_path):
     for option, variable in (("--dataset", "DATASET"), ("--model", "MODEL"), ("--params", "PARAMS")):
         assert f"{option} {values[variable]}" in command
     assert "--assembly cdk.out/dev" in command
+
+
+def test_make_upload_dataset_passes_params_and_no_run_as_text(tmp_path):
+    planted = tmp_path / "pwned"
+    params = f'Epochs=3 F1Threshold=60"; touch {planted}; echo "$(touch {planted})'
+    result = make("upload-dataset", "PY=echo", "DATASET=d", "NAME=n", f"PARAMS={params}", "NO_RUN=1")
+    assert not planted.exists() and result.returncode == 0, result.stdout + result.stderr
+    [command] = [line for line in result.stdout.splitlines() if line.startswith("-m tools.upload_dataset ")]
+    assert command.endswith(f"--params {params} --no-run")
+    without = make("upload-dataset", "PY=echo", "DATASET=d", "NAME=n")
+    assert [line for line in without.stdout.splitlines() if line.startswith("-m tools.upload_dataset ")] == [
+        "-m tools.upload_dataset --dataset d --name n --env dev --params "
+    ]
 
 
 def test_make_train_without_a_dataset_or_model_prints_its_usage():
