@@ -4,7 +4,9 @@
     python -m tools.stage_model --model ./my-local-model --name my-model
 
 Run it where the model hub is reachable (the training VPC has no internet). A local directory is uploaded
-as it is. The folder is staged under base-models/<--name, default: the configured model.base_model>/.
+as it is, once its tokenizer is checked against its config.json (tokenizer_mismatch). The folder is staged under
+base-models/<--name, default: the configured model.base_model>/; a model other than the configured one goes under
+its own --name, and runs use it with PARAMS="BaseModelUri=s3://<artifacts>/base-models/<name>/".
 """
 
 from __future__ import annotations
@@ -225,8 +227,9 @@ def report_base_model_uri(deployment: Deployment, staged_uri: str) -> None:
         return
     print(f"staged: {staged_uri}")
     print(
-        f"note: the pipeline's default BaseModelUri is {default}; to train on this model, start executions with "
-        f"BaseModelUri={staged_uri} or set model.base_model_s3_uri={staged_uri} in cdk.json and redeploy"
+        f"note: the pipeline's default BaseModelUri is {default}; to train on this model, pass "
+        f'PARAMS="BaseModelUri={staged_uri}" to make upload-dataset or make start, or set '
+        f"model.base_model_s3_uri={staged_uri} in cdk.json and redeploy"
     )
 
 
