@@ -41,12 +41,12 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
 # The values users pass. Given on the command line, each is taken as text: make would otherwise expand a
 # command-line value when it exports it, so `make help NAME='$(shell id)'` ran the command. `$(value V)` is the
 # unexpanded text, and `override V :=` keeps it as a simply expanded variable, which make exports as it is.
-USER_VALUES := ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE \
+USER_VALUES := ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE NO_RUN \
 	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS TRANSFORMERS
 $(foreach v,$(USER_VALUES),$(if $(filter command line,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 export $(USER_VALUES)
 
-.PHONY: help venv cdk-bootstrap synth demo test test-images lint deploy destroy diff clean upload-dataset stage-benchmark stage-model preflight estimate runs \
+.PHONY: help venv cdk-bootstrap synth demo train test test-images lint deploy destroy diff clean upload-dataset stage-benchmark stage-model preflight estimate runs \
 	start retry logs verify-model report
 
 help: ## List the targets
@@ -83,6 +83,10 @@ demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally 
 	$(PY) -m tools.summarize "$(CDK_OUT)/$$ENV"
 	$(PY) -m local_runner --assembly "$(CDK_OUT)/$$ENV" $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $$DEMO_ARGS
 
+train: synth ## Train MODEL=<model folder or hub id> on DATASET=<dir> locally, register it, ask it [PARAMS="Epochs=3 F1Threshold=60"]
+	@test -n "$$DATASET" -a -n "$$MODEL" || { echo 'usage: make train DATASET=<dir> MODEL=<model folder or hub id> [PARAMS="Epochs=3 F1Threshold=60"] [ENV=dev]'; exit 2; }
+	$(PY) -m local_runner --assembly "$(CDK_OUT)/$$ENV" --dataset "$$DATASET" --model "$$MODEL" --params "$$PARAMS" $$DEMO_ARGS
+
 test: lint ## Lint and type-check, then run the whole test suite (offline; TEST_WORKERS=2 processes)
 	$(PY) -m pytest -n "$$TEST_WORKERS"
 
@@ -95,9 +99,10 @@ lint: venv ## ruff check, ruff format --check, mypy (configured in pyproject.tom
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-upload-dataset: venv ## Validate and upload DATASET=<dir> as NAME=<name> [VERSION=v1] [REPLACE=1]; the manifest last (VALIDATE_ONLY=1: no AWS)
-	@test -n "$$DATASET" -a -n "$$NAME" || { echo "usage: make upload-dataset DATASET=<dir> NAME=<name> [VERSION=v1] [REPLACE=1] [VALIDATE_ONLY=1] [ENV=dev]"; exit 2; }
-	$(PY) -m tools.upload_dataset --dataset "$$DATASET" --name "$$NAME" --env "$$ENV" $${VERSION:+--version "$$VERSION"} $${VALIDATE_ONLY:+--validate-only} $${REPLACE:+--replace}
+upload-dataset: venv ## Validate and upload DATASET=<dir> as NAME=<name> [VERSION=v1] [REPLACE=1]; the manifest last [PARAMS="Epochs=3 ..."] [NO_RUN=1] (VALIDATE_ONLY=1: no AWS)
+	@test -n "$$DATASET" -a -n "$$NAME" || { echo 'usage: make upload-dataset DATASET=<dir> NAME=<name> [VERSION=v1] [PARAMS="Epochs=3 F1Threshold=60"] [NO_RUN=1] [REPLACE=1] [VALIDATE_ONLY=1] [ENV=dev]'; exit 2; }
+	$(PY) -m tools.upload_dataset --dataset "$$DATASET" --name "$$NAME" --env "$$ENV" $${VERSION:+--version "$$VERSION"} $${VALIDATE_ONLY:+--validate-only} $${REPLACE:+--replace} \
+		--params "$$PARAMS" $${NO_RUN:+--no-run}
 
 stage-benchmark: venv ## Stage BENCHMARK=<dataset dir>'s validation/ as the F1 gate's benchmark NAME=<name> [VERSION=v1]; prints the cdk.json pin
 	@test -n "$$BENCHMARK" -a -n "$$NAME" || { echo "usage: make stage-benchmark BENCHMARK=<dir> NAME=<name> [VERSION=v1] [ENV=dev]"; exit 2; }
@@ -136,7 +141,7 @@ estimate: venv ## Wall time and billed cost of a run per instance choice, offlin
 runs: venv ## Recent pipeline executions: status, steps, jobs, log groups, console links, cost, F1, model package [LIMIT=10]
 	$(PY) -m tools.runs --env "$$ENV" $${LIMIT:+--limit "$$LIMIT"}
 
-start: venv ## Start an execution for NAME=<dataset> VERSION=<version> [PARAMS="Epochs=3 LearningRate=3e-5"]
+start: venv ## Start an execution for NAME=<dataset> VERSION=<version> (a held upload's, else its manifest's) [PARAMS="Epochs=3 LearningRate=3e-5"]
 	@test -n "$$NAME" -a -n "$$VERSION" || { echo 'usage: make start NAME=<dataset> VERSION=<version> [PARAMS="Epochs=3 ..."] [ENV=dev]'; exit 2; }
 	$(PY) -m tools.executions start --env "$$ENV" --name "$$NAME" --version "$$VERSION" --params "$$PARAMS"
 

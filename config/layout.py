@@ -3,7 +3,7 @@ lifecycle rules) and the pipeline definition (S3 URIs)."""
 
 from dataclasses import dataclass, fields
 
-from qa.outputs import BENCHMARKS_ROOT, DATASET_MANIFEST_FILE, DATASETS_ROOT
+from qa.outputs import BENCHMARKS_ROOT, DATASET_MANIFEST_FILE, DATASETS_ROOT, HELD_MANIFEST_FILE
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,13 @@ class DatasetLayout:
 
     root: str = DATASETS_ROOT
     manifest_name: str = DATASET_MANIFEST_FILE
+    held_manifest_name: str = HELD_MANIFEST_FILE  # a held upload's: no trigger matches it (qa.outputs)
 
     def prefix(self, name: str, version: str) -> str:
         return f"{self.root}/{name}/{version}/"
 
-    def manifest_key(self, name: str, version: str) -> str:
-        return self.prefix(name, version) + self.manifest_name
+    def manifest_key(self, name: str, version: str, held: bool = False) -> str:
+        return self.prefix(name, version) + (self.held_manifest_name if held else self.manifest_name)
 
     @staticmethod
     def manifest_body(bucket: str, prefix: str, keys: list[str]) -> list[object]:

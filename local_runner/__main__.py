@@ -4,6 +4,11 @@ Reads the pipeline definition and the trigger rule from a cloud assembly (cdk.ou
 into a local stand-in for S3, turns the manifest upload into an S3 'Object Created' event, applies the
 rule, and runs the execution it starts. When it registers a model, asks that model the first validation
 question the way its SageMaker endpoint would answer. Exit code 0 only when all of this succeeded.
+
+Your own data and model (`make train DATASET=<dir> MODEL=<folder or hub id> PARAMS="..."`):
+    python -m local_runner --dataset <dir> --model <folder or hub id> --params "Epochs=3 F1Threshold=60"
+stages the model under base-models/<its name>/ of the local store (its tokenizer checked against its config, as
+`make stage-model` checks it) and trains it; a hub id is downloaded first.
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ from config.paths import (
     LOCAL_EXECUTIONS,
     LOCAL_RUNS,
     SAMPLE_DATASET,
-    SAMPLE_DATASET_NAME,
     assembly_dir,
     bundled_model_dir,
 )
@@ -39,6 +43,8 @@ from local_runner.store import LocalObjectStore
 from local_runner.trigger import object_created_event, parameters_from_event, stage_benchmark, upload_dataset
 from pipeline_steps import names
 from pipeline_steps.walk import all_steps
+from tools.deployment import MODEL_CONFIG, ToolError, check_name, fail
+from tools.stage_model import checked_model, download, local_model_dir, own_name
 
 CHECKPOINT_SCHEDULE = ("checkpoint_minutes", "checkpoint_steps", "checkpoint_epochs")  # train.py's; 0: off
 
@@ -65,7 +71,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--stack", help="the pipeline stack (default: the one stack holding a pipeline)")
     parser.add_argument("--dataset", type=Path, default=SAMPLE_DATASET, help="default: data/sample-squad")
-    parser.add_argument("--dataset-name", default=SAMPLE_DATASET_NAME)
+    parser.add_argument("--dataset-name", help="the upload's NAME (default: the dataset folder's name)")
+    parser.add_argument(
+        "--model",
+        help="a model folder (save_pretrained output) or a hub id (downloaded now) to train instead of MiniLM: "
+        "staged under base-models/<its name>/, BaseModelUri set to it",
+    )
     parser.add_argument(
         "--benchmark",
         type=Path,
@@ -101,6 +112,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--param", action="append", default=[], type=name_value, metavar="NAME=VALUE", help="pipeline parameter"
     )
     parser.add_argument(
+        "--params",
+        default="",
+        type=lambda text: [name_value(item) for item in text.split()],
+        metavar='"NAME=VALUE ..."',
+        help="pipeline parameters in one text, as make train PARAMS= and make start PARAMS= take them",
+    )
+    parser.add_argument(
         "--deliver-event-twice",
         action="store_true",
         help="deliver the upload's event a second time, as S3's at-least-once delivery may: the second "
@@ -130,6 +148,38 @@ def impossible_interruption(definition: dict, interruption: SpotInterruption, ov
                 "--hyperparameter"
             )
     return None
+
+
+def stage_base_model(args: argparse.Namespace, store: LocalObjectStore, base_models: str, given: str | None) -> str:
+    """The run's BaseModelUri, its model staged there: --model (a folder, or a hub id downloaded now) under
+    base-models/<its name>/, its tokenizer checked against its config (tools.stage_model); a BaseModelUri parameter
+    as given; else the bundled model (--tiny: a tiny random one). The prefix then holds exactly that model."""
+    if given is not None:
+        if args.model:
+            fail(f"--model and {names.BASE_MODEL_URI}={given} name two models: pass one (--model stages it)")
+        if given.startswith(base_models) and not (store.path(given.rstrip("/")) / MODEL_CONFIG).is_file():
+            fail(
+                f"{names.BASE_MODEL_URI}={given}: no model is staged there in {store.root}; pass the model folder "
+                "with --model (make train MODEL=<folder>) instead"
+            )
+        print(f"base model: {given} ({names.BASE_MODEL_URI} given; nothing staged)")
+        return given
+    if args.model and args.tiny:
+        fail("--tiny and --model name two models: pass one")
+    if args.model:
+        model_dir = local_model_dir(args.model) or download(args.model)
+        checked_model(model_dir)
+        name = check_name("--model's folder name", own_name(args.model))
+    elif args.tiny:
+        model_dir, name = args.work_dir / "tiny-model", TINY_MODEL_NAME
+        if not (model_dir / MODEL_CONFIG).exists():
+            build_tiny_model(model_dir)
+    else:
+        model_dir, name = bundled_model_dir(), BUNDLED_MODEL_NAME
+    model_uri = f"{base_models}/{name}/"
+    store.mirror_dir(model_dir, model_uri)
+    print(f"staged base model {model_dir} -> {model_uri}")
+    return model_uri
 
 
 def print_summary(result: ExecutionResult, store_root: Path, registry_path: Path) -> None:
@@ -186,15 +236,16 @@ def main(argv: list[str] | None = None) -> int:
     registry = LocalModelRegistry(registry_path)
     store.put_file(pipeline.code_archive, pipeline.code_uri)
 
-    overrides: dict[str, str] = dict(args.param)
+    overrides: dict[str, str] = dict(args.param) | dict(args.params)
     base_models = f"s3://{pipeline.artifacts_bucket}/{ArtifactLayout().base_models}"
-    model_uri = f"{base_models}/{TINY_MODEL_NAME if args.tiny else BUNDLED_MODEL_NAME}/"
-    model_dir = args.work_dir / "tiny-model" if args.tiny else bundled_model_dir()
-    if args.tiny and not (model_dir / "config.json").exists():
-        build_tiny_model(model_dir)
-    store.upload_dir(model_dir, model_uri)
-    print(f"staged base model {model_dir} -> {model_uri}")
-    overrides.setdefault(names.BASE_MODEL_URI, model_uri)
+    try:
+        dataset_name = check_name("--dataset-name", args.dataset_name or args.dataset.resolve().name)
+        overrides[names.BASE_MODEL_URI] = stage_base_model(
+            args, store, base_models, overrides.get(names.BASE_MODEL_URI)
+        )
+    except ToolError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     try:
         staged_benchmark = stage_benchmark(store, pipeline.definition, args.benchmark)
     except ValueError as err:
@@ -206,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     version = time.strftime("%Y%m%d-%H%M%S")
     bucket = pipeline.datasets_bucket
     try:
-        manifest_key, manifest_version = upload_dataset(store, args.dataset, bucket, args.dataset_name, version)
+        manifest_key, manifest_version = upload_dataset(store, args.dataset, bucket, dataset_name, version)
     except ValueError as err:  # a columnar file that cannot be converted, as `make upload-dataset` says it
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -46,15 +46,20 @@ from tools.deployment import (
     run_tool,
     short,
 )
-from tools.upload_dataset import MATCHED_PARAMETERS
 
 DATASETS = DatasetLayout()
+# Execution parameters the upload determines: the trigger copies them from the S3 event (bucket name, object key,
+# version id); `make start` and an upload with PARAMS set them from the manifest they start.
+MATCHED_PARAMETERS = (names.DATASET_BUCKET, names.MANIFEST_KEY, names.MANIFEST_VERSION_ID)
 # How each pipeline parameter type's value is checked (the definition's "Type"; SageMaker passes values as
 # strings): https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-parameters.html
 BOOLEANS = ("true", "false")
 # Executions in these states have nothing left to retry.
 NOT_RETRYABLE = ("Executing", "Stopping", "Succeeded")
 LOG_EVENTS_PAGE = 10_000  # GetLogEvents returns at most 10,000 events per call
+# A pipeline parameter's value in StartPipelineExecution: at most 1,024 characters (Parameter, Value:
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_Parameter.html).
+PARAMETER_VALUE_MAX_LENGTH = 1024
 
 
 @dataclass(frozen=True)
@@ -143,6 +148,10 @@ def parse_params(text: str, defined: dict[str, PipelineParameter]) -> dict[str, 
 
 
 def checked_value(parameter: PipelineParameter, value: str) -> str:
+    if len(value) > PARAMETER_VALUE_MAX_LENGTH:
+        fail(
+            f"PARAMS {parameter.name}={short(value)} has {len(value)} characters: at most {PARAMETER_VALUE_MAX_LENGTH}"
+        )
     rule = {"Integer": "a whole number", "Float": "a number", "Boolean": "true or false"}.get(parameter.type)
     try:
         if parameter.type == "Integer":
@@ -158,45 +167,77 @@ def checked_value(parameter: PipelineParameter, value: str) -> str:
     return value.lower() if parameter.type == "Boolean" else value
 
 
-def manifest_version_id(s3: Any, bucket: str, key: str, env_name: str) -> str:
-    """The current S3 version id of the manifest (what the trigger would pass as ManifestVersionId)."""
+def current_version_id(s3: Any, bucket: str, key: str) -> str | None:
+    """The current S3 version id of the manifest at `key` (what the trigger would pass as ManifestVersionId); None
+    when there is no such object."""
     from botocore.exceptions import ClientError
 
     try:
         head = s3.head_object(Bucket=bucket, Key=key)
     except ClientError as err:
         if err.response["Error"]["Code"] in ("404", "NoSuchKey", "NotFound"):
-            fail(f"no manifest at s3://{bucket}/{key}: upload the dataset first (make upload-dataset ENV={env_name})")
+            return None
         raise
     if "VersionId" not in head:
         fail(f"s3://{bucket} gives no object version ids: the datasets bucket must be versioned (make deploy)")
     return str(head["VersionId"])
 
 
-def start(deployment: Deployment, name: str, version: str, params: str, env_name: str) -> str:
-    """Start an execution for dataset NAME/VERSION with `params`; its ARN."""
-    check_name("--name", name)
-    check_name("--version", version)
-    pipeline_name = deployment.settings.pipeline_name
-    sagemaker = deployment.client("sagemaker")
-    definition = deployed_definition(sagemaker, pipeline_name, deployment.region)
+def execution_values(
+    deployment: Deployment, definition: dict[str, Any], params: str, key: str, version_id: str, then: str
+) -> dict[str, str]:
+    """The values of an execution of the manifest at `key` (version `version_id`) with `params`, after every check
+    of parse_params, ClaimManifest's parameter rules and the execution limits; a refusal ends with `then`."""
     defined = declared_parameters(definition)
     values = parse_params(params, defined)
-    bucket, key = deployment.bucket("datasets"), DATASETS.manifest_key(name, version)
     dataset = {
-        names.DATASET_BUCKET: bucket,
+        names.DATASET_BUCKET: deployment.bucket("datasets"),
         names.MANIFEST_KEY: key,
-        names.MANIFEST_VERSION_ID: manifest_version_id(deployment.client("s3"), bucket, key, env_name),
+        names.MANIFEST_VERSION_ID: version_id,
     }
     values.update({k: v for k, v in dataset.items() if k in defined})
-    refuse_what_the_claim_refuses(definition, values, f"Nothing started ({names.CLAIM_STEP} would stop it).")
-    refuse_past_the_execution_limits(sagemaker, pipeline_name, claim_event(definition, values))
+    refuse_what_the_claim_refuses(definition, values, then)
+    refuse_past_the_execution_limits(
+        deployment.client("sagemaker"), deployment.settings.pipeline_name, claim_event(definition, values)
+    )
+    return values
+
+
+def start_manifest(
+    deployment: Deployment, key: str, version_id: str, params: str, definition: dict[str, Any] | None = None
+) -> str:
+    """Start one execution of the manifest at `key`, version `version_id`, with `params` (checked against
+    `definition`, default: the deployed one); its ARN. ClaimManifest claims each manifest version once: a second
+    start of the same one ends there as a duplicate."""
+    pipeline_name = deployment.settings.pipeline_name
+    sagemaker = deployment.client("sagemaker")
+    definition = definition or deployed_definition(sagemaker, pipeline_name, deployment.region)
+    then = f"Nothing started ({names.CLAIM_STEP} would stop it)."
+    values = execution_values(deployment, definition, params, key, version_id, then)
+    # ClientRequestToken: 32 to 128 characters, "to ensure the idempotency of the operation" (a uuid4 hex has 32):
+    # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StartPipelineExecution.html
     response = sagemaker.start_pipeline_execution(
         PipelineName=pipeline_name,
         PipelineParameters=[{"Name": k, "Value": v} for k, v in values.items()],
         ClientRequestToken=uuid.uuid4().hex,
     )
     return str(response["PipelineExecutionArn"])
+
+
+def start(deployment: Deployment, name: str, version: str, params: str, env_name: str) -> str:
+    """Start an execution for dataset NAME/VERSION with `params`: of its held manifest (an upload with NO_RUN=1 or
+    PARAMS) when it has one, else of the manifest the trigger started; its ARN."""
+    check_name("--name", name)
+    check_name("--version", version)
+    sagemaker = deployment.client("sagemaker")
+    definition = deployed_definition(sagemaker, deployment.settings.pipeline_name, deployment.region)
+    parse_params(params, declared_parameters(definition))  # a typo fails before any S3 call
+    bucket, s3 = deployment.bucket("datasets"), deployment.client("s3")
+    for key in (DATASETS.manifest_key(name, version, held=True), DATASETS.manifest_key(name, version)):
+        version_id = current_version_id(s3, bucket, key)
+        if version_id is not None:
+            return start_manifest(deployment, key, version_id, params, definition)
+    fail(f"no manifest at s3://{bucket}/{key}: upload the dataset first (make upload-dataset ENV={env_name})")
 
 
 def execution_arn(deployment: Deployment, execution: str) -> str:

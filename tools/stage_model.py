@@ -4,7 +4,9 @@
     python -m tools.stage_model --model ./my-local-model --name my-model
 
 Run it where the model hub is reachable (the training VPC has no internet). A local directory is uploaded
-as it is. The folder is staged under base-models/<--name, default: the configured model.base_model>/.
+as it is, once its tokenizer is checked against its config.json (tokenizer_mismatch). The folder is staged under
+base-models/<--name, default: the configured model.base_model>/; a model other than the configured one goes under
+its own --name, and runs use it with PARAMS="BaseModelUri=s3://<artifacts>/base-models/<name>/".
 """
 
 from __future__ import annotations
@@ -71,6 +73,71 @@ def config_mismatches(config: dict[str, Any], model_name: str) -> list[str]:
         if word in tokens and config.get("hidden_size") not in (None, hidden):
             problems.append(f"hidden_size is {config['hidden_size']}, not {hidden} ('{word}')")
     return problems
+
+
+def tokenizer_ids(model_dir: Path) -> dict[str, int] | None:
+    """Token -> id as the folder's tokenizer files define them (tokenizer.json, else vocab.json, else vocab.txt;
+    then added_tokens.json), read without loading a tokenizer; None when none of these is there (a SentencePiece
+    .model alone is not read here)."""
+    ids: dict[str, int] | None = None
+    fast = model_dir / "tokenizer.json"
+    if fast.is_file():
+        tokenizer = json.loads(fast.read_text(encoding="utf-8"))
+        vocab = (tokenizer.get("model") or {}).get("vocab")
+        if isinstance(vocab, dict):  # WordPiece, BPE, WordLevel
+            ids = {str(token): int(index) for token, index in vocab.items()}
+        elif isinstance(vocab, list):  # Unigram: [piece, score] pairs in id order
+            ids = {str(entry[0]): index for index, entry in enumerate(vocab)}
+        for added in tokenizer.get("added_tokens") or []:
+            ids = (ids or {}) | {str(added["content"]): int(added["id"])}
+    elif (model_dir / "vocab.json").is_file():
+        ids = {str(k): int(v) for k, v in json.loads((model_dir / "vocab.json").read_text(encoding="utf-8")).items()}
+    elif (model_dir / "vocab.txt").is_file():
+        lines = (model_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
+        ids = {token: index for index, token in enumerate(lines)}
+    added_file = model_dir / "added_tokens.json"
+    if added_file.is_file():
+        added = json.loads(added_file.read_text(encoding="utf-8"))
+        ids = (ids or {}) | {str(k): int(v) for k, v in added.items()}
+    return ids
+
+
+def tokenizer_mismatch(model_dir: Path, config: dict[str, Any]) -> str:
+    """ "" when the folder's tokenizer fits its config.json, else one line naming the difference and the fix: every
+    token id must have an embedding row (id < vocab_size), and the padding token must be the config's pad_token_id
+    (a RoBERTa tokenizer beside a BERT config gives ids the model never learned)."""
+    ids = tokenizer_ids(model_dir)
+    if not ids:
+        return ""
+    model = f"model_type {config.get('model_type', '?')!r}"
+    problem = ""
+    vocab_size = config.get("vocab_size")
+    if isinstance(vocab_size, int) and max(ids.values()) >= vocab_size:
+        problem = f"its token ids reach {max(ids.values())}, and config.json ({model}) has vocab_size {vocab_size}"
+    settings_file = model_dir / "tokenizer_config.json"
+    pad = json.loads(settings_file.read_text(encoding="utf-8")).get("pad_token") if settings_file.is_file() else None
+    pad = pad.get("content") if isinstance(pad, dict) else pad
+    pad_id, config_pad_id = ids.get(pad) if isinstance(pad, str) else None, config.get("pad_token_id")
+    if not problem and isinstance(config_pad_id, int) and pad_id is not None and pad_id != config_pad_id:
+        problem = (
+            f"its padding token {pad!r} is id {pad_id}, and config.json ({model}) has pad_token_id {config_pad_id}"
+        )
+    if not problem:
+        return ""
+    return (
+        f"the tokenizer in {model_dir} is not this model's: {problem}; save the model and its own tokenizer from one "
+        f"checkpoint (AutoTokenizer.from_pretrained(<model>).save_pretrained({model_dir}))"
+    )
+
+
+def checked_model(model_dir: Path) -> dict[str, Any]:
+    """config.json of a model folder fit to stage (model_files, tokenizer_mismatch); fails naming the fix."""
+    model_files(model_dir)
+    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    problem = tokenizer_mismatch(model_dir, config)
+    if problem:
+        fail(problem)
+    return dict(config)
 
 
 def staged_keys(s3: Any, bucket: str, prefix: str) -> list[str]:
@@ -147,6 +214,12 @@ def local_model_dir(model: str) -> Path | None:
     return None
 
 
+def own_name(model: str) -> str:
+    """The folder name a model is staged under when nothing else names it: a folder's own name, or a hub id's
+    last part (`org/name` -> `name`)."""
+    return Path(model).expanduser().resolve().name if Path(model).expanduser().is_dir() else model.rsplit("/", 1)[-1]
+
+
 def report_base_model_uri(deployment: Deployment, staged_uri: str) -> None:
     default = deployment.default_base_model_uri
     if staged_uri == default:
@@ -154,8 +227,9 @@ def report_base_model_uri(deployment: Deployment, staged_uri: str) -> None:
         return
     print(f"staged: {staged_uri}")
     print(
-        f"note: the pipeline's default BaseModelUri is {default}; to train on this model, start executions with "
-        f"BaseModelUri={staged_uri} or set model.base_model_s3_uri={staged_uri} in cdk.json and redeploy"
+        f"note: the pipeline's default BaseModelUri is {default}; to train on this model, pass "
+        f'PARAMS="BaseModelUri={staged_uri}" to make upload-dataset or make start, or set '
+        f"model.base_model_s3_uri={staged_uri} in cdk.json and redeploy"
     )
 
 
@@ -174,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         check_name("--name", args.name)
     model_dir = local_model_dir(args.model)
     if model_dir is not None:
-        model_files(model_dir)  # refuse an incomplete folder before any AWS call
+        checked_model(model_dir)  # refuse an incomplete or mismatched folder before any AWS call
     deployment = load_deployment(args.env)
     settings = deployment.settings
     name = args.name or settings.model.base_model
@@ -183,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     if not bucket_exists(s3, bucket):
         fail(f"artifacts bucket s3://{bucket} does not exist: deploy the stacks first (make deploy ENV={args.env})")
     model_dir = model_dir or download(args.model)
-    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    config = checked_model(model_dir)
     # Only a folder staged as the configured base model must be that model; another --name is any model.
     mismatches = config_mismatches(config, name) if name == settings.model.base_model else []
     if mismatches and not args.force:

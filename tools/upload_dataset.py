@@ -14,6 +14,15 @@ v2: the claim checks both), and a NAME/VERSION, once uploaded, stays put: a seco
 --replace, which replaces the manifest and may add or drop files but never changes an uploaded one (the bucket
 policy lets a data file be written once; executions already started keep the file versions their manifest named).
 `--validate-only` needs no AWS credentials.
+
+    python -m tools.upload_dataset --dataset d --name n --params "Epochs=3 F1Threshold=60 BaseModelUri=s3://..."
+    python -m tools.upload_dataset --dataset d --name n --no-run
+
+With --params or --no-run the upload is held: its manifest is written as held-manifest.json, which the trigger does
+not match (qa.outputs.HELD_MANIFEST_FILE), so no execution starts with the pipeline's defaults. With --params the
+tool then starts that manifest's one execution itself (tools.executions.start_manifest: the checks of `make start`);
+with --no-run, `make start NAME= VERSION= [PARAMS=]` starts it later. An upload may set only the per-run parameters
+ClaimManifest bounds (qa.parameter_rules.RUN_PARAMETERS); they are checked before anything is uploaded.
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ from qa.data import (
     summarize_problems,
 )
 from qa.outputs import same_s3_checksum, sha256_checksum
-from qa.parameter_rules import data_key_problem
+from qa.parameter_rules import RUN_PARAMETERS, data_key_problem
 
 from config.aws_locations import execution_console_url
 from config.layout import ArtifactLayout, DatasetLayout
@@ -52,6 +61,7 @@ from config.loader import DEFAULT_ENV
 from pipeline_steps import names
 from tools.deployment import (
     Deployment,
+    ToolError,
     ToolParser,
     bucket_exists,
     check_name,
@@ -63,6 +73,7 @@ from tools.deployment import (
     short,
     staged_model_problems,
 )
+from tools.executions import MATCHED_PARAMETERS, deployed_definition, execution_values, start_manifest
 
 DATASETS = DatasetLayout()
 # A data file's path below the dataset folder becomes part of its S3 key. S3 event notifications carry keys
@@ -79,9 +90,8 @@ MIB = 1024 * 1024
 MULTIPART_BYTES = 64 * MIB
 PARALLEL_PARTS = 4
 LARGE_UPLOAD_BYTES = 8 * MIB  # from here on, progress is also reported within files
-# Execution parameters the upload determines, matched against the execution it started when the pipeline
-# defines them (the trigger copies them from the S3 event: bucket name, object key, version id).
-MATCHED_PARAMETERS = (names.DATASET_BUCKET, names.MANIFEST_KEY, names.MANIFEST_VERSION_ID)
+# What PARAMS are checked with before the upload creates the manifest's real S3 version id (any valid one).
+VERSION_ID_BEFORE_UPLOAD = "not-uploaded-yet"
 CLOCK_SKEW = timedelta(minutes=2)  # tolerated difference between this machine's clock and SageMaker's
 # A conditional write that loses answers 412 PreconditionFailed, or 409 ConditionalRequestConflict when a
 # concurrent write to the same key is in progress:
@@ -97,6 +107,7 @@ class UploadPlan:
     files: list[tuple[Path, str]]  # (local path, key relative to prefix)
     # key -> its source (qa.data.convert_columnar)
     converted_from: dict[str, dict[str, str]] = field(default_factory=dict)
+    held: bool = False  # the manifest as held-manifest.json: no trigger starts an execution (PARAMS, NO_RUN)
 
     @property
     def prefix(self) -> str:
@@ -104,7 +115,12 @@ class UploadPlan:
 
     @property
     def manifest_key(self) -> str:
-        return DATASETS.manifest_key(self.name, self.version)
+        return DATASETS.manifest_key(self.name, self.version, self.held)
+
+    @property
+    def other_manifest_key(self) -> str:
+        """The key of the other kind of manifest (held or not) of the same NAME/VERSION."""
+        return DATASETS.manifest_key(self.name, self.version, not self.held)
 
     def manifest(self, uploaded: list[ManifestFile]) -> dict[str, Any]:
         """Manifest v2: each data file with the S3 version id its upload created and its SHA-256."""
@@ -392,6 +408,12 @@ def upload(plan: UploadPlan, s3: Any, replace: bool = False, multipart_bytes: in
     previous = existing_manifest_etag(s3, plan)
     if previous is not None and not replace:
         refuse_existing(plan)  # before any data file goes up
+    if head_if_exists(s3, plan.bucket, plan.other_manifest_key) is not None:
+        # One manifest per NAME/VERSION: a held one and a triggered one would be two executions' data.
+        fail(
+            f"dataset {plan.name}/{plan.version} was uploaded {'without' if plan.held else 'with'} PARAMS/NO_RUN "
+            f"(s3://{plan.bucket}/{plan.other_manifest_key}): upload a new --version"
+        )
     reused = already_uploaded(s3, plan, multipart_bytes)  # a replace, or a retry of an interrupted upload
     progress = Progress([path for path, key in plan.files if key not in reused])
     print(
@@ -473,9 +495,9 @@ def find_execution(
         time.sleep(poll_s)
 
 
-def check_target(deployment: Deployment, env_name: str) -> tuple[str, set[str]]:
-    """The datasets bucket, after checking that it, the pipeline and the pipeline's base model exist; also the
-    pipeline's parameter names."""
+def check_target(deployment: Deployment, env_name: str, base_model_uri: str | None = None) -> tuple[str, set[str]]:
+    """The datasets bucket, after checking that it, the pipeline and the run's base model exist (`base_model_uri`,
+    the BaseModelUri of PARAMS, else the pipeline's default); also the pipeline's parameter names."""
     settings = deployment.settings
     bucket = deployment.bucket("datasets")
     s3 = deployment.client("s3")
@@ -487,14 +509,55 @@ def check_target(deployment: Deployment, env_name: str) -> tuple[str, set[str]]:
             f"pipeline {settings.pipeline_name} not found in {deployment.region}: "
             f"deploy the stacks first (make deploy ENV={env_name})"
         )
-    base_model_uri = defaults.get(names.BASE_MODEL_URI) or deployment.default_base_model_uri
-    missing = staged_model_problems(s3, base_model_uri)
+    default = defaults.get(names.BASE_MODEL_URI) or deployment.default_base_model_uri
+    uri = base_model_uri or default
+    if not uri.startswith(f"s3://{deployment.bucket('artifacts')}/{settings.layout.base_models}/"):
+        return bucket, set(defaults)  # ClaimManifest's rule refuses it (execution_values, before the upload)
+    missing = staged_model_problems(s3, uri)
     if missing:
+        model = (
+            settings.model.base_model if uri == default else f"<your model> NAME={uri.rstrip('/').rsplit('/', 1)[-1]}"
+        )
         fail(
-            f"base model not staged at {base_model_uri} (lacks {', '.join(missing)}); nothing uploaded, the run "
-            f"would fail: run make stage-model MODEL={settings.model.base_model} ENV={env_name}"
+            f"base model not staged at {uri} (lacks {', '.join(missing)}); nothing uploaded, the run "
+            f"would fail: run make stage-model MODEL={model} ENV={env_name}"
         )
     return bucket, set(defaults)
+
+
+def upload_params(text: str) -> dict[str, str]:
+    """PARAMS of an upload by name: only the per-run parameters ClaimManifest bounds (qa.parameter_rules), each once;
+    their values are checked as `make start` checks them (tools.executions.execution_values)."""
+    values = {}
+    for item in text.split():
+        name, _, value = item.partition("=")
+        if name not in RUN_PARAMETERS:
+            fail(
+                f"PARAMS {short(name)}: an upload may set only the per-run parameters {', '.join(RUN_PARAMETERS)} "
+                "(upload with NO_RUN=1, then make start PARAMS=... sets the others)"
+            )
+        values[name] = value
+    return values
+
+
+def start_held(deployment: Deployment, plan: UploadPlan, manifest: dict[str, Any], args: Any) -> int:
+    """After a held upload: with PARAMS, start its one execution; with NO_RUN, say how to start it."""
+    start_later = f"make start NAME={plan.name} VERSION={plan.version} ENV={args.env}"
+    if not args.params:
+        print(f"held: no execution started (NO_RUN); start it with {start_later} [PARAMS=...]")
+        return 0
+    version_id = manifest.get("VersionId")
+    if not version_id:
+        fail(f"s3://{plan.bucket} gave no version id for the manifest: the datasets bucket must be versioned")
+    try:
+        execution = start_manifest(deployment, plan.manifest_key, str(version_id), args.params)
+    except ToolError as err:
+        fail(f"{err} The upload is held: start it with {start_later} PARAMS=...")
+    pipeline_name = deployment.settings.pipeline_name
+    print(f"pipeline execution: {execution}")
+    print(f"  console: {execution_console_url(deployment.region, pipeline_name, execution)}")
+    print(f"  follow it: make runs ENV={args.env}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -506,23 +569,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--validate-only", action="store_true", help="check the dataset; no AWS call")
     parser.add_argument("--replace", action="store_true", help="replace an existing NAME/VERSION's manifest")
     parser.add_argument("--wait-seconds", type=float, default=120, help="how long to look for the execution")
+    parser.add_argument(
+        "--params",
+        default="",
+        help=f'per-run parameters of the upload\'s execution, "Epochs=3 F1Threshold=60" ({", ".join(RUN_PARAMETERS)})',
+    )
+    parser.add_argument("--no-run", action="store_true", help="upload held: no execution until make start")
     args = parser.parse_args(argv)
 
     settings_for(args.env)  # an unknown environment fails before anything else
+    params = upload_params(args.params)
     files = validate_dataset(args.dataset, args.name, args.version)
     if args.validate_only:
         print("dataset is valid (--validate-only: nothing uploaded)")
         return 0
     deployment = load_deployment(args.env)
-    bucket, parameter_names = check_target(deployment, args.env)
+    bucket, parameter_names = check_target(deployment, args.env, params.get(names.BASE_MODEL_URI))
+    held = bool(params) or args.no_run
+    if params:  # every check of the start, before anything is uploaded
+        definition = deployed_definition(
+            deployment.client("sagemaker"), deployment.settings.pipeline_name, deployment.region
+        )
+        key = DATASETS.manifest_key(args.name, args.version, held=True)
+        then = f"Nothing uploaded ({names.CLAIM_STEP} would stop its execution)."
+        execution_values(deployment, definition, args.params, key, VERSION_ID_BEFORE_UPLOAD, then)
     with tempfile.TemporaryDirectory(prefix="upload-dataset-") as workdir:
         try:
             files, converted_from = convert_columnar(args.dataset, files, Path(workdir))
         except ValueError as err:
             fail(str(err))
-        plan = UploadPlan(bucket, args.name, args.version, files, converted_from)
+        plan = UploadPlan(bucket, args.name, args.version, files, converted_from, held=held)
         started = datetime.now(UTC)
         manifest = upload(plan, deployment.client("s3"), replace=args.replace)
+    if held:
+        return start_held(deployment, plan, manifest, args)
     expected = expected_parameters(plan, manifest, parameter_names)
     matched = ", ".join(f"{name}={value}" for name, value in expected.items())
     print(f"waiting up to {args.wait_seconds:.0f}s for the execution with {matched}")

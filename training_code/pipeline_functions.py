@@ -58,6 +58,7 @@ from qa.outputs import (
     EPOCHS,
     ESTIMATED_COST_OUTPUT,
     EVALUATION_FILE,
+    HELD_MANIFEST_FILE,
     INPUT_ARTIFACTS_BUCKET,
     INPUT_BOUNDS,
     INPUT_CLAIMS_PREFIX,
@@ -111,11 +112,13 @@ from qa.parameter_rules import (
 log = logging.getLogger("pipeline_functions")
 log.setLevel(logging.INFO)
 
-# Exactly datasets/<name>/<version>/manifest.json, with names and versions as the upload tool allows them.
+# Exactly datasets/<name>/<version>/manifest.json (or a held upload's held-manifest.json), with names and versions
+# as the upload tool allows them.
 DATASET_NAME = f"{DATASET_NAME_FIRST}{DATASET_NAME_CHARACTER}{{0,{DATASET_NAME_MAX_LENGTH - 1}}}"
-MANIFEST_KEY_FORM = f"{DATASETS_ROOT}/<name>/<version>/{DATASET_MANIFEST_FILE}"
+MANIFEST_KEY_FORM = f"{DATASETS_ROOT}/<name>/<version>/{DATASET_MANIFEST_FILE} or {HELD_MANIFEST_FILE}"
 MANIFEST_KEY_PATTERN = re.compile(
-    f"{re.escape(DATASETS_ROOT)}/({DATASET_NAME})/({DATASET_NAME})/{re.escape(DATASET_MANIFEST_FILE)}"
+    f"{re.escape(DATASETS_ROOT)}/({DATASET_NAME})/({DATASET_NAME})/"
+    f"(?:{re.escape(DATASET_MANIFEST_FILE)}|{re.escape(HELD_MANIFEST_FILE)})"
 )
 CONFLICT_RETRIES = 5
 # An owner in one of these states will never finish: its claim may be taken over (DescribePipelineExecution,

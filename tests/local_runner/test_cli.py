@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from local_runner.__main__ import main as run_local
-from local_runner.assembly import find_pipeline_stack
+from local_runner.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
 
 
 def test_a_missing_assembly_names_the_synth_command_of_its_environment(tmp_path, capsys):
@@ -40,3 +40,27 @@ def test_a_param_without_a_value_is_a_usage_error(capsys):
         run_local(["--param", "Epochs"])
     assert exit_info.value.code == 2
     assert "argument --param: expected NAME=VALUE, got 'Epochs'" in capsys.readouterr().err
+
+
+def test_a_model_whose_tokenizer_does_not_fit_is_refused_before_anything_runs(dev, tmp_path, capsys):
+    model = tmp_path / "mixed-model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "bert", "vocab_size": 2}))
+    (model / "vocab.txt").write_text("[PAD]\na\nb\n")
+    (model / "model.safetensors").write_bytes(b"\0")
+    argv = ["--assembly", str(dev.assembly), "--stack", dev.stacks.pipeline.stack_name, "--work-dir", str(tmp_path)]
+    assert run_local([*argv, "--model", str(model)]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and f"error: the tokenizer in {model} is not this model's" in err
+    assert "staged" not in out and "uploaded" not in out
+
+
+def test_a_base_model_uri_with_nothing_staged_names_the_model_option(dev, tmp_path, capsys):
+    stack = dev.stacks.pipeline.stack_name
+    bucket = load_synthesized_pipeline(dev.assembly, stack, LocalAccount()).artifacts_bucket
+    uri = f"s3://{bucket}/{dev.settings.layout.base_models}/mine/"
+    argv = ["--assembly", str(dev.assembly), "--stack", stack, "--work-dir", str(tmp_path)]
+    assert run_local([*argv, "--params", f"Epochs=1 BaseModelUri={uri}"]) == 2
+    out, err = capsys.readouterr()
+    assert f"error: BaseModelUri={uri}: no model is staged there" in err and "--model (make train MODEL=" in err
+    assert "staged base model" not in out

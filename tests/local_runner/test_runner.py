@@ -13,6 +13,8 @@ import io
 import json
 import re
 import shutil
+import tarfile
+import time
 from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from local_runner.__main__ import main as run_local
+from local_runner.demo_models import build_tiny_model
 from local_runner.errors import UnsupportedDefinition
 from local_runner.jobs import JOB_LOG
 from local_runner.registry import LocalModelRegistry
@@ -32,6 +35,9 @@ from tests.local_runner.summary import table
 
 pytestmark = pytest.mark.slow
 SAMPLE = ROOT / "data" / "sample-squad"
+# The user's model of the formats run: a tiny BERT whose hidden size no bundled model has.
+USER_MODEL = "my-tiny-bert"
+USER_MODEL_HIDDEN_SIZE = 48
 
 
 def local_run(dev, tmp_path, *extra: str, dataset=SAMPLE) -> int:
@@ -45,7 +51,7 @@ def local_run(dev, tmp_path, *extra: str, dataset=SAMPLE) -> int:
             str(tmp_path),
             "--dataset",
             str(dataset),
-            "--tiny",
+            *([] if "--model" in extra else ["--tiny"]),
             "--param",
             "Epochs=1",
             *extra,
@@ -162,7 +168,8 @@ def reclaimed_run_of_user_formats(dev, tmp_path_factory) -> LocalRun:
     validation as the split of a `DatasetDict.save_to_disk` folder (validation/ is itself a save_to_disk folder).
     The graph is processing.tokenize_in = "fine_tune"'s: FineTune tokenizes, no processing job (cpu_job's graph runs
     in tests/test_make_demo.py). Its training job is reclaimed (SIGKILL to every process) just after step 10, with a
-    checkpoint every 4 steps, and retried: the retry tokenizes again."""
+    checkpoint every 4 steps, and retried: the retry tokenizes again. The model is the user's too: a tiny BERT
+    folder outside the work dir, passed as `make train MODEL=<folder> PARAMS="..."` passes it (--model, --params)."""
     import csv
 
     from datasets import Dataset, DatasetDict
@@ -181,10 +188,13 @@ def reclaimed_run_of_user_formats(dev, tmp_path_factory) -> LocalRun:
         writer.writerows({**r, "answers": json.dumps(r["answers"])} for r in records["train"][half:])
 
     work_dir = tmp_path / "run"
+    model = build_tiny_model(tmp_path / USER_MODEL, hidden_size=USER_MODEL_HIDDEN_SIZE)
     reclaim = ("--hyperparameter", "checkpoint_steps=4", "--interrupt-training-after-steps", "10")
     out = io.StringIO()
+    started = time.monotonic()
     with redirect_stdout(out):
-        code = local_run(dev, work_dir, "--param", "F1Threshold=0", *reclaim, dataset=dataset)
+        code = local_run(dev, work_dir, "--model", str(model), "--params", "F1Threshold=0", *reclaim, dataset=dataset)
+    print(f"the tiny run of the user's formats and model took {time.monotonic() - started:.0f} s")
     return LocalRun(work_dir, code, out.getvalue(), records)
 
 
@@ -207,6 +217,27 @@ def test_parquet_csv_and_dataset_dict_copies_of_the_sample_run_end_to_end(dev, r
         rf"tokenized {examples} examples -> \d+ features in [0-9.]+ s on \d+ processes", job_log.read_text()
     )
     assert tokenized, job_log.read_text()[-3000:]
+
+
+def test_the_users_model_folder_is_staged_under_its_name_trained_registered_and_answers(
+    dev, reclaimed_run_of_user_formats
+):
+    """`make train`'s path (local_runner --model <folder> --params ...): the folder is staged where BaseModelUri
+    points, that model (not the bundled MiniLM) is trained and registered, and the registered model answers."""
+    run = reclaimed_run_of_user_formats
+    assert run.exit_code == 0, run.out[-4000:]
+    [staging] = [line for line in run.out.splitlines() if line.startswith("staged base model ")]
+    assert re.fullmatch(
+        rf"staged base model \S+/{USER_MODEL} -> s3://\S+/{dev.settings.layout.base_models}/{USER_MODEL}/", staging
+    )
+    [package] = packages(run.work_dir, dev)
+    archive = LocalObjectStore(run.work_dir / "s3").path(package.model_data)
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("config.json")
+        assert member is not None
+        config = json.load(member)
+    assert config["hidden_size"] == USER_MODEL_HIDDEN_SIZE
+    assert re.search(r'^answer of the registered model: ".*" \(score ', run.out, re.MULTILINE)
 
 
 def test_a_spot_reclaim_kills_training_and_the_retry_resumes_from_the_newest_complete_checkpoint(

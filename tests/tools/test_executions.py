@@ -67,6 +67,7 @@ def defined(deployed):
         ("Epochs", "is not Name=value"),
         ("ManifestKey=x", "set by make start from NAME and VERSION"),
         ("Epochs=3 LearningRate=1e-5 Epochs=4", "PARAMS 'Epochs' is given twice: give each parameter once"),
+        (f"BaseModelUri=s3://b/{'x' * 1018}", "has 1025 characters: at most 1024"),
     ],
 )
 def test_params_are_checked_against_the_deployed_definition(defined, params, message):

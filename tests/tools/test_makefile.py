@@ -15,7 +15,7 @@ NOT_REMADE = ("-o", ".venv/.installed", "-o", "node_modules/.installed")
 
 def make(*args: str) -> subprocess.CompletedProcess[str]:
     # tests/conftest.py sets CDK_VALIDATION=false for the suite's own synths; a user's shell has none.
-    dropped = ("NAME", "VERSION", "DATASET", "ENV", "PARAMS", "CDK_VALIDATION")
+    dropped = ("NAME", "VERSION", "DATASET", "MODEL", "ENV", "PARAMS", "NO_RUN", "CDK_VALIDATION")
     environment = {k: v for k, v in os.environ.items() if k not in dropped}
     return subprocess.run(
         ["make", "--no-print-directory", *NOT_REMADE, *args],
@@ -36,6 +36,40 @@ def test_a_value_with_shell_syntax_is_passed_as_text(tmp_path, variable):
     assert not planted.exists(), result.stdout + result.stderr
     assert result.returncode != 0
     assert "error: " in result.stderr
+
+
+def test_make_train_passes_dataset_model_and_params_as_text(tmp_path):
+    """DATASET, MODEL and PARAMS reach the local runner as one argument each, never evaluated (PY and CDK are
+    stand-ins: echo prints the runner's command line, synth runs `true`)."""
+    planted = tmp_path / "pwned"
+    trap = f'"; touch {planted}; echo "$(touch {planted})`touch {planted}`'
+    values = {"DATASET": f"my data{trap}", "MODEL": f"org/model{trap}", "PARAMS": f"Epochs=3 F1Threshold=60{trap}"}
+    result = make("train", "PY=echo", "CDK=true", *(f"{k}={v}" for k, v in values.items()))
+    assert not planted.exists(), result.stdout + result.stderr
+    assert result.returncode == 0, result.stderr
+    [command] = [line for line in result.stdout.splitlines() if line.startswith("-m local_runner ")]
+    for option, variable in (("--dataset", "DATASET"), ("--model", "MODEL"), ("--params", "PARAMS")):
+        assert f"{option} {values[variable]}" in command
+    assert "--assembly cdk.out/dev" in command
+
+
+def test_make_upload_dataset_passes_params_and_no_run_as_text(tmp_path):
+    planted = tmp_path / "pwned"
+    params = f'Epochs=3 F1Threshold=60"; touch {planted}; echo "$(touch {planted})'
+    result = make("upload-dataset", "PY=echo", "DATASET=d", "NAME=n", f"PARAMS={params}", "NO_RUN=1")
+    assert not planted.exists() and result.returncode == 0, result.stdout + result.stderr
+    [command] = [line for line in result.stdout.splitlines() if line.startswith("-m tools.upload_dataset ")]
+    assert command.endswith(f"--params {params} --no-run")
+    without = make("upload-dataset", "PY=echo", "DATASET=d", "NAME=n")
+    assert [line for line in without.stdout.splitlines() if line.startswith("-m tools.upload_dataset ")] == [
+        "-m tools.upload_dataset --dataset d --name n --env dev --params "
+    ]
+
+
+def test_make_train_without_a_dataset_or_model_prints_its_usage():
+    result = make("train", "PY=echo", "CDK=true", "MODEL=m")
+    assert result.returncode == 2
+    assert "usage: make train DATASET=<dir> MODEL=<model folder or hub id>" in result.stdout
 
 
 def test_validate_only_through_make(tmp_path):

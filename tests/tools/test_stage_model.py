@@ -11,7 +11,7 @@ import pytest
 
 from tests.tools.conftest import BERT_LARGE_CONFIG, assert_one_line_error, run_cli, small_model
 from tools.deployment import ToolError
-from tools.stage_model import config_mismatches, model_files
+from tools.stage_model import config_mismatches, model_files, tokenizer_mismatch
 
 CONFIGURED = "bert-large-uncased-whole-word-masking"
 
@@ -160,3 +160,49 @@ def test_a_folder_name_outside_the_rules_is_one_line(aws, tmp_path):
     model = small_model(tmp_path / "m", BERT_LARGE_CONFIG)
     result = run_cli("tools.stage_model", "--model", str(model), "--name", "../other", env=aws)
     assert_one_line_error(result, "--name '../other' must start with a letter or a digit")
+
+
+def tokenizer_folder(folder, vocab: list[str], config: dict, pad: str = "[PAD]"):
+    small_model(folder, config)
+    (folder / "vocab.txt").write_text("".join(f"{token}\n" for token in vocab))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"pad_token": pad}))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("vocab", "config", "pad", "says"),
+    [
+        (["[PAD]", "[UNK]", "a"], {"model_type": "bert", "vocab_size": 3, "pad_token_id": 0}, "[PAD]", ""),
+        (
+            ["[PAD]", "[UNK]", "a", "b"],
+            {"model_type": "bert", "vocab_size": 3},
+            "[PAD]",
+            "its token ids reach 3, and config.json (model_type 'bert') has vocab_size 3",
+        ),
+        (
+            ["<s>", "<pad>", "a"],
+            {"model_type": "bert", "vocab_size": 3, "pad_token_id": 0},
+            "<pad>",
+            "its padding token '<pad>' is id 1, and config.json (model_type 'bert') has pad_token_id 0",
+        ),
+    ],
+)
+def test_a_tokenizer_that_does_not_fit_its_config_is_named_with_the_fix(tmp_path, vocab, config, pad, says):
+    problem = tokenizer_mismatch(tokenizer_folder(tmp_path / "m", vocab, config, pad), config)
+    assert (says in problem) if says else problem == ""
+    if says:
+        assert "save the model and its own tokenizer from one checkpoint" in problem and "\n" not in problem
+
+
+def test_a_tokenizer_json_with_added_tokens_is_read(tmp_path):
+    folder = small_model(tmp_path / "m", {})
+    (folder / "vocab.txt").unlink()
+    tokenizer = {"model": {"vocab": {"a": 0, "b": 1}}, "added_tokens": [{"id": 5, "content": "<extra>"}]}
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    assert "its token ids reach 5" in tokenizer_mismatch(folder, {"vocab_size": 4})
+
+
+def test_a_mismatched_tokenizer_is_refused_before_any_aws_call(aws, tmp_path):
+    model = tokenizer_folder(tmp_path / "m", ["[PAD]", "a", "b"], {"model_type": "bert", "vocab_size": 2})
+    line = assert_one_line_error(run_cli("tools.stage_model", "--model", str(model), env=aws), "is not this model's")
+    assert "vocab_size 2" in line

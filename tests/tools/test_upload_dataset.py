@@ -15,8 +15,12 @@ import pytest
 from qa.data import SPLITS, convert_columnar, load_dataset_files, read_manifest
 from qa.outputs import LOCAL_S3_ROOT_ENV, MANIFEST_V2_FORMAT, PINNED_MANIFEST_FILE
 
+from local_runner.event_pattern import matches
+from local_runner.trigger import s3_object_created_event
+from pipeline_steps import names
+from stacks.trigger import manifest_event_pattern
 from tests.conftest import ROOT
-from tests.tools.conftest import assert_one_line_error, run_cli, stage_base_model
+from tests.tools.conftest import assert_one_line_error, run_cli, small_model, stage_base_model
 from tests.training_code.test_dataset_formats import FORMATS, sample_records, write_copy  # noqa: F401  (fixture)
 from tests.training_code.test_pipeline_functions import event
 from tools.deployment import ToolError
@@ -506,3 +510,121 @@ def test_a_dataset_dict_folder_goes_through_upload_claim_and_the_preprocess_read
     assert not problems, problems
     report = load_dataset_files(split_files, pinned)
     assert not report.problems and report.records == records
+
+
+# Held uploads (PARAMS, NO_RUN). moto models neither EventBridge's delivery of S3 events nor SageMaker targets (a
+# manifest put starts nothing there, held or not), so "no trigger starts a held upload" is asserted on the rule's own
+# pattern (stacks/trigger.py) with the local runner's matcher, and every execution seen here is one a tool started.
+HELD_KEY = "datasets/sample-squad/v1/held-manifest.json"
+
+
+def user_model_uri(deployed, tmp_path, name: str = "my-model") -> str:
+    """A model staged under its own name (as make stage-model MODEL=... NAME=my-model does): not the default."""
+    s3 = deployed.client("s3")
+    for path in small_model(tmp_path / name, {"model_type": "bert", "hidden_size": 32}).iterdir():
+        s3.upload_file(str(path), deployed.artifacts_bucket, f"base-models/{name}/{path.name}")
+    return f"s3://{deployed.artifacts_bucket}/base-models/{name}/"
+
+
+def dataset_keys(deployed) -> list[str]:
+    listing = deployed.client("s3").list_objects_v2(Bucket=deployed.datasets_bucket)
+    return sorted(item["Key"] for item in listing.get("Contents", []))
+
+
+def started(deployed) -> dict[str, dict[str, str]]:
+    sagemaker = deployed.client("sagemaker")
+    summaries = sagemaker.list_pipeline_executions(PipelineName=deployed.pipeline_name)["PipelineExecutionSummaries"]
+    return {
+        s["PipelineExecutionArn"]: {
+            p["Name"]: p["Value"]
+            for p in sagemaker.list_pipeline_parameters_for_execution(PipelineExecutionArn=s["PipelineExecutionArn"])[
+                "PipelineParameters"
+            ]
+        }
+        for s in summaries
+    }
+
+
+def test_the_trigger_never_matches_a_held_manifest_and_the_claim_claims_it(deployed):
+    pattern = manifest_event_pattern(deployed.datasets_bucket)
+    for key, matched in ((MANIFEST_KEY, True), (HELD_KEY, False)):
+        event = s3_object_created_event(deployed.datasets_bucket, key, 1, "0" * 32, "v", "123456789012", "us-east-1")
+        assert matches(pattern, event) is matched, key
+    assert pipeline_functions.MANIFEST_KEY_PATTERN.fullmatch(HELD_KEY)
+
+
+def test_an_upload_with_params_is_held_and_starts_its_one_execution_with_them(deployed, deployed_env, tmp_path):
+    """The default BERT-large is not staged: the upload checks the model PARAMS names instead."""
+    model = user_model_uri(deployed, tmp_path)
+    before = started(deployed)
+    params = f"Epochs=2 F1Threshold=60 {names.BASE_MODEL_URI}={model}"
+    result = run_cli(*UPLOAD, "--params", params, env=deployed_env)
+    assert result.returncode == 0, result.stderr
+    assert HELD_KEY in dataset_keys(deployed) and MANIFEST_KEY not in dataset_keys(deployed)
+    new = {arn: values for arn, values in started(deployed).items() if arn not in before}
+    [(arn, values)] = new.items()
+    version = deployed.client("s3").head_object(Bucket=deployed.datasets_bucket, Key=HELD_KEY)["VersionId"]
+    assert values == {
+        "Epochs": "2",
+        "F1Threshold": "60",
+        names.BASE_MODEL_URI: model,
+        "DatasetBucket": deployed.datasets_bucket,
+        "ManifestKey": HELD_KEY,
+        "ManifestVersionId": version,
+    }
+    assert f"pipeline execution: {arn}" in result.stdout and "waiting" not in result.stdout
+
+
+def test_a_no_run_upload_starts_nothing_until_make_start(deployed, deployed_env, tmp_path):
+    stage_base_model(deployed, tmp_path)
+    before = started(deployed)
+    result = run_cli(*UPLOAD, "--no-run", env=deployed_env)
+    assert result.returncode == 0, result.stderr
+    assert "held: no execution started (NO_RUN); start it with make start NAME=sample-squad VERSION=v1" in result.stdout
+    assert HELD_KEY in dataset_keys(deployed) and started(deployed) == before
+    later = run_cli(
+        "tools.executions",
+        "start",
+        "--name",
+        "sample-squad",
+        "--version",
+        "v1",
+        "--params",
+        "Epochs=3",
+        env=deployed_env,
+    )
+    assert later.returncode == 0, later.stderr
+    [values] = [values for arn, values in started(deployed).items() if arn not in before]
+    assert (values["ManifestKey"], values["Epochs"]) == (HELD_KEY, "3")
+
+
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [
+        ("ModelApprovalStatus=Approved", "PARAMS 'ModelApprovalStatus': an upload may set only the per-run parameters"),
+        ("TrainingInstanceType=ml.p4d.24xlarge", "an upload may set only the per-run parameters Epochs, LearningRate"),
+        ("Epochs=0", "Parameter Epochs='0' must be > 0 and at most 10 (limits.max_epochs). Nothing uploaded"),
+        ("BaseModelUri=s3://elsewhere/model/", "must be a folder under s3://"),
+    ],
+)
+def test_params_the_claim_would_refuse_upload_nothing(deployed, deployed_env, tmp_path, params, says):
+    stage_base_model(deployed, tmp_path)
+    assert_one_line_error(run_cli(*UPLOAD, "--params", params, env=deployed_env), says)
+    assert dataset_keys(deployed) == []
+
+
+def test_the_model_params_name_must_be_staged_and_the_fix_names_it(deployed, deployed_env, tmp_path):
+    stage_base_model(deployed, tmp_path)  # the default is staged; the model PARAMS names is not
+    uri = f"s3://{deployed.artifacts_bucket}/base-models/mine/"
+    line = assert_one_line_error(
+        run_cli(*UPLOAD, "--params", f"BaseModelUri={uri}", env=deployed_env), f"base model not staged at {uri}"
+    )
+    assert "make stage-model MODEL=<your model> NAME=mine ENV=dev" in line
+    assert dataset_keys(deployed) == []
+
+
+def test_a_version_uploaded_held_is_not_uploaded_again_to_run(deployed, deployed_env, tmp_path):
+    stage_base_model(deployed, tmp_path)
+    assert run_cli(*UPLOAD, "--no-run", env=deployed_env).returncode == 0
+    assert_one_line_error(run_cli(*UPLOAD, "--replace", env=deployed_env), "was uploaded with PARAMS/NO_RUN")
+    assert MANIFEST_KEY not in dataset_keys(deployed)

@@ -20,6 +20,7 @@ from qa.outputs import LOCAL_EXECUTIONS_ENV, LOCAL_S3_ROOT_ENV, MANIFEST_V2_FORM
 from tests.conftest import aws_environment, pointed_at
 
 KEY = "datasets/squad/v1/manifest.json"
+HELD_KEY = "datasets/squad/v1/held-manifest.json"
 BOUNDS = json.dumps(
     {
         "MaxInstanceCount": 4,
@@ -89,14 +90,16 @@ def pinned(store, input_uri: str, name: str) -> bytes:
     return store.get(bucket, prefix + name)[0]
 
 
-def test_one_execution_owns_a_manifest_version_and_a_duplicate_names_it(tmp_path, local):
-    version = upload(local, DATA)
+@pytest.mark.parametrize("key", [KEY, HELD_KEY])  # a held upload's manifest (make upload-dataset NO_RUN=1 | PARAMS=)
+def test_one_execution_owns_a_manifest_version_and_a_duplicate_names_it(tmp_path, local, key):
+    """A second start of the same manifest version (a second delivery, or make start again) ends as a duplicate."""
+    version = upload(local, DATA, key)
     statuses(tmp_path, a="Executing")
-    first = functions.claim_handler(event("a", version))
+    first = functions.claim_handler(event("a", version, key))
     assert first["Duplicate"] == "false" and first["ClaimedBy"] == execution("a") and first["ParameterError"] == ""
-    second = functions.claim_handler(event("b", version))
+    second = functions.claim_handler(event("b", version, key))
     assert second == {**second, "Duplicate": "true", "ClaimedBy": execution("a"), "InputUri": ""}
-    assert functions.claim_handler(event("a", version))["Duplicate"] == "false"  # a retry of the owner's step
+    assert functions.claim_handler(event("a", version, key))["Duplicate"] == "false"  # a retry of the owner's step
     assert len(list((tmp_path / "s3" / "artifacts" / "claims").glob("*.json"))) == 1
 
 
@@ -173,7 +176,14 @@ def test_an_empty_or_corrupt_claim_is_a_clear_error(tmp_path, local, body, says)
 
 
 @pytest.mark.parametrize(
-    "key", ["datasets/mf/v1/train/manifest.json", "datasets/a/b/c/manifest.json", "datasets/a/manifest.json"]
+    "key",
+    [
+        "datasets/mf/v1/train/manifest.json",
+        "datasets/a/b/c/manifest.json",
+        "datasets/a/manifest.json",
+        "datasets/mf/v1/train/held-manifest.json",
+        "datasets/mf/v1/xheld-manifest.json",
+    ],
 )
 def test_a_key_that_is_no_manifest_ends_quietly_with_one_line(tmp_path, local, key):
     result = functions.claim_handler(event("a", "v-1", key=key))

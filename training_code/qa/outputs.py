@@ -26,6 +26,13 @@ CODE_DIR = "/opt/ml/code"  # where the entry point and its source bundle run (th
 # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
 DATASETS_ROOT = "datasets"
 DATASET_MANIFEST_FILE = "manifest.json"
+# A held upload's manifest (`make upload-dataset PARAMS=... | NO_RUN=1`), beside where DATASET_MANIFEST_FILE would be:
+# the trigger's wildcard `datasets/*/*/manifest.json` (stacks/trigger.py), whose `*` matches any characters but whose
+# literal end `/manifest.json` must match as written
+# (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-create-pattern-operators.html#eb-filtering-wildcard-matching),
+# never matches it, so only `make start` (or the upload with PARAMS) starts its one execution; ClaimManifest claims
+# it like the other.
+HELD_MANIFEST_FILE = "held-manifest.json"
 DATASET_NAME_MAX_LENGTH = 100
 DATASET_NAME_FIRST = "[A-Za-z0-9]"
 DATASET_NAME_CHARACTER = "[A-Za-z0-9._-]"

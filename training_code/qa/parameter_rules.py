@@ -16,6 +16,7 @@ Standard library only: the Lambda runtime loads it as it is (stacks/functions.py
 
 from __future__ import annotations
 
+import collections
 import datetime
 import json
 import math
@@ -162,10 +163,10 @@ def _number(event: dict[str, Any], name: str, kind: type) -> tuple[float | None,
     return value, ""
 
 
-def _number_error(event: dict[str, Any]) -> str:
-    bounds = json_input(event[INPUT_BOUNDS])
-    # (parameter, type, lowest, whether the lowest is allowed, highest, the setting that holds the highest)
-    rules: list[tuple[str, type, float, bool, float, str]] = [
+def number_rules(bounds: Any) -> list[tuple[str, type, float, bool, float, str]]:
+    """The numeric parameters' rules under the deployed `bounds` (INPUT_BOUNDS): (parameter, type, lowest, whether
+    the lowest is allowed, highest, the setting that holds the highest)."""
+    return [
         (EPOCHS, float, 0, False, bounds[BOUND_MAX_EPOCHS], "limits.max_epochs"),
         (LEARNING_RATE, float, 0, False, bounds[BOUND_MAX_LEARNING_RATE], "limits.max_learning_rate"),
         (
@@ -186,7 +187,10 @@ def _number_error(event: dict[str, Any]) -> str:
             "limits.max_training_cost_usd, or limits.max_cost_multiple x the estimate of make estimate",
         ),
     ]
-    for name, kind, low, low_allowed, high, setting in rules:
+
+
+def _number_error(event: dict[str, Any]) -> str:
+    for name, kind, low, low_allowed, high, setting in number_rules(json_input(event[INPUT_BOUNDS])):
         value, problem = _number(event, name, kind)
         if problem:
             return f"Parameter {problem}."
@@ -325,6 +329,12 @@ def recent_executions(sagemaker: Any, pipeline: str, now: float) -> list[tuple[f
         for page in pages
         for summary in page["PipelineExecutionSummaries"]
     ]
+
+
+# The per-run parameters whose every value parameter_error bounds: the ones an upload may carry
+# (`make upload-dataset PARAMS=`, tools/upload_dataset.py). A rule added to number_rules joins them; the image, the
+# roles and the outputs are no parameters, and BaseModelUri must lie under base-models/ (_location_error).
+RUN_PARAMETERS = (*(rule[0] for rule in number_rules(collections.defaultdict(float))), BASE_MODEL_URI)
 
 
 def parameter_error(event: dict[str, Any]) -> str:
