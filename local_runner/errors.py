@@ -11,3 +11,7 @@ class StepFailed(RuntimeError):
 
 class InvocationFailed(RuntimeError):
     """The registered model could not answer a request; the message says why."""
+
+
+class ExecutionStopped(Exception):
+    """SIGTERM reached the runner (`make stop`, or a kill): the execution stops, as StopPipelineExecution stops one."""

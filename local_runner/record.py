@@ -63,14 +63,23 @@ def record_from_local_result(result: ExecutionResult, pipeline_name: str, store:
     )
 
 
+def save_local_record(
+    result: ExecutionResult, pipeline_name: str, store: LocalObjectStore, work_dir: Path
+) -> tuple[RunRecord, Path]:
+    """The execution's record (execution.json) as it stands, in its folder: written as the run starts and after
+    each step too, so that every run folder has one (a killed run's says where it was); the record and folder."""
+    record = record_from_local_result(result, pipeline_name, store)
+    folder = work_dir / LOCAL_EXECUTIONS / result.execution_id
+    save(record, folder)
+    return record, folder
+
+
 def report_local_run(
     result: ExecutionResult, pipeline_name: str, store: LocalObjectStore, work_dir: Path, out: Callable[[str], None]
 ) -> Path:
     """The end of every local run: its record (execution.json), its report (HTML + PNG) in its folder, and
     its MLflow run in the local store (experiment: the pipeline's name). The report's path."""
-    record = record_from_local_result(result, pipeline_name, store)
-    folder = work_dir / LOCAL_EXECUTIONS / result.execution_id
-    save(record, folder)
+    record, folder = save_local_record(result, pipeline_name, store, work_dir)
     path = write_report(record, folder)
     out(report_line(path))
     out(track(record, local_store_uri(work_dir), pipeline_name, (path, path.with_name(REPORT_IMAGE))))

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+REGISTRY_FILE = "model-registry.sqlite"  # under the local runs' folder (.local-runs)
+
 
 @dataclass(frozen=True)
 class ModelPackage:
