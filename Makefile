@@ -42,12 +42,12 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
 # command-line value when it exports it, so `make help NAME='$(shell id)'` ran the command. `$(value V)` is the
 # unexpanded text, and `override V :=` keeps it as a simply expanded variable, which make exports as it is.
 USER_VALUES := ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE \
-	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS TRANSFORMERS
+	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS TRANSFORMERS LOCAL KEEP REASON
 $(foreach v,$(USER_VALUES),$(if $(filter command line,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 export $(USER_VALUES)
 
 .PHONY: help venv cdk-bootstrap synth demo test test-images lint deploy destroy diff clean upload-dataset stage-benchmark stage-model preflight estimate runs \
-	start retry logs verify-model report
+	start retry logs verify-model report stop clean-runs
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -133,8 +133,8 @@ clean: ## Remove generated output (keeps .venv and node_modules)
 estimate: venv ## Wall time and billed cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>] [PLOT=<png>])
 	$(PY) -m tools.estimate --env "$$ENV" $${DATASET:+--dataset "$$DATASET"} $${PLOT:+--plot "$$PLOT"}
 
-runs: venv ## Recent pipeline executions: status, steps, jobs, log groups, console links, cost, F1, model package [LIMIT=10]
-	$(PY) -m tools.runs --env "$$ENV" $${LIMIT:+--limit "$$LIMIT"}
+runs: venv ## Local runs, then recent pipeline executions: status, steps, jobs, logs, links, cost, F1, package [LIMIT=10] [LOCAL=1: local only]
+	$(PY) -m tools.runs --env "$$ENV" $${LIMIT:+--limit "$$LIMIT"} $${LOCAL:+--local}
 
 start: venv ## Start an execution for NAME=<dataset> VERSION=<version> [PARAMS="Epochs=3 LearningRate=3e-5"]
 	@test -n "$$NAME" -a -n "$$VERSION" || { echo 'usage: make start NAME=<dataset> VERSION=<version> [PARAMS="Epochs=3 ..."] [ENV=dev]'; exit 2; }
@@ -143,6 +143,10 @@ start: venv ## Start an execution for NAME=<dataset> VERSION=<version> [PARAMS="
 retry: venv ## Retry a failed or stopped execution from its failed step: EXECUTION=<arn or id>
 	@test -n "$$EXECUTION" || { echo "usage: make retry EXECUTION=<execution arn or id> [ENV=dev]"; exit 2; }
 	$(PY) -m tools.executions retry --env "$$ENV" --execution "$$EXECUTION"
+
+stop: venv ## Stop an executing execution: EXECUTION=<arn or id> (AWS) or local-<id> (a local run; recorded Stopped)
+	@test -n "$$EXECUTION" || { echo "usage: make stop EXECUTION=<execution arn or id | local-<id>> [ENV=dev]"; exit 2; }
+	$(PY) -m tools.executions stop --env "$$ENV" --execution "$$EXECUTION"
 
 logs: venv ## CloudWatch logs of an execution's jobs: EXECUTION=<arn or id> [STEP=<step name>]
 	@test -n "$$EXECUTION" || { echo "usage: make logs EXECUTION=<execution arn or id> [STEP=<step name>] [ENV=dev]"; exit 2; }
