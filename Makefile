@@ -47,7 +47,7 @@ $(foreach v,$(USER_VALUES),$(if $(filter command line,$(origin $(v))),$(eval ove
 export $(USER_VALUES)
 
 .PHONY: help venv cdk-bootstrap synth demo test test-images lint deploy destroy diff clean upload-dataset stage-benchmark stage-model preflight estimate runs \
-	start retry logs verify-model report stop clean-runs
+	start retry logs verify-model report stop clean-runs register
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -154,6 +154,10 @@ stop: venv ## Stop an executing execution: EXECUTION=<arn or id> (AWS) or local-
 logs: venv ## CloudWatch logs of an execution's jobs: EXECUTION=<arn or id> [STEP=<step name>]
 	@test -n "$$EXECUTION" || { echo "usage: make logs EXECUTION=<execution arn or id> [STEP=<step name>] [ENV=dev]"; exit 2; }
 	$(PY) -m tools.executions logs --env "$$ENV" --execution "$$EXECUTION" $${STEP:+--step "$$STEP"}
+
+register: venv ## Register a model that missed the gate, PendingManualApproval: EXECUTION=local-<id> | PACKAGE=<arn> REASON="why" (not prod)
+	@test -n "$$REASON" -a -n "$$EXECUTION$$PACKAGE" || { echo 'usage: make register EXECUTION=<local-id> | PACKAGE=<model package arn> REASON="why" [ENV=dev]'; exit 2; }
+	$(PY) -m tools.register --env "$$ENV" --reason "$$REASON" $${EXECUTION:+--execution "$$EXECUTION"} $${PACKAGE:+--package "$$PACKAGE"}
 
 verify-model: venv ## Check a model package's archive against its recorded SHA-256 and S3 version: PACKAGE=<arn>
 	@test -n "$$PACKAGE" || { echo "usage: make verify-model PACKAGE=<model package arn> [ENV=dev]"; exit 2; }
