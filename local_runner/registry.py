@@ -78,6 +78,17 @@ class LocalModelRegistry:
         ).fetchall()
         return [ModelPackage(g, v, s, d, json.loads(m), e, json.loads(x or "{}")) for g, v, s, d, m, e, x in rows]
 
+    def remove_registered_by(self, execution_id: str) -> list[ModelPackage]:
+        """Delete the packages that an execution registered (or that `make register` made of its model); them."""
+        groups = [g for (g,) in self.connection.execute("SELECT DISTINCT group_name FROM model_packages")]
+        removed = [p for group in groups for p in self.packages(group) if p.execution_id == execution_id]
+        with self.connection:
+            self.connection.execute("DELETE FROM model_packages WHERE execution_id = ?", (execution_id,))
+        return removed
+
+    def model_data_in_use(self) -> set[str]:
+        return {uri for (uri,) in self.connection.execute("SELECT model_data FROM model_packages")}
+
     def package(self, arn: str) -> ModelPackage | None:
         """The package a local ARN (arn:aws:sagemaker:local:...:model-package/<group>/<version>) names."""
         group, _, version = arn.rpartition(":model-package/")[2].rpartition("/")

@@ -1,9 +1,10 @@
 """Remove all but the newest local runs: `make clean-runs [KEEP=3]`.
 
-A removed run loses its folder (.local-runs/executions/<id>) and the objects of the local S3 that only it wrote
-(those with its execution id in their key: its model.tar.gz, evaluation, TensorBoard logs, their kept versions);
-then every blob that no file links to any more goes (local_runner/blobs.py). A running run is never removed, and
-what a registered model package names (registry/<sha256>/model.tar.gz) stays: the registry still lists it.
+A removed run loses its folder (.local-runs/executions/<id>), the objects of the local S3 that only it wrote
+(those with its execution id in their key: its model.tar.gz, evaluation, TensorBoard logs, their kept versions)
+and the local registry's packages of its model (and their registry/<sha256>/ copies, unless a kept package names
+the same copy); then every blob that no file links to any more goes (local_runner/blobs.py). A running run is
+never removed.
 """
 
 from __future__ import annotations
@@ -12,10 +13,13 @@ import shutil
 import sys
 from pathlib import Path
 
+from qa.outputs import LOCAL_VERSIONS_DIR
+
 from config.paths import LOCAL_RUNS
 from local_runner.blobs import BlobStore
+from local_runner.registry import REGISTRY_FILE, LocalModelRegistry, ModelPackage
 from local_runner.runs import LocalRun, executions_dir, local_runs
-from local_runner.store import STORE_DIR
+from local_runner.store import STORE_DIR, LocalObjectStore
 from tools.deployment import ToolParser, fail, run_tool
 
 DEFAULT_KEEP = 3
@@ -40,25 +44,31 @@ def written_by(store_root: Path, execution_id: str) -> list[Path]:
     return found
 
 
-def remove_run(run: LocalRun, store_root: Path) -> None:
-    for path in [*written_by(store_root, run.execution_id), run.folder]:
+def remove_run(run: LocalRun, store: LocalObjectStore, registry: LocalModelRegistry) -> list[ModelPackage]:
+    """Remove the run's folder, its objects and its packages with their registry copies; the packages."""
+    packages = registry.remove_registered_by(run.execution_id)
+    in_use = registry.model_data_in_use()
+    copies = [store.path(p.model_data).parent for p in packages if p.model_data not in in_use]
+    kept_versions = [store.root / LOCAL_VERSIONS_DIR / copy.relative_to(store.root) for copy in copies]
+    for path in [*written_by(store.root, run.execution_id), *copies, *kept_versions, run.folder]:
         if path.is_dir():
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
+    return packages
 
 
-def clean(work_dir: Path, keep: int) -> tuple[list[LocalRun], int]:
-    """Remove all but the newest `keep` runs (never a running one) and the blobs nothing links to; the runs
-    removed and the bytes freed."""
+def clean(work_dir: Path, keep: int) -> tuple[list[LocalRun], list[ModelPackage], int]:
+    """Remove all but the newest `keep` runs (never a running one), their packages and the blobs nothing links to;
+    the runs and packages removed and the bytes freed."""
     before = disk_usage(work_dir)
     runs = local_runs(executions_dir(work_dir))
     removed = [run for run in runs[keep:] if run.runner_pid is None]
-    for run in removed:
-        remove_run(run, work_dir / STORE_DIR)
+    store, registry = LocalObjectStore(work_dir / STORE_DIR), LocalModelRegistry(work_dir / REGISTRY_FILE)
+    packages = [package for run in removed for package in remove_run(run, store, registry)]
     for blob in BlobStore(work_dir).unreferenced():
         blob.unlink()
-    return removed, before - disk_usage(work_dir)
+    return removed, packages, before - disk_usage(work_dir)
 
 
 def non_negative(text: str) -> int:
@@ -79,9 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     if not executions_dir(args.work_dir).is_dir():
         print(f"no local runs under {args.work_dir}: nothing to remove")
         return 0
-    removed, freed = clean(args.work_dir, args.keep)
+    removed, packages, freed = clean(args.work_dir, args.keep)
     kept = local_runs(executions_dir(args.work_dir))
     print(f"removed {len(removed)} local run(s): {', '.join(r.execution_id for r in removed) or '-'}")
+    print(f"removed {len(packages)} local model package(s): {', '.join(p.arn for p in packages) or '-'}")
     print(f"kept {len(kept)}: {', '.join(f'{r.execution_id} ({r.status})' for r in kept) or '-'}")
     print(f"freed {freed / 2**20:,.1f} MiB; {args.work_dir} now takes {disk_usage(args.work_dir) / 2**20:,.1f} MiB")
     return 0

@@ -1,5 +1,5 @@
-"""make clean-runs: the newest runs stay; an older run's folder, the objects only it wrote and the blobs nothing
-links to any more go; a registered model's registry copy stays."""
+"""make clean-runs: the newest runs stay; an older run's folder, the objects only it wrote, its packages in the local
+registry with their registry copies, and the blobs nothing links to any more go."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 from datetime import timedelta
 
 from local_runner.blobs import MIN_BLOB_BYTES, BlobStore
+from local_runner.registry import REGISTRY_FILE, LocalModelRegistry
 from local_runner.store import STORE_DIR, LocalObjectStore
 from reporting.record import save
 from tests.reporting.run_records import START, run_record
@@ -18,8 +19,8 @@ ARTIFACTS = "s3://hfqa-dev-artifacts"
 
 
 def make_runs(work_dir, count: int) -> list[str]:
-    """`count` finished runs, oldest first, each with its own model archive (the first also registered: the
-    registry holds a copy of it) and a copy of one base model."""
+    """`count` finished runs, oldest first, each with its own model archive, registered (the registry copy of the
+    archive in the store, a package in the local registry) by the first and the last, and a copy of one base model."""
     store = LocalObjectStore(work_dir / STORE_DIR)
     base_model = os.urandom(MIN_BLOB_BYTES)
     ids = []
@@ -35,8 +36,12 @@ def make_runs(work_dir, count: int) -> list[str]:
         (folder / "FineTune").mkdir()
         (folder / "FineTune" / "model.tar.gz").write_bytes(archive)
         (folder / "FineTune" / "base-model.safetensors").write_bytes(base_model)
-        if index == 0:
-            store.put_bytes(archive, f"{ARTIFACTS}/registry/digest0/model.tar.gz")
+        if index in (0, count - 1):
+            copy = f"{ARTIFACTS}/registry/digest{index}/model.tar.gz"
+            store.put_bytes(archive, copy)
+            LocalModelRegistry(work_dir / REGISTRY_FILE).register(
+                "group", "PendingManualApproval", copy, {}, execution_id
+            )
         ids.append(execution_id)
     BlobStore(work_dir).adopt_trees([work_dir / STORE_DIR, work_dir / "executions"])
     return ids
@@ -56,12 +61,15 @@ def test_clean_runs_keeps_the_newest_and_frees_what_only_the_others_held(tmp_pat
     models = store.path(f"{ARTIFACTS}/models")
     assert sorted(p.name for p in models.iterdir()) == [f"{newest}-FineTune"]
     assert not list((tmp_path / STORE_DIR).rglob(f"{middle}*"))  # its kept versions too
-    assert store.path(f"{ARTIFACTS}/registry/digest0/model.tar.gz").is_file()  # registered: stays
-    # Freed: the middle run's archive; the oldest's stays as the registry copy; the base model stays (newest).
+    [kept] = LocalModelRegistry(tmp_path / REGISTRY_FILE).packages("group")
+    assert kept.execution_id == newest and "removed 1 local model package(s)" in result.stdout
+    assert sorted(p.name for p in store.path(f"{ARTIFACTS}/registry").iterdir()) == ["digest2"]
+    assert not (tmp_path / STORE_DIR / ".versions" / "hfqa-dev-artifacts" / "registry" / "digest0").exists()
+    # Freed: the oldest and the middle runs' archives; the base model stays (the newest run holds a copy).
     freed = before - disk_usage(tmp_path)
-    assert MIN_BLOB_BYTES <= freed < 1.1 * MIN_BLOB_BYTES
+    assert 2 * MIN_BLOB_BYTES <= freed < 2.1 * MIN_BLOB_BYTES
     assert f"freed {freed / 2**20:,.1f} MiB" in result.stdout
-    assert BlobStore(tmp_path).unreferenced() == [] and len(BlobStore(tmp_path).blobs()) == 3
+    assert BlobStore(tmp_path).unreferenced() == [] and len(BlobStore(tmp_path).blobs()) == 2
 
 
 def test_clean_runs_without_runs_says_so(tmp_path):
