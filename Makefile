@@ -42,12 +42,12 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
 # command-line value when it exports it, so `make help NAME='$(shell id)'` ran the command. `$(value V)` is the
 # unexpanded text, and `override V :=` keeps it as a simply expanded variable, which make exports as it is.
 USER_VALUES := ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE \
-	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS TRANSFORMERS LOCAL KEEP REASON
+	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS TRANSFORMERS LOCAL KEEP REASON BENCHMARK
 $(foreach v,$(USER_VALUES),$(if $(filter command line,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 export $(USER_VALUES)
 
 .PHONY: help venv cdk-bootstrap synth demo test test-images lint deploy destroy diff clean upload-dataset stage-benchmark stage-model preflight estimate runs \
-	start retry logs verify-model report stop clean-runs register
+	start retry logs verify-model report stop clean-runs register evaluate
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -158,6 +158,10 @@ logs: venv ## CloudWatch logs of an execution's jobs: EXECUTION=<arn or id> [STE
 register: venv ## Register a model that missed the gate, PendingManualApproval: EXECUTION=local-<id> | PACKAGE=<arn> REASON="why" (not prod)
 	@test -n "$$REASON" -a -n "$$EXECUTION$$PACKAGE" || { echo 'usage: make register EXECUTION=<local-id> | PACKAGE=<model package arn> REASON="why" [ENV=dev]'; exit 2; }
 	$(PY) -m tools.register --env "$$ENV" --reason "$$REASON" $${EXECUTION:+--execution "$$EXECUTION"} $${PACKAGE:+--package "$$PACKAGE"}
+
+evaluate: venv ## Scores of a local model package on ENV's staged benchmark or BENCHMARK=<dataset dir>'s validation/: PACKAGE=<arn>
+	@test -n "$$PACKAGE" || { echo "usage: make evaluate PACKAGE=<local model package arn> [BENCHMARK=<dataset dir>] [ENV=dev]"; exit 2; }
+	$(PY) -m tools.evaluate --env "$$ENV" --package "$$PACKAGE" $${BENCHMARK:+--benchmark "$$BENCHMARK"}
 
 verify-model: venv ## Check a model package's archive against its recorded SHA-256 and S3 version: PACKAGE=<arn>
 	@test -n "$$PACKAGE" || { echo "usage: make verify-model PACKAGE=<model package arn> [ENV=dev]"; exit 2; }
