@@ -178,10 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     finally:
-        saved = BlobStore(args.work_dir).adopt_trees([args.work_dir / STORE_DIR, args.work_dir / LOCAL_EXECUTIONS])
-        if saved:
-            blobs = args.work_dir / BLOBS_DIR
-            print(f"stored once per content: {saved / 2**20:,.0f} MiB of copies are now links to {blobs}")
+        store_once(args.work_dir)  # what a run that ended early wrote; nothing new after a full run
+
+
+def store_once(work_dir: Path) -> None:
+    """Every large file the runs wrote becomes a link to the blob of its content (local_runner/blobs.py)."""
+    saved = BlobStore(work_dir).adopt_trees([work_dir / STORE_DIR, work_dir / LOCAL_EXECUTIONS])
+    if saved:
+        print(f"stored once per content: {saved / 2**20:,.0f} MiB of copies are now links to {work_dir / BLOBS_DIR}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -275,6 +279,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if result.model_package is None:
         return 0
+    store_once(args.work_dir)  # before the endpoint answers: the demo's last lines are its question and answer
     return ask_registered_model(result, store, args.work_dir / LOCAL_EXECUTIONS / result.execution_id / "endpoint")
 
 
