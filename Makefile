@@ -131,7 +131,7 @@ clean: ## Remove generated output (keeps .venv and node_modules)
 	rm -rf $(CDK_OUT) .cache .pytest_cache .ruff_cache
 
 clean-runs: venv ## Remove all but the newest KEEP=3 local runs, their S3 objects and unlinked blobs; says what it freed
-	$(PY) -m tools.clean_runs $${KEEP:+--keep "$$KEEP"}
+	$(PY) -m local_runner.clean $${KEEP:+--keep "$$KEEP"}
 
 estimate: venv ## Wall time and billed cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>] [PLOT=<png>])
 	$(PY) -m tools.estimate --env "$$ENV" $${DATASET:+--dataset "$$DATASET"} $${PLOT:+--plot "$$PLOT"}
@@ -157,11 +157,13 @@ logs: venv ## CloudWatch logs of an execution's jobs: EXECUTION=<arn or id> [STE
 
 register: venv ## Register a model that missed the gate, PendingManualApproval: EXECUTION=local-<id> | PACKAGE=<arn> REASON="why" (not prod)
 	@test -n "$$REASON" -a -n "$$EXECUTION$$PACKAGE" || { echo 'usage: make register EXECUTION=<local-id> | PACKAGE=<model package arn> REASON="why" [ENV=dev]'; exit 2; }
-	$(PY) -m tools.register --env "$$ENV" --reason "$$REASON" $${EXECUTION:+--execution "$$EXECUTION"} $${PACKAGE:+--package "$$PACKAGE"}
+	@if [ -n "$$EXECUTION" ] || [[ "$$PACKAGE" == *:local:* ]]; then \
+		$(PY) -m local_runner.register --env "$$ENV" --reason "$$REASON" $${EXECUTION:+--execution "$$EXECUTION"} $${PACKAGE:+--package "$$PACKAGE"}; \
+	else $(PY) -m tools.register --env "$$ENV" --reason "$$REASON" --package "$$PACKAGE"; fi
 
 evaluate: venv ## Scores of a local model package on ENV's staged benchmark or BENCHMARK=<dataset dir>'s validation/: PACKAGE=<arn>
 	@test -n "$$PACKAGE" || { echo "usage: make evaluate PACKAGE=<local model package arn> [BENCHMARK=<dataset dir>] [ENV=dev]"; exit 2; }
-	$(PY) -m tools.evaluate --env "$$ENV" --package "$$PACKAGE" $${BENCHMARK:+--benchmark "$$BENCHMARK"}
+	$(PY) -m local_runner.evaluate --env "$$ENV" --package "$$PACKAGE" $${BENCHMARK:+--benchmark "$$BENCHMARK"}
 
 verify-model: venv ## Check a model package's archive against its recorded SHA-256 and S3 version: PACKAGE=<arn>
 	@test -n "$$PACKAGE" || { echo "usage: make verify-model PACKAGE=<model package arn> [ENV=dev]"; exit 2; }

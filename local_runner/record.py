@@ -11,11 +11,10 @@ from qa.outputs import LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1
 from config.paths import LOCAL_EXECUTIONS
 from local_runner.runner import ExecutionResult
 from local_runner.store import LocalObjectStore
+from reporting.local_runs import LOCAL_ARN_PREFIX
 from reporting.record import METRIC_NAMES, REPORT_IMAGE, JobCost, RunRecord, StepRecord, read_log_history, save
 from reporting.report import report_line, write_report
 from reporting.tracking import local_store_uri, track
-
-LOCAL_ARN_PREFIX = "arn:aws:sagemaker:local:000000000000:pipeline"
 
 
 def _iso(epoch: float) -> str | None:

@@ -24,6 +24,7 @@ from local_runner.registry import LocalModelRegistry, ModelPackage
 from local_runner.spot import SpotInterruption
 from local_runner.store import LocalObjectStore
 from pipeline_steps.walk import all_steps, execution_order, expressions
+from reporting.local_runs import RUNNER_PID_FILE
 
 STEP_FIELDS = {
     "Name",
@@ -51,7 +52,6 @@ LAMBDA_OUTPUT_TYPES: dict[str, Callable[[Any], Any]] = {
     "Float": float,
     "Boolean": lambda v: str(v).lower() == "true",
 }
-RUNNER_PID_FILE = "runner.pid"  # in the execution's folder while it runs: whom `make stop` signals
 STOPPED = "Stopped"  # PipelineExecutionStatus and StepStatus of a stopped execution and its running step
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribePipelineExecution.html
 

@@ -37,8 +37,8 @@ from config.aws_locations import JOB_LOG_GROUPS, execution_console_url
 from config.layout import DatasetLayout
 from config.loader import DEFAULT_ENV
 from config.paths import LOCAL_EXECUTION_PREFIX, LOCAL_RUNS
-from local_runner.runs import EXECUTING, executions_dir, find_run
 from pipeline_steps import names
+from reporting.local_runs import EXECUTING, executions_dir, find_run
 from reporting.record import execution_parameters
 from tools.deployment import (
     Deployment,

@@ -15,8 +15,7 @@ from typing import Any
 
 from config.loader import DEFAULT_ENV
 from config.paths import LOCAL_EXECUTION_PREFIX, LOCAL_EXECUTIONS, LOCAL_RUNS, PROJECT_ROOT
-from local_runner.record import LOCAL_ARN_PREFIX
-from local_runner.runs import LocalRun, find_run
+from reporting.local_runs import LOCAL_ARN_PREFIX, LocalRun, find_run
 from reporting.record import REPORT_IMAGE, RunRecord
 from reporting.report import report_line, write_report
 from reporting.tracking import TrackingUnavailable, managed_server_arn, track, tracking_uri

@@ -24,8 +24,8 @@ from config.aws_locations import JOB_LOG_GROUPS, execution_console_url, job_cons
 from config.costs import PRICE_REGION, PRICES_AS_OF, list_price_usd
 from config.loader import DEFAULT_ENV
 from config.paths import LOCAL_RUNS
-from local_runner.runs import executions_dir, format_run, local_runs
 from pipeline_steps import names
+from reporting.local_runs import executions_dir, format_run, local_runs
 from reporting.record import execution_parameters
 from tools.deployment import (
     ToolParser,

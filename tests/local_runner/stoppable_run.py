@@ -10,8 +10,8 @@ from pathlib import Path
 from local_runner.record import save_local_record
 from local_runner.registry import REGISTRY_FILE, LocalModelRegistry
 from local_runner.runner import LocalPipelineRunner
-from local_runner.runs import executions_dir
 from local_runner.store import STORE_DIR, LocalObjectStore
+from reporting.local_runs import executions_dir
 
 PIPELINE = "stoppable"
 STEP = "Sleep"

@@ -19,7 +19,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from local_runner.runs import find_run
+from reporting.local_runs import find_run
 from tests.conftest import ENTRY_POINT_PYTHONPATH, ROOT
 from tests.local_runner.stoppable_run import JOB_PID_FILE, JOB_TMP_FILE, STEP
 from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli

@@ -17,7 +17,7 @@ import pytest
 from botocore.stub import Stubber
 from qa.outputs import METRIC_EVAL_F1
 
-from local_runner.runner import RUNNER_PID_FILE
+from reporting.local_runs import RUNNER_PID_FILE
 from reporting.record import save
 from tests.reporting.run_records import run_record
 from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli

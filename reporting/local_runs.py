@@ -1,6 +1,7 @@
 """The local runs of a work dir (.local-runs/executions/<id>/): what `make runs`, `make report`, `make stop`,
-`make register` and `make clean-runs` read. Each run writes its record (execution.json) as it starts and after
-every step (local_runner/record.py), and its runner's process id while it runs (RUNNER_PID_FILE)."""
+`make register` and `make clean-runs` read (here, below both the tools and the local runner, which write them).
+Each run writes its record (execution.json) as it starts and after every step (local_runner/record.py), and its
+runner's process id while it runs (RUNNER_PID_FILE)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from config.paths import LOCAL_EXECUTION_PREFIX, LOCAL_EXECUTIONS
-from local_runner.runner import RUNNER_PID_FILE
 from reporting.record import RECORD_FILE, RunRecord, load_local
 
 EXECUTING = "Executing"
+RUNNER_PID_FILE = "runner.pid"  # in the execution's folder while it runs: whom `make stop` signals
+LOCAL_ARN_PREFIX = "arn:aws:sagemaker:local:000000000000:pipeline"  # + /<pipeline>/execution/<id>
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,12 @@ import pytest
 from qa.data import load_dataset_files
 
 from config import load_settings
+from local_runner.evaluate import EVALUATIONS_DIR
 from local_runner.registry import REGISTRY_FILE
 from local_runner.store import STORE_DIR
 from tests.conftest import ROOT
 from tests.demo_runs import poisoned_dataset
 from tests.tools.conftest import assert_one_line_error, run_cli
-from tools.evaluate import EVALUATIONS_DIR
 
 SAMPLE = ROOT / "data" / "sample-squad"
 SAMPLE_VALIDATION = SAMPLE / "validation"
@@ -34,7 +34,9 @@ def demo_package(sequence, cdk_context, tmp_path_factory):
 
 
 def evaluate(work_dir, package, *args: str):
-    return run_cli("tools.evaluate", "--package", package.arn, "--work-dir", str(work_dir), *args, env={}, timeout=300)
+    return run_cli(
+        "local_runner.evaluate", "--package", package.arn, "--work-dir", str(work_dir), *args, env={}, timeout=300
+    )
 
 
 def test_a_benchmark_every_model_answers_scores_100(demo_package, tmp_path):
@@ -67,5 +69,5 @@ def test_a_benchmark_that_is_not_staged_is_one_line(demo_package):
 
 def test_an_unknown_package_is_one_line(tmp_path):
     arn = "arn:aws:sagemaker:local:000000000000:model-package/g/9"
-    result = run_cli("tools.evaluate", "--package", arn, "--work-dir", str(tmp_path), env={})
+    result = run_cli("local_runner.evaluate", "--package", arn, "--work-dir", str(tmp_path), env={})
     assert_one_line_error(result, f"no local model package {arn}")

@@ -16,6 +16,7 @@ CustomerMetadataProperties; not built yet.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -25,16 +26,23 @@ from qa.data import load_dataset_files
 from qa.metrics import squad_scores
 from qa.outputs import BENCHMARK_SPLIT, SAGEMAKER_PROGRAM_ENV, SERVING_PROGRAM
 
+from config import ConfigError, Settings, load_settings, read_cdk_json_context
 from config.loader import DEFAULT_ENV
-from config.paths import LOCAL_RUNS
+from config.paths import CDK_JSON, LOCAL_RUNS
 from local_runner.assembly import LocalAccount
-from local_runner.errors import InvocationFailed
+from local_runner.errors import InvocationFailed, fail
 from local_runner.registry import REGISTRY_FILE, LocalModelRegistry, ModelPackage
 from local_runner.serving import LocalEndpoint
 from local_runner.store import STORE_DIR, LocalObjectStore
-from tools.deployment import ToolParser, fail, run_tool, settings_for
 
 EVALUATIONS_DIR = "evaluations"  # under the local runs' folder: one folder per evaluated package
+
+
+def settings_for(env_name: str) -> Settings:
+    try:
+        return load_settings({**read_cdk_json_context(CDK_JSON), "env": env_name})
+    except ConfigError as err:
+        fail(str(err))
 
 
 def staged_benchmark(env_name: str, store: LocalObjectStore) -> tuple[Path, list[Path], str]:
@@ -82,7 +90,11 @@ def recorded_scores(package: ModelPackage) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ToolParser(__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m local_runner.evaluate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--package", required=True, help="a local model package ARN (make runs LOCAL=1 lists them)")
     parser.add_argument("--benchmark", type=Path, help="a dataset folder whose validation/ is the benchmark")
     parser.add_argument("--env", default=DEFAULT_ENV, help="whose staged benchmark (evaluation.benchmark)")
@@ -120,4 +132,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_tool(main))
+    sys.exit(main())

@@ -8,12 +8,12 @@ import os
 from datetime import timedelta
 
 from local_runner.blobs import MIN_BLOB_BYTES, BlobStore
+from local_runner.clean import disk_usage
 from local_runner.registry import REGISTRY_FILE, LocalModelRegistry
 from local_runner.store import STORE_DIR, LocalObjectStore
 from reporting.record import save
 from tests.reporting.run_records import START, run_record
 from tests.tools.conftest import run_cli
-from tools.clean_runs import disk_usage
 
 ARTIFACTS = "s3://hfqa-dev-artifacts"
 
@@ -51,7 +51,7 @@ def test_clean_runs_keeps_the_newest_and_frees_what_only_the_others_held(tmp_pat
     oldest, middle, newest = make_runs(tmp_path, 3)
     before = disk_usage(tmp_path)
 
-    result = run_cli("tools.clean_runs", "--work-dir", str(tmp_path), "--keep", "1", env={})
+    result = run_cli("local_runner.clean", "--work-dir", str(tmp_path), "--keep", "1", env={})
 
     assert result.returncode == 0, result.stderr
     assert f"removed 2 local run(s): {middle}, {oldest}" in result.stdout
@@ -73,5 +73,5 @@ def test_clean_runs_keeps_the_newest_and_frees_what_only_the_others_held(tmp_pat
 
 
 def test_clean_runs_without_runs_says_so(tmp_path):
-    result = run_cli("tools.clean_runs", "--work-dir", str(tmp_path), env={})
+    result = run_cli("local_runner.clean", "--work-dir", str(tmp_path), env={})
     assert result.returncode == 0 and "nothing to remove" in result.stdout

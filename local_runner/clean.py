@@ -9,6 +9,7 @@ never removed.
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 from pathlib import Path
@@ -18,9 +19,8 @@ from qa.outputs import LOCAL_VERSIONS_DIR
 from config.paths import LOCAL_RUNS
 from local_runner.blobs import BlobStore
 from local_runner.registry import REGISTRY_FILE, LocalModelRegistry, ModelPackage
-from local_runner.runs import LocalRun, executions_dir, local_runs
 from local_runner.store import STORE_DIR, LocalObjectStore
-from tools.deployment import ToolParser, fail, run_tool
+from reporting.local_runs import LocalRun, executions_dir, local_runs
 
 DEFAULT_KEEP = 3
 
@@ -73,12 +73,14 @@ def clean(work_dir: Path, keep: int) -> tuple[list[LocalRun], list[ModelPackage]
 
 def non_negative(text: str) -> int:
     if not text.strip().isdigit():
-        fail(f"--keep {text!r}: use a whole number of runs, 0 or more")
+        raise argparse.ArgumentTypeError(f"{text!r}: use a whole number of runs, 0 or more")
     return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = ToolParser(__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m local_runner.clean", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument(
         "--work-dir", type=Path, default=LOCAL_RUNS, help="the local runs' folder (default: .local-runs)"
     )
@@ -99,4 +101,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_tool(main))
+    sys.exit(main())
