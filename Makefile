@@ -42,12 +42,12 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
 # command-line value when it exports it, so `make help NAME='$(shell id)'` ran the command. `$(value V)` is the
 # unexpanded text, and `override V :=` keeps it as a simply expanded variable, which make exports as it is.
 USER_VALUES := ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE NO_RUN \
-	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS TRANSFORMERS
+	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS TRANSFORMERS LOCAL KEEP REASON BENCHMARK
 $(foreach v,$(USER_VALUES),$(if $(filter command line,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 export $(USER_VALUES)
 
 .PHONY: help venv cdk-bootstrap synth demo train test test-images lint deploy destroy diff clean upload-dataset stage-benchmark stage-model preflight estimate runs \
-	start retry logs verify-model report
+	start retry logs verify-model report stop clean-runs register evaluate
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -135,11 +135,14 @@ destroy: venv ## cdk destroy --all (prod buckets and key are retained)
 clean: ## Remove generated output (keeps .venv and node_modules)
 	rm -rf $(CDK_OUT) .cache .pytest_cache .ruff_cache
 
+clean-runs: venv ## Remove all but the newest KEEP=3 local runs, their S3 objects and unlinked blobs; says what it freed
+	$(PY) -m local_runner.clean $${KEEP:+--keep "$$KEEP"}
+
 estimate: venv ## Wall time and billed cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>] [PLOT=<png>])
 	$(PY) -m tools.estimate --env "$$ENV" $${DATASET:+--dataset "$$DATASET"} $${PLOT:+--plot "$$PLOT"}
 
-runs: venv ## Recent pipeline executions: status, steps, jobs, log groups, console links, cost, F1, model package [LIMIT=10]
-	$(PY) -m tools.runs --env "$$ENV" $${LIMIT:+--limit "$$LIMIT"}
+runs: venv ## Local runs, then recent pipeline executions: status, steps, jobs, logs, links, cost, F1, package [LIMIT=10] [LOCAL=1: local only]
+	$(PY) -m tools.runs --env "$$ENV" $${LIMIT:+--limit "$$LIMIT"} $${LOCAL:+--local}
 
 start: venv ## Start an execution for NAME=<dataset> VERSION=<version> (a held upload's, else its manifest's) [PARAMS="Epochs=3 LearningRate=3e-5"]
 	@test -n "$$NAME" -a -n "$$VERSION" || { echo 'usage: make start NAME=<dataset> VERSION=<version> [PARAMS="Epochs=3 ..."] [ENV=dev]'; exit 2; }
@@ -149,9 +152,23 @@ retry: venv ## Retry a failed or stopped execution from its failed step: EXECUTI
 	@test -n "$$EXECUTION" || { echo "usage: make retry EXECUTION=<execution arn or id> [ENV=dev]"; exit 2; }
 	$(PY) -m tools.executions retry --env "$$ENV" --execution "$$EXECUTION"
 
+stop: venv ## Stop an executing execution: EXECUTION=<arn or id> (AWS) or local-<id> (a local run; recorded Stopped)
+	@test -n "$$EXECUTION" || { echo "usage: make stop EXECUTION=<execution arn or id | local-<id>> [ENV=dev]"; exit 2; }
+	$(PY) -m tools.executions stop --env "$$ENV" --execution "$$EXECUTION"
+
 logs: venv ## CloudWatch logs of an execution's jobs: EXECUTION=<arn or id> [STEP=<step name>]
 	@test -n "$$EXECUTION" || { echo "usage: make logs EXECUTION=<execution arn or id> [STEP=<step name>] [ENV=dev]"; exit 2; }
 	$(PY) -m tools.executions logs --env "$$ENV" --execution "$$EXECUTION" $${STEP:+--step "$$STEP"}
+
+register: venv ## Register a model that missed the gate, PendingManualApproval: EXECUTION=local-<id> | PACKAGE=<arn> REASON="why" (not prod)
+	@test -n "$$REASON" -a -n "$$EXECUTION$$PACKAGE" || { echo 'usage: make register EXECUTION=<local-id> | PACKAGE=<model package arn> REASON="why" [ENV=dev]'; exit 2; }
+	@if [ -n "$$EXECUTION" ] || [[ "$$PACKAGE" == *:local:* ]]; then \
+		$(PY) -m local_runner.register --env "$$ENV" --reason "$$REASON" $${EXECUTION:+--execution "$$EXECUTION"} $${PACKAGE:+--package "$$PACKAGE"}; \
+	else $(PY) -m tools.register --env "$$ENV" --reason "$$REASON" --package "$$PACKAGE"; fi
+
+evaluate: venv ## Scores of a local model package on ENV's staged benchmark or BENCHMARK=<dataset dir>'s validation/: PACKAGE=<arn>
+	@test -n "$$PACKAGE" || { echo "usage: make evaluate PACKAGE=<local model package arn> [BENCHMARK=<dataset dir>] [ENV=dev]"; exit 2; }
+	$(PY) -m local_runner.evaluate --env "$$ENV" --package "$$PACKAGE" $${BENCHMARK:+--benchmark "$$BENCHMARK"}
 
 verify-model: venv ## Check a model package's archive against its recorded SHA-256 and S3 version: PACKAGE=<arn>
 	@test -n "$$PACKAGE" || { echo "usage: make verify-model PACKAGE=<model package arn> [ENV=dev]"; exit 2; }

@@ -32,14 +32,15 @@ from config.paths import (
     bundled_model_dir,
 )
 from local_runner.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
+from local_runner.blobs import BLOBS_DIR, BlobStore
 from local_runner.demo_models import BUNDLED_MODEL_NAME, TINY_MODEL_NAME, build_tiny_model
 from local_runner.errors import InvocationFailed, UnsupportedDefinition
-from local_runner.record import report_local_run
-from local_runner.registry import LocalModelRegistry
+from local_runner.record import report_local_run, save_local_record
+from local_runner.registry import REGISTRY_FILE, LocalModelRegistry
 from local_runner.runner import ExecutionResult, LocalPipelineRunner
 from local_runner.serving import invoke
 from local_runner.spot import SpotInterruption
-from local_runner.store import LocalObjectStore
+from local_runner.store import STORE_DIR, LocalObjectStore
 from local_runner.trigger import object_created_event, parameters_from_event, stage_benchmark, upload_dataset
 from pipeline_steps import names
 from pipeline_steps.walk import all_steps
@@ -224,6 +225,21 @@ def ask_registered_model(result: ExecutionResult, store: LocalObjectStore, work_
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        return run(args)
+    finally:
+        store_once(args.work_dir)  # what a run that ended early wrote; nothing new after a full run
+
+
+def store_once(work_dir: Path) -> None:
+    """Every large file the runs wrote becomes a link to the blob of its content (local_runner/blobs.py)."""
+    saved = BlobStore(work_dir).adopt_trees([work_dir / STORE_DIR, work_dir / LOCAL_EXECUTIONS])
+    if saved:
+        print(f"stored once per content: {saved / 2**20:,.0f} MiB of copies are now links to {work_dir / BLOBS_DIR}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Stage, upload, trigger and run one execution (two with --deliver-event-twice); the exit code."""
     account = LocalAccount()
     try:
         stack = args.stack or find_pipeline_stack(args.assembly)
@@ -231,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, UnsupportedDefinition) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    store = LocalObjectStore(args.work_dir / "s3")
-    registry_path = args.work_dir / "model-registry.sqlite"
+    store = LocalObjectStore(args.work_dir / STORE_DIR)
+    registry_path = args.work_dir / REGISTRY_FILE
     registry = LocalModelRegistry(registry_path)
     store.put_file(pipeline.code_archive, pipeline.code_uri)
 
@@ -292,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             args.work_dir / LOCAL_EXECUTIONS,
             interruption=interruption,
             hyperparameter_overrides=dict(args.hyperparameter),
+            on_progress=lambda progress: save_local_record(progress, pipeline.pipeline_name, store, args.work_dir),
         )
         result = runner.run(overrides)
         print_summary(result, store.root, registry_path)
@@ -313,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if result.model_package is None:
         return 0
+    store_once(args.work_dir)  # before the endpoint answers: the demo's last lines are its question and answer
     return ask_registered_model(result, store, args.work_dir / LOCAL_EXECUTIONS / result.execution_id / "endpoint")
 
 

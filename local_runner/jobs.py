@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -72,6 +73,9 @@ TRAINING_FIELDS = {
     "TensorBoardOutputConfig",
 }
 CHANNELS_DIR = TRAINING_CHANNELS_DIR + "/"
+# StopTrainingJob "sends the algorithm the SIGTERM signal, which delays job termination for 120 seconds"
+# (https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StopTrainingJob.html); locally a shorter grace.
+STOP_GRACE_SECONDS = 20
 JOB_LOG = "job.log"  # the job's whole output, as its CloudWatch log stream would hold it
 
 
@@ -98,13 +102,22 @@ class Container:
     def path(self, container_path: str) -> Path:
         return Path(self.map(container_path.rstrip("/") + "/"))
 
+    @property
+    def temp_dir(self) -> Path:
+        """The job's TMPDIR (torchrun's torchelastic_* log folders, tempfile's files): removed when the job ends,
+        so that no job leaves anything in the system's temporary directory."""
+        return self.root / "tmp"
 
-def _python_env(extra: dict[str, str]) -> dict[str, str]:
-    """This interpreter first on PATH (the container's `python3`), plus the job's variables."""
-    env = job_environment()
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.update({"PYTHONUNBUFFERED": "1", **extra})
-    return env
+    def environment(self, extra: dict[str, str]) -> dict[str, str]:
+        """This interpreter first on PATH (the container's `python3`), the job's TMPDIR, plus the job's variables."""
+        env = job_environment()
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        self.temp_dir.mkdir(parents=True, exist_ok=True)
+        env.update({"PYTHONUNBUFFERED": "1", "TMPDIR": str(self.temp_dir), **extra})
+        return env
+
+    def remove_temp_dir(self) -> None:
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
 def _stream(
@@ -128,14 +141,32 @@ def _stream(
     log = JobLog(log_path, out, lambda line: print(line, file=sys.stderr, flush=True))
     stderr_reader = threading.Thread(target=log.follow_stderr, args=(stderr,), daemon=True)
     stderr_reader.start()
-    for line in proc.stdout:
-        log.stdout_line(line)
-        if on_line:
-            on_line(line, proc)
-    code = proc.wait()
-    stderr_reader.join()
-    log.close()
+    try:
+        for line in proc.stdout:
+            log.stdout_line(line)
+            if on_line:
+                on_line(line, proc)
+        code = proc.wait()
+    except BaseException:  # the runner is stopping (ExecutionStopped, KeyboardInterrupt): so does the job
+        stop_process_group(proc)
+        raise
+    finally:
+        stderr_reader.join(timeout=STOP_GRACE_SECONDS)
+        log.close()
     return code
+
+
+def stop_process_group(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM to every process of the job (its own session: torchrun and its workers), as StopTrainingJob sends
+    it; SIGKILL to what is left after STOP_GRACE_SECONDS."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def run_processing(name: str, args: dict[str, Any], store: LocalObjectStore, job_dir: Path, out: Printer) -> dict:
@@ -160,8 +191,11 @@ def run_processing(name: str, args: dict[str, Any], store: LocalObjectStore, job
         container.map(part) for part in [*app.get("ContainerEntrypoint", []), *app.get("ContainerArguments", [])]
     ]
     # No LOCAL_S3_ROOT: an isolated job reaches no S3 of its own, only what SageMaker downloads and uploads.
-    env = _python_env({k: str(v) for k, v in args.get("Environment", {}).items()})
-    code = _stream(command, env, job_dir, job_dir / JOB_LOG, out)
+    env = container.environment({k: str(v) for k, v in args.get("Environment", {}).items()})
+    try:
+        code = _stream(command, env, job_dir, job_dir / JOB_LOG, out)
+    finally:
+        container.remove_temp_dir()
     if code != 0:
         raise StepFailed(f"{name}: the processing job exited with code {code} (its messages are above)")
     outputs = args.get("ProcessingOutputConfig", {}).get("Outputs", [])
@@ -358,7 +392,7 @@ def run_container_entrypoint(job: TrainingJob, out: Printer) -> None:
     which this runner plays itself next): an entry command that fails stops the job before any of its code runs."""
     code = _stream(
         [*job.entrypoint, "true"],
-        _python_env(job.environment),
+        job.container.environment(job.environment),
         job.container.root,
         job.container.root / JOB_LOG,
         out,
@@ -369,7 +403,7 @@ def run_container_entrypoint(job: TrainingJob, out: Printer) -> None:
 
 def _training_environment(job: TrainingJob) -> dict[str, str]:
     """The training toolkit's variables for the entry point, container paths mapped into the job's folder."""
-    return _python_env(
+    return job.container.environment(
         {
             MODEL_DIR_ENV: str(job.model_dir),
             OUTPUT_DATA_DIR_ENV: str(job.container.path(OUTPUT_DATA_DIR)),
@@ -474,8 +508,11 @@ def run_training(
     runner retries a spot-reclaimed job on a fresh job folder."""
     job = resolve_training_job(name, args, job_dir, job_name, hyperparameter_overrides or {})
     checkpoints = CheckpointSync(store, job.checkpoint_dir, job.checkpoint_uri)
-    prepare_container(job, store, checkpoints, out)
-    interrupted_after = launch_training(job, checkpoints, out, interruption)
+    try:
+        prepare_container(job, store, checkpoints, out)
+        interrupted_after = launch_training(job, checkpoints, out, interruption)
+    finally:
+        job.container.remove_temp_dir()
     if interrupted_after is not None:
         return TrainingOutcome(interrupted_after=interrupted_after, properties={})
     return TrainingOutcome(interrupted_after=None, properties=collect_model(job, store))

@@ -11,11 +11,10 @@ from qa.outputs import LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1
 from config.paths import LOCAL_EXECUTIONS
 from local_runner.runner import ExecutionResult
 from local_runner.store import LocalObjectStore
+from reporting.local_runs import LOCAL_ARN_PREFIX
 from reporting.record import METRIC_NAMES, REPORT_IMAGE, JobCost, RunRecord, StepRecord, read_log_history, save
 from reporting.report import report_line, write_report
 from reporting.tracking import local_store_uri, track
-
-LOCAL_ARN_PREFIX = "arn:aws:sagemaker:local:000000000000:pipeline"
 
 
 def _iso(epoch: float) -> str | None:
@@ -63,14 +62,23 @@ def record_from_local_result(result: ExecutionResult, pipeline_name: str, store:
     )
 
 
+def save_local_record(
+    result: ExecutionResult, pipeline_name: str, store: LocalObjectStore, work_dir: Path
+) -> tuple[RunRecord, Path]:
+    """The execution's record (execution.json) as it stands, in its folder: written as the run starts and after
+    each step too, so that every run folder has one (a killed run's says where it was); the record and folder."""
+    record = record_from_local_result(result, pipeline_name, store)
+    folder = work_dir / LOCAL_EXECUTIONS / result.execution_id
+    save(record, folder)
+    return record, folder
+
+
 def report_local_run(
     result: ExecutionResult, pipeline_name: str, store: LocalObjectStore, work_dir: Path, out: Callable[[str], None]
 ) -> Path:
     """The end of every local run: its record (execution.json), its report (HTML + PNG) in its folder, and
     its MLflow run in the local store (experiment: the pipeline's name). The report's path."""
-    record = record_from_local_result(result, pipeline_name, store)
-    folder = work_dir / LOCAL_EXECUTIONS / result.execution_id
-    save(record, folder)
+    record, folder = save_local_record(result, pipeline_name, store, work_dir)
     path = write_report(record, folder)
     out(report_line(path))
     out(track(record, local_store_uri(work_dir), pipeline_name, (path, path.with_name(REPORT_IMAGE))))

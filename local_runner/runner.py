@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from config.paths import LOCAL_EXECUTION_PREFIX
-from local_runner.errors import StepFailed, UnsupportedDefinition
+from local_runner.errors import ExecutionStopped, StepFailed, UnsupportedDefinition
 from local_runner.expressions import EXPRESSION_KEYS, ExpressionResolver
 from local_runner.functions import LocalFunctions
 from local_runner.jobs import Printer, run_processing, run_training
@@ -20,6 +24,7 @@ from local_runner.registry import LocalModelRegistry, ModelPackage
 from local_runner.spot import SpotInterruption
 from local_runner.store import LocalObjectStore
 from pipeline_steps.walk import all_steps, execution_order, expressions
+from reporting.local_runs import RUNNER_PID_FILE
 
 STEP_FIELDS = {
     "Name",
@@ -47,6 +52,8 @@ LAMBDA_OUTPUT_TYPES: dict[str, Callable[[Any], Any]] = {
     "Float": float,
     "Boolean": lambda v: str(v).lower() == "true",
 }
+STOPPED = "Stopped"  # PipelineExecutionStatus and StepStatus of a stopped execution and its running step
+# https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribePipelineExecution.html
 
 
 def _operand(value: Any) -> str:
@@ -95,7 +102,7 @@ class JobResources:
 @dataclass
 class ExecutionResult:
     execution_id: str
-    status: str  # Succeeded | Failed
+    status: str  # Executing | Succeeded | Failed | Stopped
     steps: list[StepResult] = field(default_factory=list)
     failure: str | None = None
     model_package: ModelPackage | None = None
@@ -124,6 +131,25 @@ def validate_definition(definition: dict[str, Any]) -> None:
         raise UnsupportedDefinition("the local runner cannot run this definition:\n  - " + "\n  - ".join(problems))
 
 
+@contextlib.contextmanager
+def stopped_by_sigterm() -> Iterator[None]:
+    """While an execution runs in the main thread, SIGTERM raises ExecutionStopped there: the running job's
+    processes are stopped and the execution is recorded as Stopped (not left Executing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the job's own stop takes its grace period
+        raise ExecutionStopped("stopped by SIGTERM (make stop)")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class LocalPipelineRunner:
     """Runs one execution of a definition against a local object store and model registry."""
 
@@ -138,6 +164,7 @@ class LocalPipelineRunner:
         interruption: SpotInterruption | None = None,
         hyperparameter_overrides: dict[str, str] | None = None,
         functions: LocalFunctions | None = None,
+        on_progress: Callable[[ExecutionResult], object] | None = None,
     ) -> None:
         validate_definition(definition)
         self.functions = functions or LocalFunctions(store.root, work_dir / "executions.json")
@@ -151,6 +178,7 @@ class LocalPipelineRunner:
         self.store, self.registry, self.work_dir, self.out = store, registry, work_dir, out
         self.interruption = interruption
         self.hyperparameter_overrides = hyperparameter_overrides or {}
+        self.on_progress = on_progress or (lambda result: None)
 
     def parameters(self, overrides: dict[str, Any]) -> dict[str, Any]:
         declared = {p["Name"]: p for p in self.definition.get("Parameters", [])}
@@ -204,14 +232,26 @@ class LocalExecution:
         self.out(f"execution {self.result.execution_id} of {runner.pipeline_name}")
         for name, value in self.result.parameters.items():
             self.out(f"  {name} = {value}")
+        folder = runner.work_dir / self.result.execution_id
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / RUNNER_PID_FILE).write_text(str(os.getpid()))
         try:
-            for step in execution_order(runner.definition["Steps"]):
-                self._run_step(step)
-            self.result.status = "Succeeded"
+            with stopped_by_sigterm():
+                runner.on_progress(self.result)
+                for step in execution_order(runner.definition["Steps"]):
+                    self._run_step(step)
+                self.result.status = "Succeeded"
         except StepFailed as failure:
             self.result.status = "Failed"
             self.result.failure = str(failure)
-        runner.functions.record_status(execution_arn, self.result.status)
+        except (ExecutionStopped, KeyboardInterrupt) as stop:
+            self.result.status = STOPPED
+            self.result.failure = str(stop) or "stopped by SIGINT (Ctrl-C)"
+            self.out(f"\nexecution {self.result.execution_id} stopped: {stop}")
+        finally:
+            runner.functions.record_status(execution_arn, self.result.status)
+            runner.on_progress(self.result)  # the status recorded before the runner's process id goes
+            (folder / RUNNER_PID_FILE).unlink(missing_ok=True)
         return self.result
 
     def _run_step(self, step: dict[str, Any]) -> None:
@@ -229,11 +269,16 @@ class LocalExecution:
                 self.result.steps.append(StepResult(name, kind, "Failed", elapsed, detail, started_at))
                 self.out(f"x {name} failed after {elapsed:.1f}s{': ' + detail if detail else ''}")
             raise
+        except (ExecutionStopped, KeyboardInterrupt):
+            if kind != "Condition":
+                self.result.steps.append(StepResult(name, kind, STOPPED, time.monotonic() - started, "", started_at))
+            raise
         elapsed = time.monotonic() - started
         if kind != "Condition":
             attempts = self.attempts.pop(name, 1)
             self.result.steps.append(StepResult(name, kind, "Succeeded", elapsed, detail, started_at, attempts))
             self.out(f"ok {name} succeeded in {elapsed:.1f}s{': ' + detail if detail else ''}")
+            self.runner.on_progress(self.result)
 
     def _job_dir(self, name: str) -> Path:
         path = self.runner.work_dir / self.result.execution_id / name

@@ -70,6 +70,7 @@ class LocalEndpoint:
             "PYTHONPATH": str(model_dir / MODEL_CODE_DIR),
             "TOKENIZERS_PARALLELISM": "false",
         }
+        self._model_dir = model_dir
         self._log_path = work_dir / "endpoint.log"
         self._log = self._log_path.open("w", encoding="utf-8")
         self._process = subprocess.Popen(
@@ -100,10 +101,12 @@ class LocalEndpoint:
         return reply["response"]
 
     def close(self) -> None:
+        """End the container; its unpacked model goes with it, as an endpoint's disk does."""
         stdin, _ = self._pipes()
         stdin.close()
         self._process.wait(timeout=60)
         self._log.close()
+        shutil.rmtree(self._model_dir, ignore_errors=True)
 
     def __enter__(self) -> LocalEndpoint:
         return self

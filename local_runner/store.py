@@ -2,6 +2,8 @@
 
 Versioned enough to pin data: put_file/put_bytes keep each version under <root>/.versions/<bucket>/<key>/ and
 return its version id, as the pipeline's Lambda functions read them (training_code/pipeline_functions.py).
+Every write replaces the file (a new file renamed over it), never writes into it: stored files may be hard links
+to one content (local_runner/blobs.py).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import shutil
 from pathlib import Path
 
 from qa.outputs import LOCAL_VERSIONS_DIR, content_version
+
+STORE_DIR = "s3"  # the store's root under the local runs' folder (.local-runs/s3)
 
 
 class LocalObjectStore:
@@ -60,12 +64,13 @@ class LocalObjectStore:
     def put_bytes(self, data: bytes, uri: str) -> str:
         """Write an object; its version id (the current version and a kept copy)."""
         target = self.path(uri)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
         version = content_version(data)
         kept = self.root / LOCAL_VERSIONS_DIR / target.relative_to(self.root) / version
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_bytes(data)
+        for path in (target, kept):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary = _temporary(path)
+            temporary.write_bytes(data)
+            temporary.replace(path)
         return version
 
 
@@ -74,5 +79,12 @@ def _copy_files(files: list[Path], source_root: Path, target_root: Path) -> int:
     for source in files:
         target = target_root / source.relative_to(source_root)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
+        temporary = _temporary(target)
+        shutil.copy2(source, temporary)
+        temporary.replace(target)
     return len(files)
+
+
+def _temporary(path: Path) -> Path:
+    """Where a file for `path` is written before it is renamed over it."""
+    return path.with_name(f".{path.name}.writing")

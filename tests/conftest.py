@@ -114,6 +114,7 @@ def prod(synthesized) -> SynthesizedEnvironment:
 KEPT_TOGETHER = {
     "tests/test_make_demo.py": "make-demo",
     "tests/security/test_benchmark_gate.py": "make-demo",
+    "tests/local_runner/test_evaluate.py": "make-demo",
     "tests/training_code/test_train_distributed.py": "uninterrupted-runs",
     "tests/local_runner/test_runner.py": "reclaimed-local-run",
     "tests/training_code/test_evaluation.py": "finished-runs",

@@ -3,8 +3,9 @@
     python -m tools.executions start --name sample-squad --version v1 [--params "Epochs=3 LearningRate=3e-5"]
     python -m tools.executions retry --execution <execution arn or id>
     python -m tools.executions logs --execution <execution arn or id> [--step FineTune]
+    python -m tools.executions stop --execution <execution arn or id | local-<id>>
 
-(make start / make retry / make logs.) `start` resolves the manifest's S3 version id with HeadObject (the
+(make start / make retry / make logs / make stop.) `start` resolves the manifest's S3 version id with HeadObject (the
 trigger passes it from the S3 event) and checks every PARAMS value against the deployed pipeline's parameter
 types and allowed values, then the whole execution's values against the rules its first step, ClaimManifest,
 applies (qa/parameter_rules.py: Epochs within (0, limits.max_epochs], F1Threshold within its range, BaseModelUri
@@ -18,11 +19,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
+import signal
 import sys
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from qa.outputs import INPUT_BOUNDS
@@ -32,7 +36,9 @@ from config import Settings
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url
 from config.layout import DatasetLayout
 from config.loader import DEFAULT_ENV
+from config.paths import LOCAL_EXECUTION_PREFIX, LOCAL_RUNS
 from pipeline_steps import names
+from reporting.local_runs import EXECUTING, executions_dir, find_run
 from reporting.record import execution_parameters
 from tools.deployment import (
     Deployment,
@@ -60,6 +66,8 @@ LOG_EVENTS_PAGE = 10_000  # GetLogEvents returns at most 10,000 events per call
 # A pipeline parameter's value in StartPipelineExecution: at most 1,024 characters (Parameter, Value:
 # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_Parameter.html).
 PARAMETER_VALUE_MAX_LENGTH = 1024
+# A local run's job gets its SIGTERM and a grace period (local_runner/jobs.py STOP_GRACE_SECONDS) before SIGKILL.
+LOCAL_STOP_WAIT_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -287,6 +295,35 @@ def retry(deployment: Deployment, arn: str) -> str:
     return str(response["PipelineExecutionArn"])
 
 
+def stop(deployment: Deployment, arn: str) -> str:
+    """StopPipelineExecution of an executing execution; it ends Stopped once its running step stops (a Lambda
+    step runs to its end first): https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_StopPipelineExecution.html"""
+    sagemaker = deployment.client("sagemaker")
+    status = sagemaker.describe_pipeline_execution(PipelineExecutionArn=arn)["PipelineExecutionStatus"]
+    if status != EXECUTING:
+        fail(f"execution {arn.rsplit('/', 1)[-1]} is {status}: only an executing execution can be stopped")
+    # ClientRequestToken: 32-128 characters, idempotent (the API page above).
+    response = sagemaker.stop_pipeline_execution(PipelineExecutionArn=arn, ClientRequestToken=uuid.uuid4().hex)
+    return str(response["PipelineExecutionArn"])
+
+
+def stop_local(executions: Path, execution_id: str, wait_seconds: float = LOCAL_STOP_WAIT_SECONDS) -> str:
+    """SIGTERM to the runner of a local run: it stops its job's processes and records the run Stopped (as
+    StopPipelineExecution ends an execution); the status it recorded."""
+    run = find_run(executions, execution_id)
+    if run is None:
+        fail(f"no local run {short(execution_id)} under {executions}: pass one from make runs")
+    if run.runner_pid is None:
+        fail(f"local run {execution_id} is {run.status}: only a running local run can be stopped")
+    os.kill(run.runner_pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_seconds
+    while (run := find_run(executions, execution_id)) is not None and run.runner_pid is not None:
+        if time.monotonic() > deadline:
+            fail(f"local run {execution_id}: its runner (process {run.runner_pid}) still runs {wait_seconds:.0f} s on")
+        time.sleep(0.5)
+    return run.status if run is not None else "Unrecorded"
+
+
 @dataclass(frozen=True)
 class StepLogs:
     step: str
@@ -372,15 +409,27 @@ def main(argv: list[str] | None = None) -> int:
     start_parser.add_argument("--name", required=True)
     start_parser.add_argument("--version", required=True)
     start_parser.add_argument("--params", default="", help='pipeline parameters: "Epochs=3 LearningRate=3e-5"')
-    for name, text in (("retry", "retry a failed execution"), ("logs", "print an execution's job logs")):
+    for name, text in (
+        ("retry", "retry a failed execution"),
+        ("logs", "print an execution's job logs"),
+        ("stop", "stop an executing execution (AWS, or a local run: local-<id>)"),
+    ):
         sub = commands.add_parser(name, help=text)
         sub.add_argument("--execution", required=True, help="execution ARN or id")
         if name == "logs":
             sub.add_argument("--step", help="only this step's logs")
+        if name == "stop":
+            sub.add_argument(
+                "--work-dir", type=Path, default=LOCAL_RUNS, help="the local runs' folder (default: .local-runs)"
+            )
     for sub in commands.choices.values():
         sub.add_argument("--env", default=DEFAULT_ENV)
     args = parser.parse_args(argv)
 
+    if args.command == "stop" and args.execution.startswith(LOCAL_EXECUTION_PREFIX):
+        status = stop_local(executions_dir(args.work_dir), args.execution)
+        print(f"local run {args.execution}: {status}; its report: make report EXECUTION={args.execution}")
+        return 0
     deployment = load_deployment(args.env)
     pipeline_name = deployment.settings.pipeline_name
     if args.command == "start":
@@ -389,6 +438,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "retry":
         arn = retry(deployment, execution_arn(deployment, args.execution))
         print(f"retrying {arn}")
+    elif args.command == "stop":
+        arn = stop(deployment, execution_arn(deployment, args.execution))
+        print(f"stopping {arn}")
     else:
         print_logs(deployment, execution_arn(deployment, args.execution), args.step)
         return 0

@@ -8,13 +8,15 @@ SageMaker and S3 calls with your credentials.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
 
 from config.loader import DEFAULT_ENV
 from config.paths import LOCAL_EXECUTION_PREFIX, LOCAL_EXECUTIONS, LOCAL_RUNS, PROJECT_ROOT
-from reporting.record import RECORD_FILE, REPORT_IMAGE, load_local
+from reporting.local_runs import LOCAL_ARN_PREFIX, LocalRun, find_run
+from reporting.record import REPORT_IMAGE, RunRecord
 from reporting.report import report_line, write_report
 from reporting.tracking import TrackingUnavailable, managed_server_arn, track, tracking_uri
 
@@ -34,10 +36,27 @@ def execution_arn(sagemaker: Any, pipeline_name: str, execution: str) -> str:
     fail(f"no execution {execution!r} of pipeline {pipeline_name}: pass an id or ARN from `make runs`")
 
 
+def local_record(run: LocalRun, pipeline_name: str) -> RunRecord:
+    """What a local run folder says of its run: its record, with the status as it stands (a run whose runner was
+    killed stays Executing in its record); for a folder without a record, only its id, status and start."""
+    if run.record is None:
+        return RunRecord(
+            execution_id=run.execution_id,
+            execution_arn=f"{LOCAL_ARN_PREFIX}/{pipeline_name}/execution/{run.execution_id}",
+            pipeline_name=pipeline_name,
+            source="local",
+            status=run.status,
+            started_at=run.started_at,
+            failure="the run folder holds no execution.json: its runner ended before it wrote one",
+        )
+    return dataclasses.replace(run.record, status=run.status)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--execution", help="local-<id> (a local run), an AWS execution ARN or id; default: newest local run"
+        "--execution",
+        help="local-<id> (a local run, stopped or killed too), an AWS execution ARN or id; default: newest local run",
     )
     parser.add_argument("--env", default=DEFAULT_ENV)
     parser.add_argument(
@@ -50,17 +69,13 @@ def main(argv: list[str] | None = None) -> int:
 
     execution = args.execution
     if execution is None or execution.startswith(LOCAL_EXECUTION_PREFIX):
-        runs = sorted(
-            args.work_dir.glob(f"{execution or LOCAL_EXECUTION_PREFIX + '*'}/{RECORD_FILE}"),
-            key=lambda p: p.stat().st_mtime,
-        )
-        if not runs:
+        run = find_run(args.work_dir, execution)
+        if run is None:
             fail(
                 f"no local run {execution or ''} under {args.work_dir}: run `make demo` first, or pass an AWS execution"
             )
-        folder = runs[-1].parent
-        record = load_local(folder)
         settings = settings_for(args.env)
+        folder, record = run.folder, local_record(run, settings.pipeline_name)
         server_arn = None
     else:
         from reporting.record import record_from_aws

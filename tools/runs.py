@@ -1,8 +1,10 @@
-"""What recent pipeline executions did and cost: `make runs ENV=dev [LIMIT=10]`.
+"""What recent pipeline executions did and cost: `make runs ENV=dev [LIMIT=10] [LOCAL=1]`.
 
-Newest first: status, trigger (the manifest key), per-step durations, the training job's trained vs billed
-seconds (managed spot savings), its cost at list price (config/costs.py), the validation F1 and the
-registered model package with its approval status. Read-only SageMaker calls with your credentials.
+First the local runs (.local-runs/executions: status, steps, F1, model package, the process of a running one),
+then, unless --local, the AWS executions, newest first: status, trigger (the manifest key), per-step durations,
+the training job's trained vs billed seconds (managed spot savings), its cost at list price (config/costs.py),
+the validation F1 and the registered model package with its approval status. Read-only SageMaker calls with
+your credentials.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from qa.outputs import METRIC_EVAL_F1
@@ -20,7 +23,9 @@ from config import Settings
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url, job_console_url
 from config.costs import PRICE_REGION, PRICES_AS_OF, list_price_usd
 from config.loader import DEFAULT_ENV
+from config.paths import LOCAL_RUNS
 from pipeline_steps import names
+from reporting.local_runs import executions_dir, format_run, local_runs
 from reporting.record import execution_parameters
 from tools.deployment import (
     ToolParser,
@@ -220,8 +225,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = ToolParser(__doc__)
     parser.add_argument("--env", default=DEFAULT_ENV)
     parser.add_argument("--limit", type=positive_limit, default=10, help=f"1 to {MAX_LIMIT} executions")
+    parser.add_argument(
+        "--work-dir", type=Path, default=LOCAL_RUNS, help="the local runs' folder (default: .local-runs)"
+    )
+    parser.add_argument("--local", action="store_true", help="only the local runs (no AWS call)")
     args = parser.parse_args(argv)
 
+    runs = local_runs(executions_dir(args.work_dir))[: args.limit]
+    if runs or args.local:
+        print(f"local runs ({args.work_dir}):" if runs else f"no local runs under {args.work_dir}")
+        for run in runs:
+            print(format_run(run) + "\n")
+    if args.local:
+        return 0
     deployment = load_deployment(args.env)
     pipeline_name = deployment.settings.pipeline_name
     sagemaker = deployment.client("sagemaker")

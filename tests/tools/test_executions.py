@@ -1,18 +1,27 @@
-"""make start / retry / logs: `start` end to end against moto server; retry and the step listing of logs
-against botocore's Stubber, because moto 5.2.5 has neither RetryPipelineExecution nor
-ListPipelineExecutionSteps (its executions also succeed at once, so none is ever retryable). The log
-events themselves come from moto's CloudWatch Logs."""
+"""make start / retry / logs / stop: `start` end to end against moto server; retry, stop and the step listing of
+logs against botocore's Stubber, because moto 5.2.5 has neither RetryPipelineExecution, StopPipelineExecution nor
+ListPipelineExecutionSteps (its executions also succeed at once, so none is ever retryable or stoppable). The log
+events themselves come from moto's CloudWatch Logs. A local stop runs against a real local run (its one job
+sleeps until stopped: tests/local_runner/stoppable_run.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
+from reporting.local_runs import find_run
+from tests.conftest import ENTRY_POINT_PYTHONPATH, ROOT
+from tests.local_runner.stoppable_run import JOB_PID_FILE, JOB_TMP_FILE, STEP
 from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli
 from tools.deployment import ToolError, load_deployment, settings_for
 from tools.executions import (
@@ -23,6 +32,7 @@ from tools.executions import (
     retry,
     start,
     step_logs,
+    stop,
 )
 
 START = ("tools.executions", "start", "--name", "squad", "--version", "v1")
@@ -286,3 +296,74 @@ def test_logs_of_a_lambda_step_are_the_events_within_the_step(deployed):
         [where] = step_logs(client, ARN, "ClaimManifest", settings_for("dev"))
     assert (where.log_group, where.stream_prefix) == (group, None)
     assert list(log_lines(logs, where)) == ["2026/12/01/[$LATEST]abc  claimed"]
+
+
+def test_stop_an_executing_execution():
+    client, stub = stubbed_sagemaker()
+    stub.add_response(
+        "describe_pipeline_execution", {"PipelineExecutionStatus": "Executing"}, {"PipelineExecutionArn": ARN}
+    )
+    stub.add_response(
+        "stop_pipeline_execution",
+        {"PipelineExecutionArn": ARN},
+        {"PipelineExecutionArn": ARN, "ClientRequestToken": ANY},
+    )
+    with stub:
+        assert stop(StubbedDeployment(client), ARN) == ARN  # type: ignore[arg-type]
+        stub.assert_no_pending_responses()
+
+
+def test_a_finished_execution_is_not_stopped():
+    client, stub = stubbed_sagemaker()
+    stub.add_response(
+        "describe_pipeline_execution", {"PipelineExecutionStatus": "Succeeded"}, {"PipelineExecutionArn": ARN}
+    )
+    with stub, pytest.raises(ToolError, match="execution abc123 is Succeeded: only an executing execution"):
+        stop(StubbedDeployment(client), ARN)  # type: ignore[arg-type]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_make_stop_of_a_local_run_stops_its_job_and_records_it_stopped(tmp_path):
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "tests.local_runner.stoppable_run", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ENTRY_POINT_PYTHONPATH},
+        stdout=subprocess.DEVNULL,
+    )
+    executions = tmp_path / "executions"
+    deadline = time.monotonic() + 60
+    while not list(executions.glob(f"local-*/{STEP}/{JOB_PID_FILE}")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    [job_pid_file] = executions.glob(f"local-*/{STEP}/{JOB_PID_FILE}")
+    job_pid, execution_id = int(job_pid_file.read_text()), job_pid_file.parents[1].name
+    assert find_run(executions, execution_id).status == "Executing"  # type: ignore[union-attr]
+
+    result = run_cli(
+        "tools.executions", "stop", "--execution", execution_id, "--work-dir", str(tmp_path), env={}, timeout=90
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert f"local run {execution_id}: Stopped" in result.stdout
+    assert runner.wait(timeout=30) == 1
+    assert not _alive(job_pid)
+    run = find_run(executions, execution_id)
+    assert run is not None and run.record is not None and run.runner_pid is None
+    assert (run.record.status, [(s.name, s.status) for s in run.record.steps]) == ("Stopped", [(STEP, "Stopped")])
+    job_temp_dir = Path((job_pid_file.parent / JOB_TMP_FILE).read_text())
+    assert job_temp_dir.parent == job_pid_file.parent and not job_temp_dir.exists()  # its own TMPDIR, removed
+    again = run_cli("tools.executions", "stop", "--execution", execution_id, "--work-dir", str(tmp_path), env={})
+    assert_one_line_error(again, f"local run {execution_id} is Stopped: only a running local run")
+
+
+def test_make_stop_of_an_unknown_local_run_is_one_line(tmp_path):
+    result = run_cli(
+        "tools.executions", "stop", "--execution", "local-000000000000", "--work-dir", str(tmp_path), env={}
+    )
+    assert_one_line_error(result, "no local run 'local-000000000000'", "make runs")

@@ -9,6 +9,7 @@ execution that does not exist runs against a pipeline in moto server (tests/tool
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import re
 from datetime import timedelta
@@ -251,6 +252,34 @@ def test_make_report_on_a_local_run_writes_the_report_and_records_it_once(tmp_pa
     assert (tmp_path / "mlflow.db").is_file()
     again = run_cli("tools.report", *args, env={}, timeout=180)
     assert "already recorded" in again.stdout, again.stdout
+
+
+def test_make_report_without_execution_reports_the_newest_local_run_even_a_stopped_one(tmp_path):
+    executions = tmp_path / "executions"
+    older = run_record()
+    save(older, executions / older.execution_id)
+    stopped_at = (START + timedelta(hours=1)).isoformat()
+    stopped = dataclasses.replace(
+        run_record(status="Stopped"), execution_id="local-00000000000b", started_at=stopped_at
+    )
+    save(stopped, executions / stopped.execution_id)
+    result = run_cli("tools.report", "--work-dir", str(executions), "--no-tracking", env={}, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert f"{stopped.execution_id}/{REPORT_FILE}" in result.stdout
+    assert "local-00000000000b (local): Stopped" in (executions / stopped.execution_id / REPORT_FILE).read_text()
+    assert not (executions / older.execution_id / REPORT_FILE).exists()
+
+
+def test_make_report_of_a_run_folder_without_a_record_says_what_is_known(tmp_path):
+    """A folder whose runner was killed before it wrote execution.json (runs since this change write it as they
+    start): the report names the run and why nothing more is known."""
+    executions = tmp_path / "executions"
+    (executions / "local-00000000000c" / "FineTune").mkdir(parents=True)
+    args = ("--execution", "local-00000000000c", "--work-dir", str(executions), "--no-tracking")
+    result = run_cli("tools.report", *args, env={}, timeout=180)
+    assert result.returncode == 0, result.stderr
+    html = (executions / "local-00000000000c" / REPORT_FILE).read_text()
+    assert "local-00000000000c (local): Unrecorded" in html and "holds no execution.json" in html
 
 
 def test_make_report_without_a_local_run_is_one_line(tmp_path):

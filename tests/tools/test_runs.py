@@ -4,11 +4,12 @@ spot-interrupted execution against botocore's Stubber.
 moto has no `list_pipeline_execution_steps` and its executions succeed at once, so it cannot show per-step
 metadata, retries or billable time: the three executions are stubbed (Stubber validates every request and
 response against botocore's SageMaker model). The command itself (credentials, region, the deployed
-pipeline's name, error lines) runs against moto server.
+pipeline's name, error lines) runs against moto server. The local runs are listed from their records.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta
 
 import boto3
@@ -16,6 +17,9 @@ import pytest
 from botocore.stub import Stubber
 from qa.outputs import METRIC_EVAL_F1
 
+from reporting.local_runs import RUNNER_PID_FILE
+from reporting.record import save
+from tests.reporting.run_records import run_record
 from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli
 from tools.deployment import settings_for
 from tools.runs import format_report, recent_executions, training_run
@@ -242,3 +246,23 @@ def test_the_training_jobs_evaluation_metric_is_the_f1():
         )
         run = training_run(sagemaker, f"{ACCOUNT_ARN}:training-job/pipelines-train")
     assert run.f1 == 88.5
+
+
+def test_make_runs_lists_the_local_runs_newest_first_with_no_aws_call(tmp_path):
+    """--local (LOCAL=1): no credentials needed; a run whose runner is gone while its record says Executing
+    was killed, and says so."""
+    executions = tmp_path / "executions"
+    finished = run_record()
+    save(finished, executions / finished.execution_id)
+    killed = dataclasses.replace(
+        run_record(status="Executing"), execution_id="local-00000000000b", started_at="2099-01-01T00:00:00+00:00"
+    )
+    save(killed, executions / killed.execution_id)
+    (executions / killed.execution_id / RUNNER_PID_FILE).write_text("999999999")  # no such process
+
+    result = run_cli("tools.runs", "--local", "--work-dir", str(tmp_path), env={})
+
+    assert result.returncode == 0, result.stderr
+    listed = [line.split()[1:3] for line in result.stdout.splitlines() if line.startswith(("2099", "20"))]
+    assert listed == [["Killed", "local-00000000000b"], ["Succeeded", finished.execution_id]]
+    assert f"F1: 90.50; registered {finished.model_package_arn} (PendingManualApproval)" in result.stdout

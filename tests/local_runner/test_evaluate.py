@@ -1,0 +1,73 @@
+"""make evaluate: the package registered by the session's tiny dev demo (tests/demo_runs.py, no training here)
+answers a benchmark through its own inference code, scored as the F1 gate scores. A benchmark every model answers
+(each context is its answer: tests/demo_runs.poisoned_dataset) must score 100; the prod demo's staged benchmark is
+found, verified against prod's pin and scored question by question."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from qa.data import load_dataset_files
+
+from config import load_settings
+from local_runner.evaluate import EVALUATIONS_DIR
+from local_runner.registry import REGISTRY_FILE
+from local_runner.store import STORE_DIR
+from tests.conftest import ROOT
+from tests.demo_runs import poisoned_dataset
+from tests.tools.conftest import assert_one_line_error, run_cli
+
+SAMPLE = ROOT / "data" / "sample-squad"
+SAMPLE_VALIDATION = SAMPLE / "validation"
+
+
+@pytest.fixture(scope="module")
+def demo_package(sequence, cdk_context, tmp_path_factory):
+    """A copy of the demos' registry and store (the evaluations are written beside them), and the dev package."""
+    work_dir = tmp_path_factory.mktemp("evaluate")
+    shutil.copy2(sequence.work_dir / REGISTRY_FILE, work_dir / REGISTRY_FILE)
+    shutil.copytree(sequence.work_dir / STORE_DIR, work_dir / STORE_DIR)
+    [package] = sequence.packages(load_settings({**cdk_context, "env": "dev"}))
+    return work_dir, package
+
+
+def evaluate(work_dir, package, *args: str):
+    return run_cli(
+        "local_runner.evaluate", "--package", package.arn, "--work-dir", str(work_dir), *args, env={}, timeout=300
+    )
+
+
+def test_a_benchmark_every_model_answers_scores_100(demo_package, tmp_path):
+    work_dir, package = demo_package
+    result = evaluate(work_dir, package, "--benchmark", str(poisoned_dataset(tmp_path / "poisoned")))
+    assert result.returncode == 0, result.stderr
+    assert "16 questions" in result.stdout and "exact_match=100.00 f1=100.00" in result.stdout
+    written = json.loads(
+        (work_dir / EVALUATIONS_DIR / f"{package.group}-{package.version}" / "evaluation.json").read_text()
+    )
+    assert (written["examples"], written["f1"], written["package"]) == (16, 100.0, package.arn)
+    assert not (work_dir / EVALUATIONS_DIR / f"{package.group}-{package.version}" / "model").exists()
+
+
+def test_the_staged_benchmark_is_verified_and_scored(demo_package):
+    work_dir, package = demo_package
+    result = evaluate(work_dir, package, "--env", "prod")
+    assert result.returncode == 0, result.stderr
+    questions = len(
+        load_dataset_files({"validation": sorted(SAMPLE_VALIDATION.iterdir())}, SAMPLE).records["validation"]
+    )
+    assert "(staged, SHA-256 " in result.stdout and f": {questions} questions" in result.stdout
+    assert "recorded at registration: exact_match=" in result.stdout
+
+
+def test_a_benchmark_that_is_not_staged_is_one_line(demo_package):
+    work_dir, package = demo_package
+    assert_one_line_error(evaluate(work_dir, package, "--env", "dev"), "dev pins no benchmark", "BENCHMARK=")
+
+
+def test_an_unknown_package_is_one_line(tmp_path):
+    arn = "arn:aws:sagemaker:local:000000000000:model-package/g/9"
+    result = run_cli("local_runner.evaluate", "--package", arn, "--work-dir", str(tmp_path), env={})
+    assert_one_line_error(result, f"no local model package {arn}")
