@@ -286,6 +286,27 @@ def test_fine_tune_mode_tokenizes_in_fine_tune_from_the_pinned_inputs_with_no_pr
         assert json.loads(hyperparameters["benchmark_sha256"]) == sha256
 
 
+def test_the_per_run_controls_reach_fine_tune_and_the_deadline_leaves_time_to_save(definition, settings):
+    """Each control parameter is one of FineTune's hyperparameters (numbers joined to text, as the SDK passes them);
+    --stop_after_seconds is MaxRuntimeInSeconds less the reserve to evaluate, save and upload."""
+    training = step(definition, "FineTune")["Arguments"]
+    hyperparameters = training["HyperParameters"]
+    for flag, parameter in {
+        "per_device_train_batch_size": "PerDeviceTrainBatchSize",
+        "max_seq_length": "MaxSeqLength",
+        "doc_stride": "DocStride",
+        "warmup_ratio": "WarmupRatio",
+        "evaluation_strategy": "EvaluationStrategy",
+        "evaluation_steps": "EvaluationSteps",
+        "early_stopping_patience": "EarlyStoppingPatience",
+    }.items():
+        value = hyperparameters[flag]
+        assert {"Get": f"Parameters.{parameter}"} in (value, *value.get("Std:Join", {}).get("Values", [])), flag
+    max_run = training["StoppingCondition"]["MaxRuntimeInSeconds"]
+    assert max_run == settings.training.max_run_seconds
+    assert max_run - 3600 <= int(hyperparameters["stop_after_seconds"]) <= max_run - 600
+
+
 def find_pinned_benchmark(definition) -> tuple[str, str] | None:
     """The benchmark's folder and manifest SHA-256 that RegisterModel records, or None (no benchmark)."""
     metadata = step(definition, "RegisterModel-RegisterModel")["Arguments"].get("CustomerMetadataProperties", {})

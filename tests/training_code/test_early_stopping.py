@@ -156,3 +156,39 @@ def test_a_resumed_run_keeps_the_best_so_far_and_the_patience_count(
     assert summaries[0] == summaries[1]
     assert resumed.lines("evaluation: ") == uninterrupted.lines("evaluation: ")
     assert same_tensors(saved_weights(tmp_path / "model"), saved_weights(reference / "model"))
+
+
+@pytest.mark.parametrize(
+    ("strategy", "step", "batches_in_epoch", "due"),
+    [
+        ("no", 4, 4, False),
+        ("steps", 4, 1, True),  # every 2 steps
+        ("steps", 3, 1, False),
+        ("epoch", 3, 10, True),  # the epoch's last batch
+        ("epoch", 4, 9, False),
+        ("epoch", 12, 3, True),  # the last step, whatever the cadence
+    ],
+)
+def test_evaluations_follow_the_strategy_and_the_last_step_is_always_evaluated(strategy, step, batches_in_epoch, due):
+    from types import SimpleNamespace
+
+    from qa.fine_tune import Progress, evaluation_due
+
+    run = SimpleNamespace(
+        args=SimpleNamespace(evaluation_strategy=strategy, evaluation_steps=2),
+        validation=object(),
+        schedule=SimpleNamespace(total_steps=12),
+        batches_per_epoch=10,
+    )
+    assert evaluation_due(run, Progress(global_step=step, batches_in_epoch=batches_in_epoch)) is due  # type: ignore[arg-type]
+
+
+def test_the_deadline_ends_training_then_the_model_is_evaluated_and_saved(tmp_path, tiny_model_dir, sample_features):
+    """--stop_after_seconds counts from the job's start (loading torch alone takes longer than 1 s here): training
+    stops at the first vote, and the job still evaluates and saves the model."""
+    hps = {**EARLY_STOPPING_RUN, "evaluation_strategy": "epoch", "early_stopping_patience": 0, "stop_after_seconds": 1}
+    run = run_training(tiny_model_dir, sample_features, tmp_path, hps)
+    assert run.returncode == 0, run.output[-3000:]
+    summary = json.loads((tmp_path / "model" / "training_summary.json").read_text())
+    assert (summary["global_step"], summary["model_step"], summary["ended_by"]) == (1, 1, "deadline")
+    assert len(run.lines("evaluation: ")) == 1 and (tmp_path / "model" / "model.safetensors").is_file()

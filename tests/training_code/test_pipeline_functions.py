@@ -30,8 +30,23 @@ BOUNDS = json.dumps(
         "MaxTrainingCostUSD": 200.0,
         "MaxExecutionsPerDay": 10,
         "MaxConcurrentExecutions": 2,
+        "GpuMemoryGiB": {},  # no GPU type and no model shape: PerDeviceTrainBatchSize is left to FineTune
+        "ModelShape": None,
+        "ShapeModelUri": "s3://artifacts/base-models/m/",
+        "ActivationBytes": 2,
     }
 )
+# The per-run controls at their defaults (qa.parameter_rules.CONTROL_PARAMETERS).
+CONTROLS = {
+    "TrainingInstanceType": "ml.p4d.24xlarge",
+    "PerDeviceTrainBatchSize": "auto",
+    "MaxSeqLength": 384,
+    "DocStride": 128,
+    "WarmupRatio": "auto",
+    "EvaluationStrategy": "no",
+    "EvaluationSteps": 500,
+    "EarlyStoppingPatience": 0,
+}
 
 
 def execution(name: str) -> str:
@@ -56,6 +71,7 @@ def event(owner: str, version: str, key: str = KEY, **parameters: object) -> dic
         "BaseModelUri": "s3://artifacts/base-models/m/",
         "BaseModelsUri": "s3://artifacts/base-models/",
         "UploadedBy": "111122223333",
+        **CONTROLS,
         **parameters,
     }
 
