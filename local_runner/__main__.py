@@ -15,12 +15,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
 from qa.data import load_dataset_files, read_manifest
-from qa.outputs import CLAIM_INPUT_URI, PINNED_MANIFEST_FILE, VALIDATION_SPLIT
+from qa.model_folder import MODEL_CONFIG, checked_model, download, local_model_dir, own_name
+from qa.outputs import (
+    CLAIM_INPUT_URI,
+    DATASET_NAME_CHARACTER,
+    DATASET_NAME_FIRST,
+    DATASET_NAME_MAX_LENGTH,
+    PINNED_MANIFEST_FILE,
+    VALIDATION_SPLIT,
+)
 
 from config.layout import ArtifactLayout
 from config.loader import DEFAULT_ENV
@@ -44,9 +53,8 @@ from local_runner.store import STORE_DIR, LocalObjectStore
 from local_runner.trigger import object_created_event, parameters_from_event, stage_benchmark, upload_dataset
 from pipeline_steps import names
 from pipeline_steps.walk import all_steps
-from tools.deployment import MODEL_CONFIG, ToolError, check_name, fail
-from tools.stage_model import checked_model, download, local_model_dir, own_name
 
+NAME = re.compile(f"{DATASET_NAME_FIRST}{DATASET_NAME_CHARACTER}{{0,{DATASET_NAME_MAX_LENGTH - 1}}}")
 CHECKPOINT_SCHEDULE = ("checkpoint_minutes", "checkpoint_steps", "checkpoint_epochs")  # train.py's; 0: off
 
 
@@ -151,26 +159,38 @@ def impossible_interruption(definition: dict, interruption: SpotInterruption, ov
     return None
 
 
+def checked_name(option: str, value: str) -> str:
+    """`value` when it is a valid upload NAME (qa.outputs' rule, as `make upload-dataset` checks it)."""
+    if not NAME.fullmatch(value):
+        raise ValueError(
+            f"{option} {value[:40]!r} is not 1 to {DATASET_NAME_MAX_LENGTH} letters, digits, '.', '_' or '-' starting "
+            "with a letter or a digit: rename the folder or pass --dataset-name"
+        )
+    return value
+
+
 def stage_base_model(args: argparse.Namespace, store: LocalObjectStore, base_models: str, given: str | None) -> str:
     """The run's BaseModelUri, its model staged there: --model (a folder, or a hub id downloaded now) under
     base-models/<its name>/, its tokenizer checked against its config (tools.stage_model); a BaseModelUri parameter
     as given; else the bundled model (--tiny: a tiny random one). The prefix then holds exactly that model."""
     if given is not None:
         if args.model:
-            fail(f"--model and {names.BASE_MODEL_URI}={given} name two models: pass one (--model stages it)")
+            raise ValueError(
+                f"--model and {names.BASE_MODEL_URI}={given} name two models: pass one (--model stages it)"
+            )
         if given.startswith(base_models) and not (store.path(given.rstrip("/")) / MODEL_CONFIG).is_file():
-            fail(
+            raise ValueError(
                 f"{names.BASE_MODEL_URI}={given}: no model is staged there in {store.root}; pass the model folder "
                 "with --model (make train MODEL=<folder>) instead"
             )
         print(f"base model: {given} ({names.BASE_MODEL_URI} given; nothing staged)")
         return given
     if args.model and args.tiny:
-        fail("--tiny and --model name two models: pass one")
+        raise ValueError("--tiny and --model name two models: pass one")
     if args.model:
         model_dir = local_model_dir(args.model) or download(args.model)
         checked_model(model_dir)
-        name = check_name("--model's folder name", own_name(args.model))
+        name = checked_name("--model's folder name", own_name(args.model))
     elif args.tiny:
         model_dir, name = args.work_dir / "tiny-model", TINY_MODEL_NAME
         if not (model_dir / MODEL_CONFIG).exists():
@@ -255,11 +275,11 @@ def run(args: argparse.Namespace) -> int:
     overrides: dict[str, str] = dict(args.param) | dict(args.params)
     base_models = f"s3://{pipeline.artifacts_bucket}/{ArtifactLayout().base_models}"
     try:
-        dataset_name = check_name("--dataset-name", args.dataset_name or args.dataset.resolve().name)
+        dataset_name = checked_name("--dataset-name", args.dataset_name or args.dataset.resolve().name)
         overrides[names.BASE_MODEL_URI] = stage_base_model(
             args, store, base_models, overrides.get(names.BASE_MODEL_URI)
         )
-    except ToolError as err:
+    except ValueError as err:  # ModelFolderError included
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:

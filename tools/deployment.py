@@ -12,21 +12,17 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from qa.model_folder import ModelFolderError, missing_model_parts
 from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_MAX_LENGTH
 from qa.parameter_rules import short
 
 from config import ConfigError, Settings, load_settings, read_cdk_json_context
 from config.paths import CDK_JSON
 from config.settings import STACK_PURPOSES, BucketPurpose
-
-# What a staged model folder needs (the training job loads it with `from_pretrained`).
-MODEL_CONFIG = "config.json"
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "tokenizer_config.json")
-WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 CREDENTIALS_FIX = (
     "run `aws configure` or `aws sso login`, or set AWS_PROFILE (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
@@ -159,20 +155,6 @@ def load_deployment(env_name: str) -> Deployment:
     return Deployment(settings=settings, account=settings.account or account, region=region, session=session)
 
 
-def missing_model_parts(relative_names: Iterable[str]) -> list[str]:
-    """What a model folder with these files lacks at its top level (where `from_pretrained` looks): config,
-    tokenizer or weights (empty when complete)."""
-    names = [name for name in relative_names if "/" not in name]
-    missing = []
-    if MODEL_CONFIG not in names:
-        missing.append(MODEL_CONFIG)
-    if not any(name in TOKENIZER_FILES for name in names):
-        missing.append(f"tokenizer ({' or '.join(TOKENIZER_FILES[:2])})")
-    if not any(name.endswith(WEIGHT_SUFFIXES) for name in names):
-        missing.append("weights (*.safetensors or *.bin)")
-    return missing
-
-
 def split_s3_uri(uri: str) -> tuple[str, str]:
     bucket, _, key = uri.removeprefix("s3://").partition("/")
     return bucket, key
@@ -283,7 +265,7 @@ def run_tool(main: Callable[[list[str] | None], int], argv: list[str] | None = N
     """Run a tool's `main`; user-fixable failures end in one `error: ...` line on stderr and exit code 1."""
     try:
         return main(argv)
-    except ToolError as err:
+    except (ToolError, ModelFolderError) as err:
         message = str(err)
     except KeyboardInterrupt:
         message = "interrupted"

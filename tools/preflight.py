@@ -20,6 +20,7 @@ from functools import partial
 from typing import Any, Literal
 
 from qa.benchmark import manifest_key as benchmark_manifest_key
+from qa.model_folder import MODEL_CONFIG
 
 from config import Settings, read_cdk_json_context
 from config.aws_locations import JOB_LOG_GROUPS, log_retention_days
@@ -28,7 +29,6 @@ from config.paths import CDK_JSON
 from config.settings import BenchmarkSettings
 from pipeline_steps import names
 from tools.deployment import (
-    MODEL_CONFIG,
     Deployment,
     ToolError,
     ToolParser,

@@ -32,6 +32,7 @@ from typing import Any
 
 import boto3
 import pytest
+from qa.model_folder import MODEL_CONFIG
 
 from local_runner.assembly import LocalAccount, extract_event_value, resolve_intrinsics
 from local_runner.trigger import s3_object_created_event
@@ -39,7 +40,7 @@ from stacks.assembly import pipeline_properties, synthesized_definition
 from tests.conftest import ENTRY_POINT_PYTHONPATH, REGION, ROOT, aws_environment, pointed_at
 from tests.tools.moto_pipeline import moto_pipeline  # noqa: F401  (a pipeline straight in moto)
 from tests.training_code.conftest import pretrained_dir  # noqa: F401  (shared model fixture)
-from tools.deployment import MODEL_CONFIG, split_s3_uri
+from tools.deployment import split_s3_uri
 
 EMPTY_REGION = "eu-west-1"  # nothing is deployed there
 ACCOUNT = "123456789012"  # moto's default account

@@ -8,10 +8,11 @@ import socket
 import threading
 
 import pytest
+from qa.model_folder import ModelFolderError
 
 from tests.tools.conftest import BERT_LARGE_CONFIG, assert_one_line_error, run_cli, small_model
-from tools.deployment import ToolError
-from tools.stage_model import config_mismatches, model_files, tokenizer_mismatch
+from tests.training_code.test_model_folder import tokenizer_folder
+from tools.stage_model import config_mismatches, model_files
 
 CONFIGURED = "bert-large-uncased-whole-word-masking"
 
@@ -119,14 +120,14 @@ def test_config_mismatch_rule(config, name, expected):
 def test_a_folder_without_weights_is_refused(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "vocab.txt").write_text("[PAD]\n")
-    with pytest.raises(ToolError, match=r"lacks weights \(\*.safetensors or \*.bin\)"):
+    with pytest.raises(ModelFolderError, match=r"lacks weights \(\*.safetensors or \*.bin\)"):
         model_files(tmp_path)
 
 
 def test_files_in_subfolders_do_not_make_a_model(tmp_path):
     """`from_pretrained` reads config, tokenizer and weights from the folder itself, not from subfolders."""
     small_model(tmp_path / "nested" / "1_Pooling", BERT_LARGE_CONFIG)
-    with pytest.raises(ToolError, match=r"lacks config\.json, tokenizer"):
+    with pytest.raises(ModelFolderError, match=r"lacks config\.json, tokenizer"):
         model_files(tmp_path / "nested")
 
 
@@ -160,46 +161,6 @@ def test_a_folder_name_outside_the_rules_is_one_line(aws, tmp_path):
     model = small_model(tmp_path / "m", BERT_LARGE_CONFIG)
     result = run_cli("tools.stage_model", "--model", str(model), "--name", "../other", env=aws)
     assert_one_line_error(result, "--name '../other' must start with a letter or a digit")
-
-
-def tokenizer_folder(folder, vocab: list[str], config: dict, pad: str = "[PAD]"):
-    small_model(folder, config)
-    (folder / "vocab.txt").write_text("".join(f"{token}\n" for token in vocab))
-    (folder / "tokenizer_config.json").write_text(json.dumps({"pad_token": pad}))
-    return folder
-
-
-@pytest.mark.parametrize(
-    ("vocab", "config", "pad", "says"),
-    [
-        (["[PAD]", "[UNK]", "a"], {"model_type": "bert", "vocab_size": 3, "pad_token_id": 0}, "[PAD]", ""),
-        (
-            ["[PAD]", "[UNK]", "a", "b"],
-            {"model_type": "bert", "vocab_size": 3},
-            "[PAD]",
-            "its token ids reach 3, and config.json (model_type 'bert') has vocab_size 3",
-        ),
-        (
-            ["<s>", "<pad>", "a"],
-            {"model_type": "bert", "vocab_size": 3, "pad_token_id": 0},
-            "<pad>",
-            "its padding token '<pad>' is id 1, and config.json (model_type 'bert') has pad_token_id 0",
-        ),
-    ],
-)
-def test_a_tokenizer_that_does_not_fit_its_config_is_named_with_the_fix(tmp_path, vocab, config, pad, says):
-    problem = tokenizer_mismatch(tokenizer_folder(tmp_path / "m", vocab, config, pad), config)
-    assert (says in problem) if says else problem == ""
-    if says:
-        assert "save the model and its own tokenizer from one checkpoint" in problem and "\n" not in problem
-
-
-def test_a_tokenizer_json_with_added_tokens_is_read(tmp_path):
-    folder = small_model(tmp_path / "m", {})
-    (folder / "vocab.txt").unlink()
-    tokenizer = {"model": {"vocab": {"a": 0, "b": 1}}, "added_tokens": [{"id": 5, "content": "<extra>"}]}
-    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
-    assert "its token ids reach 5" in tokenizer_mismatch(folder, {"vocab_size": 4})
 
 
 def test_a_mismatched_tokenizer_is_refused_before_any_aws_call(aws, tmp_path):

@@ -16,6 +16,7 @@ from qa.parameter_rules import (
     CONTROL_PARAMETERS,
     METADATA_VALUE_MAX_LENGTH,
     METADATA_VALUE_SYMBOLS,
+    RUN_PARAMETERS,
     S3_KEY_MAX_BYTES,
     data_key_problem,
     execution_limit_error,
@@ -90,6 +91,15 @@ def test_a_usable_start_passes():
 def test_the_values_make_start_sent_are_refused_naming_the_parameter_and_the_range(values, says):
     """The values issue 29 saw `make start` send, which the pipeline's first step then rejected."""
     assert says in parameter_error(start_event(**values))
+
+
+def test_every_parameter_an_upload_may_carry_is_bounded_by_the_claim():
+    """RUN_PARAMETERS (make upload-dataset PARAMS=) are exactly those parameter_error refuses a bad value of; the
+    dataset's own parameters, which the upload sets, are not among them."""
+    for name in RUN_PARAMETERS:
+        bad = "s3://artifacts/registry/m/" if name == "BaseModelUri" else "-1e9"
+        assert parameter_error(start_event(**{name: bad})).startswith(f"Parameter {name}="), name
+    assert not {"DatasetBucket", "ManifestKey", "ManifestVersionId", "UploadedBy"} & set(RUN_PARAMETERS)
 
 
 def test_the_manifest_version_id_is_refused_past_the_metadata_and_container_argument_limits():
