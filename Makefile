@@ -135,7 +135,7 @@ destroy: venv ## cdk destroy --all (prod buckets and key are retained)
 clean: ## Remove generated output (keeps .venv and node_modules)
 	rm -rf $(CDK_OUT) .cache .pytest_cache .ruff_cache
 
-clean-runs: venv ## Remove all but the newest KEEP=3 local runs, their S3 objects and unlinked blobs; says what it freed
+clean-runs: venv ## Remove all but the newest KEEP=3 local runs, their S3 objects, local packages and unlinked blobs; says what it freed
 	$(PY) -m local_runner.clean $${KEEP:+--keep "$$KEEP"}
 
 estimate: venv ## Wall time and billed cost of a run per instance choice, offline (ENV=dev [DATASET=<dir>] [PLOT=<png>])
