@@ -29,6 +29,7 @@ PIPELINE = "hfqa-dev-qa-fine-tuning"
 ARN = f"arn:aws:sagemaker:us-east-1:111122223333:pipeline/{PIPELINE}/execution/abc123"
 JOB_ARN = "arn:aws:sagemaker:us-east-1:111122223333"
 ARCHIVE = "s3://artifacts/models/pipelines-abc123-FineTune/output/model.tar.gz"
+MANIFEST_SHA256 = "5" * 64
 
 
 def test_log_history_is_read_from_the_model_archive():
@@ -124,8 +125,10 @@ def _stubbed_aws_execution(f1: float = 91.2) -> tuple[RunRecord, Stubber, Stubbe
     def at(minutes: float):
         return START + timedelta(minutes=minutes)
 
+    claimed = [{"Name": "Duplicate", "Value": "no"}, {"Name": "ManifestSha256", "Value": MANIFEST_SHA256}]
+
     steps = [
-        ("ClaimManifest", 0, 0.1, {"Lambda": {"Arn": f"{JOB_ARN}:function:claim"}}, 1),
+        ("ClaimManifest", 0, 0.1, {"Lambda": {"Arn": f"{JOB_ARN}:function:claim", "OutputParameters": claimed}}, 1),
         ("ValidateAndTokenize", 0.2, 3.5, {"ProcessingJob": {"Arn": f"{JOB_ARN}:processing-job/prep"}}, 1),
         ("FineTune", 3.6, 30, {"TrainingJob": {"Arn": f"{JOB_ARN}:training-job/train"}}, 2),
         ("CheckF1", 30.1, 30.1, {"Condition": {"Outcome": "True"}}, 1),
@@ -221,6 +224,7 @@ def test_an_aws_execution_gives_the_same_record_as_a_local_run():
     assert record.metrics == {"f1": 91.2, "exact_match": 84.5}
     assert record.f1_threshold == 88
     assert record.log_history == log_history(f1=91.2)
+    assert record.dataset_sha256 == MANIFEST_SHA256, "ClaimManifest's output, the dataset's digest in MLflow"
     assert [s.name for s in record.steps] == [
         "ClaimManifest",
         "ValidateAndTokenize",
