@@ -137,7 +137,8 @@ def load_local(folder: Path) -> RunRecord:
 
 
 def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat(timespec="seconds")
+    # To the millisecond, as SageMaker reports them (whole seconds drew steps overlapping their predecessors).
+    return None if value is None else value.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
 def _job_name(arn: str) -> str:
