@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
-# Values users pass (ENV, DATASET, NAME, VERSION, MODEL, PARAMS, EXECUTION, STEP, PACKAGE, LIMIT, TRANSFORMERS)
+# Values users pass (ENV, DATASET, NAME, VERSION, MODEL, PARAMS, CONTEXT, EXECUTION, STEP, PACKAGE, LIMIT, TRANSFORMERS)
 # reach the recipes only through the environment ("$$NAME"), never spliced into the shell text, so no value is
 # evaluated by the shell. DEMO_ARGS is split into words there, unquoted, and still never evaluated.
 SHELL := /bin/bash
@@ -42,7 +42,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
 # command-line value when it exports it, so `make help NAME='$(shell id)'` ran the command. `$(value V)` is the
 # unexpanded text, and `override V :=` keeps it as a simply expanded variable, which make exports as it is.
 USER_VALUES := ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE NO_RUN \
-	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS TRANSFORMERS LOCAL KEEP REASON BENCHMARK
+	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS TRANSFORMERS LOCAL KEEP REASON BENCHMARK CONTEXT
 $(foreach v,$(USER_VALUES),$(if $(filter command line,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 export $(USER_VALUES)
 
@@ -121,12 +121,15 @@ cdk-bootstrap: venv ## cdk bootstrap of your credentials' account and region, on
 # What reaches AWS is built in the same run: deploy and diff never read the pipeline-definition cache
 # (pipeline_steps/definition_cache.py DISABLE_VARIABLE).
 NO_DEFINITION_CACHE := PIPELINE_DEFINITION_CACHE=off
+# CONTEXT="key=value ..." settings overrides: tools/cdk_context.py reads it from the environment, validates
+# each key against the settings and passes each as `-c key=value`.
+WITH_CONTEXT = $(PY) -m tools.cdk_context --env "$$ENV" --
 
-deploy: venv ## cdk deploy --all with your own AWS credentials (ENV=dev|prod)
-	$(NO_DEFINITION_CACHE) $(CDK) deploy --all -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
+deploy: venv ## cdk deploy --all with your own AWS credentials (ENV=dev|prod) [CONTEXT="training.instance_count=2 ..."]
+	$(NO_DEFINITION_CACHE) $(WITH_CONTEXT) $(CDK) deploy --all -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
 
-diff: venv ## cdk diff of every stack, then the pipeline definition step by step (deployed vs synthesized)
-	$(NO_DEFINITION_CACHE) $(CDK) diff -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
+diff: venv ## cdk diff of every stack, then the pipeline definition step by step (deployed vs synthesized) [CONTEXT=...]
+	$(NO_DEFINITION_CACHE) $(WITH_CONTEXT) $(CDK) diff -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
 	$(PY) -m tools.pipeline_diff --env "$$ENV" --assembly "$(CDK_OUT)/$$ENV"
 
 destroy: venv ## cdk destroy --all (prod buckets and key are retained)

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Annotated, Literal, get_args
+from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import JsonDict
 from qa import benchmark as benchmark_files
 from qa.features import DEFAULT_MAX_WINDOWS_PER_EXAMPLE
 from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_MAX_LENGTH
@@ -59,14 +60,27 @@ InterfaceEndpoint = Literal["ecr", "logs", "monitoring", "sts", "sagemaker"]
 FUNCTION_LOG_FOLDER = "functions"
 
 
+# Where a setting takes effect beyond synth (which validates every one), for the README's settings table
+# (tools/settings_table.py): a section's ENFORCED_BY, or a field's own `Field(json_schema_extra=enforced_by(...))`.
+ENFORCED_BY_KEY = "enforced_by"
+
+
+def enforced_by(where: str) -> JsonDict:
+    """A field's metadata naming where it is enforced (overrides its section's ENFORCED_BY)."""
+    return {ENFORCED_BY_KEY: where}
+
+
 class StrictModel(BaseModel):
     """Base for every settings section: immutable, unknown keys rejected."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    ENFORCED_BY: ClassVar[str] = "synth"
 
 
 class NetworkSettings(StrictModel):
     """Where the jobs run: a VPC created here, an existing one, or SageMaker's own network."""
+
+    ENFORCED_BY: ClassVar[str] = "synth: network stack, job VpcConfig"
 
     mode: Literal["create", "existing", "none"] = "create"
     max_azs: int = Field(2, ge=1, le=6)
@@ -132,6 +146,8 @@ class NetworkSettings(StrictModel):
 class ModelSettings(StrictModel):
     """The pretrained encoder to fine-tune."""
 
+    ENFORCED_BY: ClassVar[str] = "synth: BaseModelUri default"
+
     base_model: str = Field("bert-large-uncased-whole-word-masking", min_length=1)
     base_model_s3_uri: str | None = Field(
         None,
@@ -143,6 +159,8 @@ class ModelSettings(StrictModel):
 
 class HyperParameters(StrictModel):
     """What the training script receives (names match its command-line flags)."""
+
+    ENFORCED_BY: ClassVar[str] = "FineTune (train.py)"
 
     epochs: float = Field(2.0, gt=0)
     # "auto" (issue 31): batch per GPU from the memory model of the job's GPU (training_code/qa/memory.py, up to
@@ -186,6 +204,8 @@ class HyperParameters(StrictModel):
 class TrainingSettings(StrictModel):
     """The distributed training job."""
 
+    ENFORCED_BY: ClassVar[str] = "FineTune job"
+
     # dev (cdk.json): ml.g5.2xlarge with training.deadline_minutes=90. One A10G (24 GB) needs no p4d quota (a new
     # account's is usually 0); for the default model on SQuAD `make estimate` marks it the cheapest single GPU and
     # the cheapest choice within 90 min (1 h 10 min, $1.72 on demand) among the types with a list price in
@@ -203,7 +223,11 @@ class TrainingSettings(StrictModel):
     # deadline_minutes; 2 nodes finish 0.7 min sooner at 1.8x the cost). Multi-node: -c training.instance_count=2.
     instance_count: int = Field(1, gt=0, le=64)
     max_instance_count: int = Field(
-        8, gt=0, le=64, description="The largest TrainingInstanceCount an execution may pass (ClaimManifest checks)."
+        8,
+        gt=0,
+        le=64,
+        json_schema_extra=enforced_by("claim step, make start"),
+        description="The largest TrainingInstanceCount an execution may pass (ClaimManifest checks).",
     )
     distribution: Literal["torchrun", "smddp"] = "torchrun"
     use_spot: bool = True
@@ -217,6 +241,7 @@ class TrainingSettings(StrictModel):
     )
     allowed_instance_types: tuple[str, ...] | None = Field(
         None,
+        json_schema_extra=enforced_by("synth: TrainingInstanceType values"),
         description="Values the TrainingInstanceType pipeline parameter accepts (its EnumValues); every rule "
         "is checked on each. Default: instance_type plus those of p4d, p4de, p3dn that pass every rule.",
     )
@@ -241,17 +266,19 @@ class TrainingSettings(StrictModel):
         "execution (0: off). Needs training.use_spot=false and a warm pool quota for the type (its AWS default is "
         "0: the job then keeps no pool); `make estimate` prints the second run and what the keep-alive bills.",
     )
-    retry_attempts: int = Field(3, ge=0, le=20)
+    retry_attempts: int = Field(3, ge=0, le=20, json_schema_extra=enforced_by("every job step's retry policy"))
     deadline_minutes: float = Field(
         12.0,
         gt=0,
         le=MAX_JOB_SECONDS / 60,
+        json_schema_extra=enforced_by("make estimate (planned only)"),
         description="Wall time from the manifest upload to the registered model that `make estimate` plans for: "
         "it marks the cheapest instance choice whose modelled pipeline (tokenization not cached) finishes within it.",
     )
     max_cost_usd: float | None = Field(
         None,
         gt=0,
+        json_schema_extra=enforced_by("EstimateTrainingCost"),
         description="Default of the MaxTrainingCostUSD pipeline parameter: executions whose estimated on-demand "
         "training cost (list prices, config/costs.py) exceeds it stop before FineTune. Default: "
         "limits.default_cost_multiple x the estimate of the configured choice for SQuAD v1.1 (Settings."
@@ -267,8 +294,11 @@ class TrainingSettings(StrictModel):
 class ProcessingSettings(StrictModel):
     """Where the dataset is validated and tokenized, and the CPU preprocessing job (ValidateAndTokenize)."""
 
+    ENFORCED_BY: ClassVar[str] = "ValidateAndTokenize job"
+
     tokenize_in: Literal["fine_tune", "cpu_job"] = Field(
         "fine_tune",
+        json_schema_extra=enforced_by("synth: pipeline graph"),
         description="fine_tune: ClaimManifest validates every record (a Lambda function, no instance) and FineTune "
         "tokenizes on its own vCPUs: one instance cold start. cpu_job: ValidateAndTokenize, a cached CPU job, "
         "validates and tokenizes before FineTune (for datasets above what the claim step validates in time; "
@@ -281,6 +311,7 @@ class ProcessingSettings(StrictModel):
     max_windows_per_example: int = Field(
         DEFAULT_MAX_WINDOWS_PER_EXAMPLE,
         gt=0,
+        json_schema_extra=enforced_by("claim step or ValidateAndTokenize"),
         description="The most windows (max_seq_length tokens, doc_stride overlap) one record's context may make: "
         "ValidateAndTokenize refuses a record over it, naming its file, line, id and field (SkipInvalidRecords=true "
         "drops it), before any GPU is billed. 100 windows at 384/128 are a context of about 24,000 tokens.",
@@ -292,6 +323,8 @@ DATASET_NAME_PATTERN = f"^{DATASET_NAME_FIRST}{DATASET_NAME_CHARACTER}{{0,{DATAS
 
 class BenchmarkSettings(StrictModel):
     """The operator's benchmark that CheckF1 gates on: staged by `make stage-benchmark`, which prints these values."""
+
+    ENFORCED_BY: ClassVar[str] = "the scoring job's SHA-256 check, RegisterModel metadata"
 
     name: str = Field(pattern=DATASET_NAME_PATTERN)
     version: str = Field(pattern=DATASET_NAME_PATTERN)
@@ -308,6 +341,7 @@ class BenchmarkSettings(StrictModel):
     )
     writers: tuple[str, ...] = Field(
         min_length=1,
+        json_schema_extra=enforced_by("data stack: bucket policy"),
         description="IAM principal ARN patterns (aws:PrincipalArn: a role's ARN, not its sessions') that may write "
         "under benchmarks/ of the artifacts bucket; its bucket policy denies s3:PutObject there to every other "
         "principal, the project's own roles included. The release role that runs `make stage-benchmark`.",
@@ -326,11 +360,14 @@ class EvaluationSettings(StrictModel):
     """The quality gate before registration: the F1 on the operator's benchmark, or without one (dev only) on the
     uploader's own validation split."""
 
+    ENFORCED_BY: ClassVar[str] = "CheckF1"
+
     f1_threshold: float = Field(88.0, ge=0, le=100)
     min_f1_threshold: float = Field(
         0.0,
         ge=0,
         le=100,
+        json_schema_extra=enforced_by("claim step, make start"),
         description="The lowest F1Threshold an execution may pass (the claim step refuses lower values before "
         "anything is billed); production environments must set one.",
     )
@@ -356,9 +393,12 @@ class LimitsSettings(StrictModel):
     values reach the claim through the definition (its Bounds input). training.max_instance_count and
     evaluation.min_f1_threshold are the bounds of TrainingInstanceCount and F1Threshold."""
 
+    ENFORCED_BY: ClassVar[str] = "claim step, make start"
+
     default_cost_multiple: float = Field(
         3.0,
         ge=1,
+        json_schema_extra=enforced_by("EstimateTrainingCost (the default)"),
         description="The default MaxTrainingCostUSD (unless training.max_cost_usd is set): this multiple of the "
         "estimated on-demand FineTune cost of the configured choice on SQuAD v1.1 (config/costs.py "
         "reference_training_usd; `make estimate` prints it).",
@@ -391,9 +431,12 @@ class LimitsSettings(StrictModel):
 class RegistrySettings(StrictModel):
     """How trained models are registered."""
 
+    ENFORCED_BY: ClassVar[str] = "RegisterModel"
+
     approval_status: Literal["PendingManualApproval", "Approved", "Rejected"] = "PendingManualApproval"
     allow_approved_registration: bool = Field(
         False,
+        json_schema_extra=enforced_by("synth: ModelApprovalStatus values"),
         description="Whether an execution may register a model as Approved (ModelApprovalStatus=Approved) and "
         "skip the manual approval. Never in production; dev may opt in.",
     )
@@ -422,16 +465,22 @@ class TrackingSettings(StrictModel):
     end of a local run (local_runner) and in `make report` for an AWS execution (tools/report.py).
     """
 
+    ENFORCED_BY: ClassVar[str] = "local runner, make report"
+
     # None: a local SQLite store, .local-runs/mlflow.db (artifacts beside it); else any MLflow tracking URI
     # (http(s)://..., sqlite:///..., or a SageMaker tracking-server ARN, which needs the sagemaker-mlflow plugin).
     mlflow_tracking_uri: str | None = Field(None, min_length=1)
     experiment_name: str | None = Field(None, pattern=r"^[a-zA-Z0-9\-_./]{1,256}$")
     # AWS::SageMaker::MlflowTrackingServer in the pipeline stack; `make report` then records AWS executions
     # there (it bills by the hour while it exists: see the synth summary's idle cost).
-    managed_server: bool = False
-    server_size: Literal["Small", "Medium", "Large"] = "Small"
+    managed_server: bool = Field(False, json_schema_extra=enforced_by("synth: pipeline stack"))
+    server_size: Literal["Small", "Medium", "Large"] = Field(
+        "Small", json_schema_extra=enforced_by("synth: pipeline stack")
+    )
     # CreateMlflowTrackingServer MlflowVersion (pattern ^\d+(\.\d+)+$); None: SageMaker's default version.
-    mlflow_version: str | None = Field(None, pattern=r"^\d+(\.\d+)+$")
+    mlflow_version: str | None = Field(
+        None, pattern=r"^\d+(\.\d+)+$", json_schema_extra=enforced_by("synth: pipeline stack")
+    )
 
     @model_validator(mode="after")
     def _one_destination(self) -> TrackingSettings:
@@ -445,6 +494,8 @@ class TrackingSettings(StrictModel):
 
 class Settings(StrictModel):
     """Everything one deployment needs, validated once at synth."""
+
+    ENFORCED_BY: ClassVar[str] = "synth: stacks"
 
     env_name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,15}$")
     name_prefix: str = Field("hf-qa", pattern=r"^[a-z][a-z0-9-]{1,19}$")

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from qa.outputs import LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1
+from qa.outputs import CLAIM_MANIFEST_SHA256, LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1
 
 from config.paths import LOCAL_EXECUTIONS
 from local_runner.runner import ExecutionResult
@@ -18,7 +18,9 @@ from reporting.tracking import local_store_uri, track
 
 
 def _iso(epoch: float) -> str | None:
-    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds") if epoch else None
+    """To the millisecond: a start cut to the second moved a step up to 1 s earlier than its exact duration's
+    predecessor ended (the timeline drew FineTune starting inside ValidateAndTokenize)."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds") if epoch else None
 
 
 def record_from_local_result(result: ExecutionResult, pipeline_name: str, store: LocalObjectStore) -> RunRecord:
@@ -59,6 +61,7 @@ def record_from_local_result(result: ExecutionResult, pipeline_name: str, store:
         approval_status=package.approval_status if package else None,
         model_data=result.model_data,
         failure=result.failure,
+        dataset_sha256=result.outputs.get(CLAIM_MANIFEST_SHA256) or None,
     )
 
 

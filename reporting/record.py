@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import tarfile
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from qa.outputs import LOG_HISTORY_FILE, METRIC_EVAL_EXACT_MATCH, METRIC_EVAL_F1
+from qa.outputs import CLAIM_MANIFEST_SHA256, LOG_HISTORY_FILE, METRIC_EVAL_EXACT_MATCH, METRIC_EVAL_F1
 
 from config.costs import list_price_usd
 from pipeline_steps import names
@@ -39,6 +39,13 @@ class StepRecord:
     seconds: float | None
     attempts: int = 1
     detail: str = ""
+
+    @property
+    def ended_at(self) -> datetime | None:
+        """When the step ended (None: not started or not ended)."""
+        if not self.started_at or self.seconds is None:
+            return None
+        return datetime.fromisoformat(self.started_at) + timedelta(seconds=self.seconds)
 
 
 @dataclass
@@ -74,6 +81,13 @@ class RunRecord:
     approval_status: str | None = None
     model_data: str | None = None
     failure: str | None = None
+    dataset_sha256: str | None = None  # ClaimManifest's ManifestSha256: the claimed manifest version's bytes
+
+    @property
+    def ended_at(self) -> datetime | None:
+        """When the last step ended (None: no step has)."""
+        ends = [end for end in (step.ended_at for step in self.steps) if end is not None]
+        return max(ends) if ends else None
 
     @property
     def f1_threshold(self) -> float | None:
@@ -123,7 +137,8 @@ def load_local(folder: Path) -> RunRecord:
 
 
 def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.astimezone(UTC).isoformat(timespec="seconds")
+    # To the millisecond, as SageMaker reports them (whole seconds drew steps overlapping their predecessors).
+    return None if value is None else value.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
 def _job_name(arn: str) -> str:
@@ -205,6 +220,10 @@ def record_from_aws(sagemaker: Any, s3: Any, execution_arn: str) -> RunRecord:
             detail = f"-> {metadata['Condition'].get('Outcome')}"
         elif "Fail" in metadata:
             detail = metadata["Fail"].get("ErrorMessage", detail)
+        elif "Lambda" in metadata:  # OutputParameters: [{Name, Value}], API_LambdaStepMetadata
+            # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_LambdaStepMetadata.html
+            outputs = {p["Name"]: p.get("Value") for p in metadata["Lambda"].get("OutputParameters", [])}
+            record.dataset_sha256 = outputs.get(CLAIM_MANIFEST_SHA256) or record.dataset_sha256
         record.steps.append(
             StepRecord(
                 name,

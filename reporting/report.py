@@ -14,7 +14,7 @@ import html
 import io
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qa.outputs import LOG_LEARNING_RATE, LOG_LOSS, LOG_SAMPLES_PER_SECOND, LOG_STEP
 
@@ -26,7 +26,11 @@ from reporting.record import (
     RunRecord,
 )
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 STATUS_COLOURS = {"Succeeded": "#2e7d32", "Failed": "#c62828", "Executing": "#1565c0", "Stopped": "#757575"}
+FAILURE_WIDTH = 150  # characters of a failure's reason in the figure's title
 NO_HISTORY = "no log history in the model archive\n(qa/outputs.py LOG_HISTORY_FILE)"
 
 
@@ -114,18 +118,32 @@ def _plot_metrics(axis: Any, record: RunRecord) -> None:
         axis.text(bar.get_x() + bar.get_width() / 2, value + 1, f"{value:.1f}", ha="center", fontsize=8)
     if threshold is not None:
         axis.axhline(threshold, color="#c62828", linestyle="--", linewidth=1)
-        axis.text(
-            -0.45,
-            threshold + 1.5,
-            f"F1 threshold {threshold:g}",
+        # Right of the plot, at the line's end: clear of the score ticks on the left and of the bars.
+        axis.annotate(
+            f"F1 threshold\n{threshold:g}",
+            xy=(1, threshold),
+            xycoords=("axes fraction", "data"),
+            xytext=(4, 0),
+            textcoords="offset points",
             ha="left",
+            va="center",
             fontsize=7,
             color="#c62828",
-            bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
         )
     axis.set_ylim(0, 105)
     axis.set_ylabel("score (0-100)", fontsize=8)
     axis.tick_params(labelsize=8)
+
+
+def failure_line(record: RunRecord) -> str:
+    """Why a run failed, on one line: the failing step and its reason ("" unless it failed)."""
+    if record.status != "Failed":
+        return ""
+    step = next((s for s in record.steps if s.status == "Failed"), None)
+    reason = " ".join(((step.detail if step else "") or record.failure or "no reason recorded").split())
+    if len(reason) > FAILURE_WIDTH:
+        reason = reason[: FAILURE_WIDTH - 3] + "..."
+    return f"{step.name if step else 'execution'} failed: {reason}"
 
 
 def _headline(record: RunRecord) -> str:
@@ -136,11 +154,15 @@ def _headline(record: RunRecord) -> str:
         else "no model registered"
     )
     cost_text = f"${cost:,.2f} at list price" if cost is not None else "no list price"
-    return f"{record.execution_id} ({record.source}): {record.status}; {cost_text}; {package}"
+    failure = failure_line(record)
+    return f"{record.execution_id} ({record.source}): {record.status}; {cost_text}; {package}" + (
+        f"; {failure}" if failure else ""
+    )
 
 
-def render_png(record: RunRecord) -> bytes:
-    """The report's figure: curves, throughput, timeline and metrics, with a headline."""
+def draw(record: RunRecord) -> Figure:
+    """The report's figure: curves, throughput, timeline and metrics, with a headline (and, for a failed run,
+    the failing step and why); the caller closes it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -150,18 +172,30 @@ def render_png(record: RunRecord) -> bytes:
     package = record.model_package_arn.rsplit("/", 2)[-2:] if record.model_package_arn else None
     registered = f"registered {'/'.join(package)} ({record.approval_status})" if package else "no model registered"
     cost = record.list_price_usd
+    failure = failure_line(record)
     figure.suptitle(
         f"{record.pipeline_name} {record.execution_id} ({record.source}): {record.status}"
-        f"   |   {_number(cost, '${:,.2f}')} at list price   |   {registered}",
+        f"   |   {_number(cost, '${:,.2f}')} at list price   |   {registered}" + (f"\n{failure}" if failure else ""),
         fontsize=10,
         x=0.01,
+        y=0.995,
         ha="left",
+        va="top",
+        color=STATUS_COLOURS["Failed"] if failure else "black",
     )
     _plot_curves(axes[0][0], record)
     _plot_throughput(axes[0][1], record)
     _plot_timeline(axes[1][0], record)
     _plot_metrics(axes[1][1], record)
-    figure.tight_layout(rect=(0, 0, 1, 0.96))
+    figure.tight_layout(rect=(0, 0, 1, 0.94 if failure else 0.97))
+    return figure
+
+
+def render_png(record: RunRecord) -> bytes:
+    """The report's figure as a PNG."""
+    from matplotlib import pyplot
+
+    figure = draw(record)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", metadata={"Software": None})
     pyplot.close(figure)

@@ -6,17 +6,22 @@ come from the log history in the model archive). To where (settings `tracking`):
 `.local-runs/mlflow.db` by default (`mlflow ui --backend-store-uri sqlite:///.local-runs/mlflow.db` shows it,
 with the full `mlflow` package installed), a SageMaker managed tracking server (tracking.managed_server, its
 ARN as the tracking URI through the sagemaker-mlflow plugin) for AWS executions, or any tracking URI.
-One MLflow run per execution (tag `execution_arn`): recording it again only refreshes its tags.
+One MLflow run per execution (tag `execution_arn`): recording it again only refreshes its tags. The run starts
+and ends when the execution did (its first step's start, its last step's end), each curve point is stamped with
+the wall time the training job logged it (qa/outputs.py LOG_TIME), and the dataset (the manifest the execution
+claimed, its SHA-256 as the digest) is the run's input.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
-from pathlib import Path
+from datetime import datetime
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from qa.outputs import EVAL_LOG_KEYS, LOG_STEP, TRAIN_LOG_KEYS
+from qa.outputs import EVAL_LOG_KEYS, LOG_EVAL_F1, LOG_STEP, LOG_TIME, TRAIN_LOG_KEYS
 
 from config.settings import Settings
 from pipeline_steps import names
@@ -28,6 +33,9 @@ TERMINAL_STATUSES = {"Succeeded", "Failed", "Stopped"}
 CURVE_KEYS = (*TRAIN_LOG_KEYS, *EVAL_LOG_KEYS)
 EXECUTION_TAG = "execution_arn"
 SAGEMAKER_PLUGIN = "sagemaker_mlflow"  # the module of the sagemaker-mlflow package (ARN tracking URIs)
+DATASET_CONTEXT = "training"  # the dataset input's mlflow.data.context tag
+# MLflow's stores keep a dataset digest of at most 36 characters (its `datasets` table: String(36)).
+DIGEST_LENGTH = 36
 
 
 def managed_server_arn(settings: Settings, account: str, region: str) -> str:
@@ -59,6 +67,7 @@ def _tags(record: RunRecord) -> dict[str, str]:
         "source": record.source,
         "status": record.status,
         "dataset_manifest": record.parameters.get(names.MANIFEST_KEY, ""),
+        "dataset_manifest_sha256": record.dataset_sha256 or "",
         "manifest_version": record.parameters.get(names.MANIFEST_VERSION_ID, ""),
         "base_model": record.parameters.get(names.BASE_MODEL_URI, ""),
         "model_package_arn": record.model_package_arn or "",
@@ -68,25 +77,65 @@ def _tags(record: RunRecord) -> dict[str, str]:
     return {k: v for k, v in tags.items() if v}
 
 
+def _millis(moment: datetime | str | None) -> int | None:
+    """MLflow's timestamps: milliseconds since the Unix epoch."""
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    return None if moment is None else int(moment.timestamp() * 1000)
+
+
 def _metrics(record: RunRecord) -> list[Any]:
+    """The curves at the wall time each point was logged (a history without LOG_TIME, from before it was
+    recorded: at FineTune's end, when the history was saved), the end results at the run's end, each step's
+    seconds at that step's end."""
     from mlflow.entities import Metric
 
-    base = 0
-    if record.started_at:
-        from datetime import datetime
+    ended = _millis(record.ended_at) or _millis(record.started_at) or 0
+    training = next((step for step in record.steps if step.name == names.TRAIN_STEP), None)
+    saved = (_millis(training.ended_at) if training else None) or ended
 
-        base = int(datetime.fromisoformat(record.started_at).timestamp() * 1000)
+    def logged(entry: dict[str, Any]) -> int:
+        return int(float(entry[LOG_TIME]) * 1000) if entry.get(LOG_TIME) is not None else saved
+
     metrics = [
-        Metric(f"curve/{key}", float(entry[key]), base + i, int(entry[LOG_STEP]))
-        for i, entry in enumerate(record.log_history)
+        Metric(f"curve/{key}", float(entry[key]), logged(entry), int(entry[LOG_STEP]))
+        for entry in record.log_history
         for key in CURVE_KEYS
         if entry.get(key) is not None and LOG_STEP in entry
     ]
-    metrics += [Metric(name, value, base, 0) for name, value in sorted(record.metrics.items())]
+    evaluations = [entry for entry in record.log_history if entry.get(LOG_EVAL_F1) is not None]
+    evaluated = logged(evaluations[-1]) if evaluations else ended
+    metrics += [Metric(name, value, evaluated, 0) for name, value in sorted(record.metrics.items())]
     if record.list_price_usd is not None:
-        metrics.append(Metric("list_price_usd", record.list_price_usd, base, 0))
-    metrics += [Metric(f"step_seconds/{s.name}", s.seconds, base, 0) for s in record.steps if s.seconds is not None]
+        metrics.append(Metric("list_price_usd", record.list_price_usd, ended, 0))
+    metrics += [
+        Metric(f"step_seconds/{s.name}", s.seconds, _millis(s.ended_at) or ended, 0)
+        for s in record.steps
+        if s.seconds is not None
+    ]
     return metrics
+
+
+def _dataset_input(record: RunRecord) -> Any | None:
+    """The claimed manifest as an MLflow dataset input (mlflow.entities.DatasetInput, what mlflow.log_input
+    logs): named by its folder, the S3 key and version as its source, the manifest's SHA-256 (which pins every
+    file it lists) as its digest, else its S3 version id. None without a manifest."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    key = record.parameters.get(names.MANIFEST_KEY)
+    version = record.parameters.get(names.MANIFEST_VERSION_ID, "")
+    digest = record.dataset_sha256 or version
+    if not key or not digest:
+        return None
+    dataset = Dataset(
+        name=str(PurePosixPath(key).parent),
+        digest=digest[:DIGEST_LENGTH],
+        source_type="s3",
+        source=json.dumps({"key": key, "version_id": version}),
+        profile=json.dumps({"manifest_sha256": record.dataset_sha256}) if record.dataset_sha256 else None,
+    )
+    return DatasetInput(dataset, [InputTag(MLFLOW_DATASET_CONTEXT, DATASET_CONTEXT)])
 
 
 class TrackingUnavailable(RuntimeError):
@@ -123,14 +172,23 @@ def track(record: RunRecord, uri: str, experiment_name: str, artifacts: tuple[Pa
         run_id = existing[0].info.run_id
         client.log_batch(run_id, tags=tags)
         return f"mlflow: {record.execution_id} already recorded as run {run_id} ({uri}); tags refreshed"
-    run = client.create_run(experiment_id, run_name=record.execution_id, tags={t.key: t.value for t in tags})
+    run = client.create_run(
+        experiment_id,
+        start_time=_millis(record.started_at),
+        run_name=record.execution_id,
+        tags={t.key: t.value for t in tags},
+    )
     run_id = run.info.run_id
     params = [Param(k, v[:6000]) for k, v in sorted(record.parameters.items())]
     metrics = _metrics(record)
     for start in range(0, max(len(metrics), 1), 1000):  # log_batch takes at most 1000 metrics per call
         client.log_batch(run_id, metrics=metrics[start : start + 1000], params=params if start == 0 else [])
+    if (dataset := _dataset_input(record)) is not None:
+        client.log_inputs(run_id, datasets=[dataset])
     client.log_text(run_id, record.to_json(), RECORD_FILE)
     for path in artifacts:
         client.log_artifact(run_id, str(path))
-    client.set_terminated(run_id, "FINISHED" if record.status == "Succeeded" else "FAILED")
+    client.set_terminated(
+        run_id, "FINISHED" if record.status == "Succeeded" else "FAILED", end_time=_millis(record.ended_at)
+    )
     return f"mlflow: recorded {record.execution_id} as run {run_id} in experiment {experiment_name} ({uri})"

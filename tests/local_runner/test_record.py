@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 from local_runner.record import record_from_local_result, report_local_run
 from local_runner.registry import ModelPackage
@@ -44,7 +45,7 @@ def test_the_record_holds_steps_jobs_curves_and_the_package(tmp_path):
         ("CheckTrainingCost", 0.0, 1),
         ("FineTune", 100.0, 2),
     ]
-    assert record.started_at == START.isoformat()
+    assert record.started_at is not None and datetime.fromisoformat(record.started_at) == START
     assert [(j.step, j.instance_count, j.billable_seconds, j.spot) for j in record.jobs] == [
         ("ValidateAndTokenize", 1, 8.0, False),
         ("FineTune", 2, 100.0, True),
@@ -76,3 +77,17 @@ def test_the_end_of_a_local_run_writes_record_report_and_mlflow_run(tmp_path):
     assert load_local(folder).metrics["f1"] == log_history()[-1]["eval_f1"]
     assert (tmp_path / "mlflow.db").is_file()
     assert lines[0].startswith("run report: ") and lines[1].startswith("mlflow: recorded local-abc as run")
+
+
+def test_a_step_starts_where_its_predecessor_ended_to_the_millisecond(tmp_path):
+    """Starts cut to the second drew FineTune starting 0.8 s inside ValidateAndTokenize (the F1-gate run)."""
+    store = LocalObjectStore(tmp_path / "s3")
+    result = local_result(store)
+    t0 = START.timestamp() + 0.1
+    result.steps = [
+        StepResult("ValidateAndTokenize", "Processing", "Succeeded", 11.8, "", t0),
+        StepResult("FineTune", "Training", "Failed", 3.0, "", t0 + 11.85),
+    ]
+    prepare, fine_tune = record_from_local_result(result, PIPELINE, store).steps
+    assert prepare.ended_at is not None and fine_tune.started_at is not None
+    assert datetime.fromisoformat(fine_tune.started_at) >= prepare.ended_at

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
+
 import pytest
 from mlflow.tracking import MlflowClient
+from qa.outputs import LOG_TIME
 
 from reporting.report import write_report
-from reporting.tracking import TrackingUnavailable, local_store_uri, managed_server_arn, track, tracking_uri
-from tests.reporting.run_records import run_record
+from reporting.tracking import (
+    DIGEST_LENGTH,
+    TrackingUnavailable,
+    local_store_uri,
+    managed_server_arn,
+    track,
+    tracking_uri,
+)
+from tests.reporting.run_records import START, run_record
 from tools.deployment import settings_for
 
 EXPERIMENT = "hfqa-dev-qa-fine-tuning"
@@ -18,11 +29,13 @@ def store(tmp_path):
     return local_store_uri(tmp_path)
 
 
-def only_run(uri: str):
+def only_run(uri: str, experiment_name: str = EXPERIMENT):
+    """The client and the one run of the experiment."""
     client = MlflowClient(tracking_uri=uri)
-    experiment = client.get_experiment_by_name(EXPERIMENT)
+    experiment = client.get_experiment_by_name(experiment_name)
     assert experiment is not None
     [run] = client.search_runs([experiment.experiment_id])
+    assert run.inputs is not None
     return client, run
 
 
@@ -92,3 +105,60 @@ def test_a_managed_server_without_its_plugin_is_one_line(monkeypatch):
     arn = "arn:aws:sagemaker:us-east-1:111122223333:mlflow-tracking-server/hfqa-dev-mlflow"
     with pytest.raises(TrackingUnavailable, match="pip install sagemaker-mlflow"):
         track(run_record(), arn, EXPERIMENT)
+
+
+def millis(moment) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+@pytest.fixture(scope="module")
+def shared_store(tmp_path_factory):
+    """One store for the tests below, an experiment each (creating a SQLite store costs seconds)."""
+    return local_store_uri(tmp_path_factory.mktemp("mlflow"))
+
+
+def test_the_run_spans_the_execution_with_each_points_logged_time_and_the_dataset_as_input(shared_store):
+    record = run_record()
+    record.dataset_sha256 = "0123456789abcdef" * 4
+    fine_tune = next(step for step in record.steps if step.name == "FineTune")
+    assert fine_tune.started_at is not None and fine_tune.ended_at is not None
+    began = datetime.fromisoformat(fine_tune.started_at).timestamp()
+    for i, entry in enumerate(record.log_history):  # the training job's LOG_TIME, one per logged entry
+        entry[LOG_TIME] = began + 60 + 7.5 * i
+    track(record, shared_store, "timed")
+    client, run = only_run(shared_store, "timed")
+    assert run.info.start_time == millis(START), "the execution's first step's start, not the moment of recording"
+    assert record.ended_at is not None and record.ended_at > fine_tune.ended_at
+    assert run.info.end_time == millis(record.ended_at)
+    loss = client.get_metric_history(run.info.run_id, "curve/loss")
+    expected = [(int(e["step"]), int(e[LOG_TIME] * 1000)) for e in record.log_history if "loss" in e]
+    assert sorted((m.step, m.timestamp) for m in loss) == expected
+    [f1] = client.get_metric_history(run.info.run_id, "f1")
+    assert f1.timestamp == int(record.log_history[-1][LOG_TIME] * 1000), "when the evaluation was logged"
+    [seconds] = client.get_metric_history(run.info.run_id, "step_seconds/FineTune")
+    assert seconds.timestamp == millis(fine_tune.ended_at)
+
+    [logged] = run.inputs.dataset_inputs
+    assert logged.dataset.name == "datasets/sample-squad/v1"
+    assert logged.dataset.digest == record.dataset_sha256[:DIGEST_LENGTH]
+    assert json.loads(logged.dataset.source) == {
+        "key": record.parameters["ManifestKey"],
+        "version_id": record.parameters["ManifestVersionId"],
+    }
+    assert json.loads(logged.dataset.profile)["manifest_sha256"] == record.dataset_sha256
+    assert {(t.key, t.value) for t in logged.tags} == {("mlflow.data.context", "training")}
+    assert run.data.tags["dataset_manifest_sha256"] == record.dataset_sha256
+
+
+def test_a_history_without_times_is_stamped_when_fine_tune_ended(shared_store):
+    """A model archive from before LOG_TIME; no digest from the claim: the manifest's version id is the digest."""
+    record = run_record()
+    assert all(LOG_TIME not in entry for entry in record.log_history)
+    track(record, shared_store, "untimed")
+    client, run = only_run(shared_store, "untimed")
+    fine_tune = next(step for step in record.steps if step.name == "FineTune")
+    assert fine_tune.ended_at is not None
+    loss = client.get_metric_history(run.info.run_id, "curve/loss")
+    assert {m.timestamp for m in loss} == {millis(fine_tune.ended_at)}
+    [logged] = run.inputs.dataset_inputs
+    assert logged.dataset.digest == record.parameters["ManifestVersionId"][:DIGEST_LENGTH]

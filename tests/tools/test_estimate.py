@@ -439,3 +439,27 @@ def test_a_context_override_must_be_key_value(capsys):
     with pytest.raises(SystemExit) as stop:
         main(["-c", "training.keep_alive_seconds"])
     assert stop.value.code == 2 and "is not KEY=VALUE" in capsys.readouterr().err
+
+
+def test_the_timeline_shares_one_time_axis_and_says_what_the_seed_article_is(monkeypatch, tmp_path):
+    import matplotlib.pyplot as plt
+
+    import tools.timeline
+    from tools.estimate import SEED_RUNS
+
+    drawn: dict[str, Any] = {}
+    monkeypatch.setattr(tools.timeline, "plot_timeline", lambda path, runs: drawn.update(runs=runs))
+    assert main(["--plot", str(tmp_path / "t.png")]) == 0
+    figure = tools.timeline.draw_timeline(drawn["runs"])
+    try:
+        limits = {axis.get_xlim() for axis in figure.axes}
+        assert len(limits) == 1, "every panel on one time scale"
+        longest = max(run.seconds for _, run in drawn["runs"]) / 60
+        assert longest <= limits.pop()[1] < longest * 1.05
+        [caption] = [text.get_text() for text in figure.texts]
+        assert caption.startswith("seed article: the blog post this project started from")
+        for name, count, _, _ in SEED_RUNS:
+            assert f"{count} x {name}" in caption.replace("\n", " ")
+        assert "\\$" in caption, "dollars as text, not matplotlib's mathtext"
+    finally:
+        plt.close(figure)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import html
 import io
 import re
+from dataclasses import replace
 from datetime import timedelta
 
 import boto3
@@ -22,7 +24,7 @@ from PIL import Image
 
 from config.costs import PROCESSING_USD_PER_HOUR, TRAINING_USD_PER_HOUR
 from reporting.record import REPORT_FILE, REPORT_IMAGE, RunRecord, load_local, read_log_history, record_from_aws, save
-from reporting.report import render_html, render_png, write_report
+from reporting.report import draw, failure_line, render_html, render_png, write_report
 from tests.reporting.run_records import START, log_history, model_archive, run_record
 from tests.tools.conftest import assert_one_line_error, run_cli
 
@@ -30,6 +32,7 @@ PIPELINE = "hfqa-dev-qa-fine-tuning"
 ARN = f"arn:aws:sagemaker:us-east-1:111122223333:pipeline/{PIPELINE}/execution/abc123"
 JOB_ARN = "arn:aws:sagemaker:us-east-1:111122223333"
 ARCHIVE = "s3://artifacts/models/pipelines-abc123-FineTune/output/model.tar.gz"
+MANIFEST_SHA256 = "5" * 64
 
 
 def test_log_history_is_read_from_the_model_archive():
@@ -125,8 +128,10 @@ def _stubbed_aws_execution(f1: float = 91.2) -> tuple[RunRecord, Stubber, Stubbe
     def at(minutes: float):
         return START + timedelta(minutes=minutes)
 
+    claimed = [{"Name": "Duplicate", "Value": "no"}, {"Name": "ManifestSha256", "Value": MANIFEST_SHA256}]
+
     steps = [
-        ("ClaimManifest", 0, 0.1, {"Lambda": {"Arn": f"{JOB_ARN}:function:claim"}}, 1),
+        ("ClaimManifest", 0, 0.1, {"Lambda": {"Arn": f"{JOB_ARN}:function:claim", "OutputParameters": claimed}}, 1),
         ("ValidateAndTokenize", 0.2, 3.5, {"ProcessingJob": {"Arn": f"{JOB_ARN}:processing-job/prep"}}, 1),
         ("FineTune", 3.6, 30, {"TrainingJob": {"Arn": f"{JOB_ARN}:training-job/train"}}, 2),
         ("CheckF1", 30.1, 30.1, {"Condition": {"Outcome": "True"}}, 1),
@@ -222,6 +227,7 @@ def test_an_aws_execution_gives_the_same_record_as_a_local_run():
     assert record.metrics == {"f1": 91.2, "exact_match": 84.5}
     assert record.f1_threshold == 88
     assert record.log_history == log_history(f1=91.2)
+    assert record.dataset_sha256 == MANIFEST_SHA256, "ClaimManifest's output, the dataset's digest in MLflow"
     assert [s.name for s in record.steps] == [
         "ClaimManifest",
         "ValidateAndTokenize",
@@ -290,3 +296,44 @@ def test_make_report_without_a_local_run_is_one_line(tmp_path):
 def test_make_report_of_an_unknown_execution_is_one_line(moto_pipeline, aws):
     result = run_cli("tools.report", "--execution", "nosuchid", "--env", "dev", env=aws)
     assert_one_line_error(result, "no execution 'nosuchid'", moto_pipeline.name, "make runs")
+
+
+def test_the_f1_threshold_label_overlaps_no_tick_label_and_no_bar():
+    from matplotlib import pyplot
+    from matplotlib.text import Text
+
+    figure = draw(run_record(f1=40.0, threshold=40))  # the threshold at a tick (40) and at the f1 bar's top
+    try:
+        renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+        metrics = figure.axes[3]
+        [label] = [t for t in metrics.findobj(Text) if t.get_text().startswith("F1 threshold")]
+        box = label.get_window_extent(renderer)
+        ticks = [t.get_window_extent(renderer) for t in (*metrics.get_yticklabels(), *metrics.get_xticklabels())]
+        bars = [bar.get_window_extent(renderer) for bar in metrics.patches]
+        assert ticks and bars
+        assert not any(box.overlaps(other) for other in (*ticks, *bars))
+        assert box.x0 >= metrics.get_window_extent(renderer).x1, "right of the plot, at the line's end"
+        assert box.x1 <= figure.bbox.x1, "inside the figure"
+    finally:
+        pyplot.close(figure)
+
+
+def test_a_failed_runs_title_says_which_step_failed_and_why():
+    record = run_record(status="Failed", f1=50.0)
+    record.steps[-1] = replace(record.steps[-1], name="F1BelowThreshold", type="Fail", status="Failed", detail="")
+    record.failure = "Validation F1 50.0 is below the threshold 88.0 - model not registered.\n(second line)"
+    expected = (
+        "F1BelowThreshold failed: Validation F1 50.0 is below the threshold 88.0 - model not registered. (second line)"
+    )
+    assert failure_line(record) == expected
+    figure = draw(record)
+    try:
+        assert figure.get_suptitle().splitlines()[-1] == expected
+    finally:
+        from matplotlib import pyplot
+
+        pyplot.close(figure)
+    assert html.escape(expected) in render_html(record, b"")
+    assert failure_line(run_record()) == "", "a run that did not fail keeps a one-line title"
+    record.steps[-1].detail = "x" * 400
+    assert len(failure_line(record)) < 200

@@ -126,7 +126,9 @@ def test_throughput_is_measured_after_the_device_finished_the_interval():
     interval = LossInterval(torch.zeros(()))
     interval.add(torch.tensor(1.0), None)
     interval.add(torch.tensor(3.0), torch.tensor(0.5))
+    before = time.time()
     entry = interval.read_and_restart(run, Progress(global_step=2))  # type: ignore[arg-type]
+    assert before <= entry.pop("time") <= time.time(), "the wall time the entry was logged"
     assert {k: v for k, v in entry.items() if k != "samples_per_second"} == {
         "step": 2,
         "epoch": 0.5,

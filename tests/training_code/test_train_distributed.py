@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from qa.feature_files import read_features, write_features
-from qa.outputs import LOG_HISTORY_FILE
+from qa.outputs import LOG_HISTORY_FILE, LOG_TIME
 
 from tests.training_code.runner import TrainRun, load_weights, run_training
 
@@ -116,7 +116,7 @@ def test_two_processes_agree_with_each_other_and_with_one_process(tmp_path, tiny
 
 def history_without_timing(model_dir) -> list[dict]:
     history = json.loads((model_dir / LOG_HISTORY_FILE).read_text())
-    return [{k: v for k, v in entry.items() if k != "samples_per_second"} for entry in history]
+    return [{k: v for k, v in entry.items() if k not in ("samples_per_second", LOG_TIME)} for entry in history]
 
 
 def resumed_step(run) -> int | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from qa.outputs import EVAL_LOG_KEYS, EVALUATION_FILE, LOG_HISTORY_FILE, TENSORBOARD_RUN, TRAIN_LOG_KEYS
+from qa.outputs import EVAL_LOG_KEYS, EVALUATION_FILE, LOG_HISTORY_FILE, LOG_TIME, TENSORBOARD_RUN, TRAIN_LOG_KEYS
 
 pytestmark = pytest.mark.slow
 
@@ -19,11 +19,13 @@ def test_two_processes_write_one_tensorboard_run_and_the_log_history(finished_ru
     history = json.loads((tmp_path / "model" / LOG_HISTORY_FILE).read_text())
     *training, evaluation = history
     assert [entry["step"] for entry in training] == [2, 4, 6]
-    assert all(set(entry) == {"step", "epoch", *TRAIN_LOG_KEYS} for entry in training)
+    assert all(set(entry) == {"step", "epoch", LOG_TIME, *TRAIN_LOG_KEYS} for entry in training)
+    times = [entry[LOG_TIME] for entry in history]
+    assert times == sorted(times) and times[-1] - times[0] < 600, "each entry's wall time, in the order logged"
     assert [f"{entry['loss']:.4f}" for entry in training] == run.metric("loss=")
     assert all(entry["grad_norm"] > 0 and entry["samples_per_second"] > 0 for entry in training)
     report = json.loads((tmp_path / "model" / EVALUATION_FILE).read_text())
-    assert set(evaluation) == {"step", "epoch", *EVAL_LOG_KEYS} and evaluation["step"] == 6
+    assert set(evaluation) == {"step", "epoch", LOG_TIME, *EVAL_LOG_KEYS} and evaluation["step"] == 6
     assert round(evaluation["eval_f1"], 4) == report["metrics"]["f1"]["value"]
 
     # One writer (the main process), read back with TensorBoard's own reader.

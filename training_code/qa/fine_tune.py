@@ -63,6 +63,7 @@ from qa.outputs import (
     LOG_LOSS,
     LOG_SAMPLES_PER_SECOND,
     LOG_STEP,
+    LOG_TIME,
     TENSORBOARD_RUN,
     TRAIN_LOG_KEYS,
     TRAINING_LINE,
@@ -167,6 +168,7 @@ class LossInterval:
         entry = {
             LOG_STEP: progress.global_step,
             LOG_EPOCH: run.schedule.epoch_at(progress.global_step),
+            LOG_TIME: time.time(),
             LOG_LOSS: loss_sum / max(1, self.batches),
             LOG_LEARNING_RATE: run.scheduler.get_last_lr()[0],
             LOG_GRAD_NORM: grad_norm,
@@ -543,7 +545,7 @@ def record_evaluation(
     metrics = {LOG_EVAL_EXACT_MATCH: evaluation.exact_match, LOG_EVAL_F1: evaluation.f1, LOG_EVAL_LOSS: evaluation.loss}
     if scalars:
         run.accelerator.log({f"eval/{key.removeprefix('eval_')}": value for key, value in metrics.items()}, step=step)
-    progress.history.append({LOG_STEP: step, LOG_EPOCH: run.schedule.epoch_at(step), **metrics})
+    progress.history.append({LOG_STEP: step, LOG_EPOCH: run.schedule.epoch_at(step), LOG_TIME: time.time(), **metrics})
 
 
 def restore_best(run: TrainingRun, progress: Progress) -> int:

@@ -122,11 +122,12 @@ SAGEMAKER_PROGRAM_ENV = "SAGEMAKER_PROGRAM"
 # Files the training job writes into the model directory (so into model.tar.gz), beside the weights.
 EVALUATION_FILE = "evaluation.json"  # SQuAD EM/F1 on the validation set (SageMaker model-quality shape)
 LOG_HISTORY_FILE = "log_history.json"  # one entry per logging step and per evaluation, Trainer-like
-# LOG_HISTORY_FILE is a JSON list of {LOG_STEP, LOG_EPOCH, *TRAIN_LOG_KEYS} per logging step and
-# {LOG_STEP, LOG_EPOCH, *EVAL_LOG_KEYS} per evaluation (during training per --evaluation_strategy, then of the saved
-# model, at the step it was taken). The same values go to TensorBoard as scalars tagged
+# LOG_HISTORY_FILE is a JSON list of {LOG_STEP, LOG_EPOCH, LOG_TIME, *TRAIN_LOG_KEYS} per logging step and
+# {LOG_STEP, LOG_EPOCH, LOG_TIME, *EVAL_LOG_KEYS} per evaluation (during training per --evaluation_strategy, then of
+# the saved model, at the step it was taken; LOG_TIME: the wall time it was logged, Unix seconds; the experiment
+# tracker stamps each curve point with it). The same values go to TensorBoard as scalars tagged
 # "train/<key>" and "eval/<key without eval_>" (TENSORBOARD_RUN's event files under TENSORBOARD_DIR).
-LOG_STEP, LOG_EPOCH = "step", "epoch"
+LOG_STEP, LOG_EPOCH, LOG_TIME = "step", "epoch", "time"
 LOG_LOSS, LOG_LEARNING_RATE, LOG_GRAD_NORM = "loss", "learning_rate", "grad_norm"
 LOG_SAMPLES_PER_SECOND = "samples_per_second"
 TRAIN_LOG_KEYS = (LOG_LOSS, LOG_LEARNING_RATE, LOG_GRAD_NORM, LOG_SAMPLES_PER_SECOND)
