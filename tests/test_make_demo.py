@@ -108,7 +108,7 @@ def test_tiny_demo_passes_every_step_registers_with_metrics_and_ignores_a_duplic
     assert re.search(rf"ClaimManifest +Lambda +Succeeded .*Duplicate=true, ClaimedBy=\S+/execution/{owner}", duplicate)
     assert "> FineTune" not in duplicate and "> ValidateAndTokenize" not in duplicate
     assert ": Succeeded" in duplicate
-    assert "running 2 CPU process(es) with torchrun" in out
+    assert "running 1 CPU process(es) with torchrun" in out  # dev: 1 x ml.g5.2xlarge, one GPU
     [package] = sequence.packages(load_settings({**cdk_context, "env": "dev"}))
     assert package.approval_status == "PendingManualApproval"
     assert set(package.metrics["metrics"]) == {"f1", "exact_match"}

@@ -90,7 +90,7 @@ def test_without_a_cache_dir_it_always_builds(settings):
 
 
 def test_changed_settings_are_a_new_key(cdk_context, settings):
-    other = load_settings({**cdk_context, "training.instance_count": 4})
+    other = load_settings({**cdk_context, "training.instance_type": "ml.p4d.24xlarge", "training.instance_count": 4})
     assert other.training.instance_count != settings.training.instance_count
     digest = definition_cache.inputs_digest
     assert digest(other) != digest(settings)

@@ -116,8 +116,9 @@ def test_a_job_request_the_definition_does_not_make_is_denied(pipeline_role, def
 
 
 def test_the_training_job_names_no_volume_key_and_the_role_requires_none(pipeline_role, definition, env):
-    """Every default training type has local NVMe (p4d, p4de, p3dn), where AWS rejects a VolumeKmsKeyId: the
-    definition omits it, and the condition asks for its absence rather than denying the definition's request."""
+    """Every default training type has local NVMe (dev's g5.2xlarge, p4d, p4de, p3dn), where AWS rejects a
+    VolumeKmsKeyId: the definition omits it, and the condition asks for its absence rather than denying the
+    definition's request."""
     request = job_request(definition, names.TRAIN_STEP)
     assert "VolumeKmsKeyId" not in request["ResourceConfig"]
     [statement] = [s for s in pipeline_role if "sagemaker:CreateTrainingJob" in as_list(s["Action"])]

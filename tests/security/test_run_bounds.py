@@ -129,7 +129,7 @@ def test_a_manifest_put_again_with_other_bytes_but_the_same_pinned_files_is_a_du
 @pytest.mark.parametrize(
     ("values", "says"),
     [
-        ({"MaxTrainingCostUSD": 1e12}, "Parameter MaxTrainingCostUSD=1000000000000.0 must be between 0 and 38"),
+        ({"MaxTrainingCostUSD": 1e12}, "Parameter MaxTrainingCostUSD=1000000000000.0 must be between 0 and 18"),
         ({"Epochs": 500}, "Parameter Epochs=500 must be > 0 and at most 10 (limits.max_epochs)."),
         ({"LearningRate": 0.5}, "Parameter LearningRate=0.5 must be > 0 and at most 0.001"),
         ({"TrainingInstanceCount": 64}, "Parameter TrainingInstanceCount=64 must be between 1 and 8"),
@@ -172,7 +172,7 @@ def test_the_claim_refuses_the_execution_past_the_daily_limit_and_past_the_limit
 @pytest.mark.parametrize(
     ("params", "says"),
     [
-        ("MaxTrainingCostUSD=1e12", "Parameter MaxTrainingCostUSD='1e12' must be between 0 and 38"),
+        ("MaxTrainingCostUSD=1e12", "Parameter MaxTrainingCostUSD='1e12' must be between 0 and 18"),
         ("Epochs=500", "Parameter Epochs='500' must be > 0 and at most 10 (limits.max_epochs)."),
     ],
 )
