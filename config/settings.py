@@ -218,6 +218,7 @@ class TrainingSettings(StrictModel):
         description="On-demand price per instance-hour of training.instance_type that the cost guard and `make "
         "estimate` use instead of config/costs.py's list price: your region's price, or one the table lacks "
         "(e.g. ml.p5.48xlarge, ml.g6.*, ml.g6e.*; https://aws.amazon.com/sagemaker/pricing/, Training tab).",
+        json_schema_extra=enforced_by("EstimateTrainingCost, make estimate"),
     )
     # 1 x p4d: what `make estimate` recommends for the reference workload (the cheapest choice within
     # deadline_minutes; 2 nodes finish 0.7 min sooner at 1.8x the cost). Multi-node: -c training.instance_count=2.

@@ -332,9 +332,14 @@ def recent_executions(sagemaker: Any, pipeline: str, now: float) -> list[tuple[f
 
 
 # The per-run parameters whose every value parameter_error bounds: the ones an upload may carry
-# (`make upload-dataset PARAMS=`, tools/upload_dataset.py). A rule added to number_rules joins them; the image, the
-# roles and the outputs are no parameters, and BaseModelUri must lie under base-models/ (_location_error).
-RUN_PARAMETERS = (*(rule[0] for rule in number_rules(collections.defaultdict(float))), BASE_MODEL_URI)
+# (`make upload-dataset PARAMS=`, tools/upload_dataset.py). A rule added to number_rules or CONTROL_PARAMETERS joins
+# them; the image, the roles and the outputs are no parameters, and BaseModelUri must lie under base-models/
+# (_location_error).
+RUN_PARAMETERS = (
+    *(rule[0] for rule in number_rules(collections.defaultdict(float))),
+    *CONTROL_PARAMETERS,
+    BASE_MODEL_URI,
+)
 
 
 def parameter_error(event: dict[str, Any]) -> str:
