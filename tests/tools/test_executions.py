@@ -113,8 +113,8 @@ def test_start_refuses_what_the_first_step_would_refuse_and_starts_nothing(deplo
         ("TrainingInstanceCount=100", "Parameter TrainingInstanceCount='100' must be between 1 and 8"),
         ("BaseModelUri=s3://nope/x/", "Parameter BaseModelUri='s3://nope/x/' must be a folder under s3://"),
         ("Epochs=1 Epochs=2", "PARAMS 'Epochs' is given twice"),
-        # The per-run controls: an explicit batch against the GPU memory model of the run's instance type.
-        ("PerDeviceTrainBatchSize=4096", "Parameter PerDeviceTrainBatchSize=4096 on ml.p4d.24xlarge: 4096 sequences"),
+        # The per-run controls: an explicit batch against the GPU memory model of dev's instance type.
+        ("PerDeviceTrainBatchSize=4096", "Parameter PerDeviceTrainBatchSize=4096 on ml.g5.2xlarge: 4096 sequences"),
         ("MaxSeqLength=1024", "must be between 32 and 512 (the base model's max_position_embeddings)."),
         ("WarmupRatio=0.9", "Parameter WarmupRatio='0.9' must be 'auto' or between 0 and 0.5."),
     ):
