@@ -20,15 +20,11 @@ from pathlib import Path
 
 BLOBS_DIR = "blobs"  # under the work dir (.local-runs): on the same file system as every file it links
 MIN_BLOB_BYTES = 1 << 20  # model weights, archives, optimizer states; not configs, logs or reports
-CHUNK = 1 << 22
 
 
 def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 class BlobStore:

@@ -245,7 +245,8 @@ def test_a_spot_reclaim_kills_training_and_the_retry_resumes_from_the_newest_com
 ):
     run = reclaimed_run_of_user_formats
     assert run.exit_code == 0, run.out[-4000:]
-    assert re.search(r">> spot reclaim: SIGKILL to all [3-9] processes of the job, just after: step=10 ", run.out)
+    # dev's 1 x ml.g5.2xlarge runs as one process (multi-process reclaims: test_train_distributed.py).
+    assert re.search(r">> spot reclaim: SIGKILL to all [1-9] processes of the job, just after: step=10 ", run.out)
     assert "stop requested" not in run.out  # no SIGTERM handler ran: the job was killed
     assert "restored" in run.out and "checkpoint file(s)" in run.out
     # Killed at an arbitrary moment after step 10: the retry resumes from the newest complete checkpoint.

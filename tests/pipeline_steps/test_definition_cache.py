@@ -64,13 +64,14 @@ def test_a_cache_folder_others_may_write_to_is_refused(tmp_path, settings):
 
 
 def test_deploy_and_diff_build_the_definition_in_the_same_run():
-    """app.py asks `cache_dir_for(os.environ)`; the Makefile's deploy and diff recipes switch the cache off."""
+    """app.py asks `cache_dir_for(os.environ)`; the Makefile's deploy and diff recipes switch the cache off (for
+    the CDK that tools/cdk_context.py then starts with the same environment)."""
     assert definition_cache.cache_dir_for({}) == definition_cache.DEFAULT_CACHE_DIR
     assert definition_cache.cache_dir_for({definition_cache.DISABLE_VARIABLE: "off"}) is None
     makefile = (ROOT / "Makefile").read_text()
     assert f"NO_DEFINITION_CACHE := {definition_cache.DISABLE_VARIABLE}=off" in makefile
     for verb in ("deploy", "diff"):
-        assert f"$(NO_DEFINITION_CACHE) $(CDK) {verb} " in makefile
+        assert f"$(NO_DEFINITION_CACHE) $(WITH_CONTEXT) $(CDK) {verb} " in makefile
 
 
 def test_only_the_most_recently_used_entries_are_kept(tmp_path, monkeypatch, settings):

@@ -11,7 +11,7 @@ from tools.deployment import ToolError
 
 STAND_IN = "CDK=echo cdk"
 ZONES = '["us-east-1a", "us-east-1b"]'  # a value with a space: quoted, it stays one word
-CONTEXT = f"CONTEXT=training.instance_count=2 'network.availability_zones={ZONES}'"
+CONTEXT = f"CONTEXT=hyperparameters.epochs=3 'network.availability_zones={ZONES}'"
 
 
 @pytest.mark.parametrize("target", ["deploy", "diff"])
@@ -20,7 +20,7 @@ def test_context_overrides_reach_the_cdk_as_c_arguments(target):
     assert result.returncode in (0, 2), result.stderr  # diff's second command needs AWS: its failure is not ours
     cdk_line = next(line for line in result.stdout.splitlines() if line.startswith("cdk "))
     assert cdk_line.endswith(
-        f"-c env=dev --output cdk.out/dev -c training.instance_count=2 -c network.availability_zones={ZONES}"
+        f"-c env=dev --output cdk.out/dev -c hyperparameters.epochs=3 -c network.availability_zones={ZONES}"
     )
 
 

@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 from qa.checkpoints import model_weights, read_loop_state, step_dir
 from qa.evaluation import ValidationSet, question_answering_loss
-from qa.outputs import EVAL_LOG_KEYS, LOG_EVAL_F1, LOG_EVAL_LOSS, LOG_HISTORY_FILE, TENSORBOARD_RUN
+from qa.outputs import (
+    EVAL_LOG_KEYS,
+    LOG_EPOCH,
+    LOG_EVAL_F1,
+    LOG_EVAL_LOSS,
+    LOG_HISTORY_FILE,
+    LOG_STEP,
+    LOG_TIME,
+    TENSORBOARD_RUN,
+)
 
 from tests.training_code.runner import TrainRun, load_weights, run_training
 
@@ -104,7 +113,7 @@ def test_validation_labels_are_the_context_tokens_of_the_answer_or_cls_outside_t
 def test_early_stopping_ends_after_the_patience_and_the_best_checkpoint_is_the_saved_model(stopped_early):
     work, run = stopped_early
     *during, final = evaluations(work)
-    assert all(set(entry) == {"step", "epoch", *EVAL_LOG_KEYS} for entry in during)
+    assert all(set(entry) == {LOG_STEP, LOG_EPOCH, LOG_TIME, *EVAL_LOG_KEYS} for entry in during)
     assert [entry["step"] for entry in during] == list(range(2, during[-1]["step"] + 1, 2))  # every 2 steps
     stop, best = expected_stop(during, 2)  # EARLY_STOPPING_RUN's patience
     assert stop < 12, "the run must stop early for this test to mean anything"

@@ -23,6 +23,8 @@ from qa.parameter_rules import (
     parameter_error,
 )
 
+from tests.training_code.claim_inputs import CONTROLS
+
 MODELS = "s3://artifacts/base-models/"
 DEFAULT_MODEL = f"{MODELS}bert-large-uncased-whole-word-masking/"
 BOUNDS: dict[str, Any] = {
@@ -57,14 +59,7 @@ def start_event(**values: object) -> dict[str, object]:
         "BaseModelUri": DEFAULT_MODEL,
         "BaseModelsUri": MODELS,
         "UploadedBy": "111122223333",
-        "TrainingInstanceType": "ml.p4d.24xlarge",
-        "PerDeviceTrainBatchSize": "auto",
-        "MaxSeqLength": 384,
-        "DocStride": 128,
-        "WarmupRatio": "auto",
-        "EvaluationStrategy": "no",
-        "EvaluationSteps": 500,
-        "EarlyStoppingPatience": 0,
+        **CONTROLS,
         **values,
     }
 

@@ -18,6 +18,7 @@ from qa.cost import UNKNOWN_COST_USD, run_estimate
 from qa.outputs import LOCAL_EXECUTIONS_ENV, LOCAL_S3_ROOT_ENV, MANIFEST_V2_FORMAT, MANIFEST_VERSION_UNSET
 
 from tests.conftest import aws_environment, pointed_at
+from tests.training_code.claim_inputs import CONTROLS
 
 KEY = "datasets/squad/v1/manifest.json"
 HELD_KEY = "datasets/squad/v1/held-manifest.json"
@@ -36,17 +37,6 @@ BOUNDS = json.dumps(
         "ActivationBytes": 2,
     }
 )
-# The per-run controls at their defaults (qa.parameter_rules.CONTROL_PARAMETERS).
-CONTROLS = {
-    "TrainingInstanceType": "ml.p4d.24xlarge",
-    "PerDeviceTrainBatchSize": "auto",
-    "MaxSeqLength": 384,
-    "DocStride": 128,
-    "WarmupRatio": "auto",
-    "EvaluationStrategy": "no",
-    "EvaluationSteps": 500,
-    "EarlyStoppingPatience": 0,
-}
 
 
 def execution(name: str) -> str:

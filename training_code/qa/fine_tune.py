@@ -261,7 +261,8 @@ def resolve_auto(args: argparse.Namespace, config: dict[str, Any], longest: int,
     """Replace the "auto" hyperparameters in `args` with this device's values, and log them: the per-device batch
     from the memory model of this GPU (qa/memory.py) for the longest training feature, capped at the recipe's
     32 (8 on CPU); learning rate and warm-up of the recipe for the resulting global batch (qa/recipe.py; CPU:
-    the project's earlier 3e-5 and 0.1); compile off (the pipeline resolves "auto" from the cost estimate)."""
+    the project's earlier 3e-5 and 0.1); compile off (the pipeline resolves "auto" from the cost estimate), and on GPUs
+    only."""
     gpu = device.type == "cuda"
     if args.per_device_train_batch_size == "auto":
         if gpu:
@@ -287,7 +288,11 @@ def resolve_auto(args: argparse.Namespace, config: dict[str, Any], longest: int,
     global_batch = args.per_device_train_batch_size * world * args.gradient_accumulation_steps
     args.learning_rate = recipe.learning_rate(args.learning_rate, global_batch, gpu)
     args.warmup_ratio = recipe.warmup_ratio(args.warmup_ratio, gpu)
-    args.compile = args.compile is True
+    if args.compile is True and not gpu:
+        # compile_pays priced the compile time against the GPU's compute minutes; on a CPU (the local runner, the
+        # tests) inductor's compile takes longer than the whole run.
+        log.info("compile=true is for the GPU the pipeline priced (qa.cost.compile_pays): not on %s", device.type)
+    args.compile = args.compile is True and gpu
     log.info(
         "per_device_train_batch_size=%d (global batch %d) learning_rate=%g warmup_ratio=%g compile=%s",
         args.per_device_train_batch_size,
