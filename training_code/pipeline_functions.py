@@ -100,6 +100,7 @@ from qa.outputs import (
     sha256_checksum,
 )
 from qa.parameter_rules import (
+    RUN_PARAMETERS,
     data_key_problem,
     execution_limit_error,
     json_input,
@@ -524,8 +525,16 @@ def content_digest(store: ObjectStore, bucket: str, key: str, version: str) -> s
     return hashlib.sha256(json.dumps(sorted(pinned)).encode()).hexdigest()
 
 
+def training_digest(event: dict[str, Any], content: str) -> str:
+    """SHA-256 of what a run trains: the data's content digest with the run's parameters (the model, the epochs,
+    the instance type, the per-run controls, ...). The same data with the same parameters is nothing new to train;
+    another model or other parameters on the same data is (`make train MODEL=...`, `make start PARAMS=...`)."""
+    parameters = {name: str(event.get(name, "")) for name in (*RUN_PARAMETERS, TRAINING_INSTANCE_TYPE)}
+    return hashlib.sha256(json.dumps([content, sorted(parameters.items())]).encode()).hexdigest()
+
+
 def content_claim_key(event: dict[str, Any], digest: str) -> str:
-    return f"{event[INPUT_CLAIMS_PREFIX].strip('/')}/{CONTENT_CLAIMS}/{digest}.json"
+    return f"{event[INPUT_CLAIMS_PREFIX].strip('/')}/{CONTENT_CLAIMS}/{training_digest(event, digest)}.json"
 
 
 def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> tuple[str, str]:
@@ -545,9 +554,9 @@ def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> tuple[str, str]
     owner = _claim(store, claims_bucket, content_key, f"the data of {manifest}, content {digest}", me)
     if owner != me:
         return owner, (
-            f"{short(key)} version {short(version)} names the same data (content digest {digest[:12]}) as a "
-            f"manifest already claimed: nothing new to train (to train it again, delete s3://{claims_bucket}/"
-            f"{content_key})"
+            f"{short(key)} version {short(version)} names the same data (content digest {digest[:12]}) with the "
+            f"same run parameters as a manifest already claimed: nothing new to train (another BaseModelUri or "
+            f"parameter trains it; to train it again as it is, delete s3://{claims_bucket}/{content_key})"
         )
     return me, ""
 

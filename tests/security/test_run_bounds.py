@@ -120,6 +120,10 @@ def test_a_manifest_put_again_with_other_bytes_but_the_same_pinned_files_is_a_du
     second = functions.claim_handler(claim(definition, "b", second_version))
     assert second["Duplicate"] == "true" and second["ClaimedBy"] == execution("a")
     assert "names the same data" in second["DuplicateReason"]
+    # The same data for another model (make train MODEL=..., make start PARAMS=...) is a new training.
+    other_model = claim(definition, "b", second_version)
+    other_model["BaseModelUri"] = other_model["BaseModelsUri"] + "my-model/"
+    assert functions.claim_handler(other_model)["Duplicate"] == "false"
     changed = local.put(DATASETS, KEY, manifest(local, {**DATA, "train/train.jsonl": b'{"id": "2"}\n'}))
     assert functions.claim_handler(claim(definition, "b", changed))["Duplicate"] == "false"
     record(tmp_path, a=("Failed", time.time() - 60), b=("Succeeded", time.time() - 30), c=("Executing", time.time()))

@@ -327,8 +327,8 @@ CLAIM_OUTPUTS = (
     CLAIM_DUPLICATE_REASON,
     *CLAIM_VALIDATION_OUTPUTS,
 )
-# Claims by content (ClaimManifest): <claims prefix>/CONTENT_CLAIMS/<content digest>.json, beside the claims by
-# manifest version (<claims prefix>/<claim digest>.json).
+# Claims by content (ClaimManifest): <claims prefix>/CONTENT_CLAIMS/<digest of the content and the run's
+# parameters>.json, beside the claims by manifest version (<claims prefix>/<claim digest>.json).
 CONTENT_CLAIMS = "content"
 ESTIMATED_COST_OUTPUT = "EstimatedCostUSD"  # EstimateTrainingCost: on-demand USD
 RECORD_MODEL_SHA256 = "ModelSha256"
