@@ -11,7 +11,7 @@ from qa.outputs import CLAIM_MANIFEST_SHA256, LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1
 from config.paths import LOCAL_EXECUTIONS
 from local_runner.runner import ExecutionResult
 from local_runner.store import LocalObjectStore
-from reporting.local_runs import LOCAL_ARN_PREFIX
+from reporting.local_runs import local_execution_arn
 from reporting.record import METRIC_NAMES, REPORT_IMAGE, JobCost, RunRecord, StepRecord, read_log_history, save
 from reporting.report import report_line, write_report
 from reporting.tracking import local_store_uri, track
@@ -47,7 +47,7 @@ def record_from_local_result(result: ExecutionResult, pipeline_name: str, store:
     package = result.model_package
     return RunRecord(
         execution_id=result.execution_id,
-        execution_arn=f"{LOCAL_ARN_PREFIX}/{pipeline_name}/execution/{result.execution_id}",
+        execution_arn=local_execution_arn(pipeline_name, result.execution_id),
         pipeline_name=pipeline_name,
         source="local",
         status=result.status,

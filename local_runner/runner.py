@@ -24,7 +24,7 @@ from local_runner.registry import LocalModelRegistry, ModelPackage
 from local_runner.spot import SpotInterruption
 from local_runner.store import LocalObjectStore
 from pipeline_steps.walk import all_steps, execution_order, expressions
-from reporting.local_runs import RUNNER_PID_FILE
+from reporting.local_runs import RUNNER_PID_FILE, local_execution_arn
 
 STEP_FIELDS = {
     "Name",
@@ -218,8 +218,7 @@ class LocalExecution:
             {
                 "PipelineExecutionId": execution_id,
                 "PipelineName": runner.pipeline_name,
-                "PipelineExecutionArn": f"arn:aws:sagemaker:local:000000000000:pipeline/{runner.pipeline_name}"
-                f"/execution/{execution_id}",
+                "PipelineExecutionArn": local_execution_arn(runner.pipeline_name, execution_id),
             },
             self.step_properties,
         )

@@ -18,6 +18,11 @@ RUNNER_PID_FILE = "runner.pid"  # in the execution's folder while it runs: whom 
 LOCAL_ARN_PREFIX = "arn:aws:sagemaker:local:000000000000:pipeline"  # + /<pipeline>/execution/<id>
 
 
+def local_execution_arn(pipeline_name: str, execution_id: str) -> str:
+    """The ARN a local run goes by (the local runner's PipelineExecutionArn, its record, `make report`)."""
+    return f"{LOCAL_ARN_PREFIX}/{pipeline_name}/execution/{execution_id}"
+
+
 @dataclass(frozen=True)
 class LocalRun:
     folder: Path

@@ -15,7 +15,7 @@ from typing import Any
 
 from config.loader import DEFAULT_ENV
 from config.paths import LOCAL_EXECUTION_PREFIX, LOCAL_EXECUTIONS, LOCAL_RUNS, PROJECT_ROOT
-from reporting.local_runs import LOCAL_ARN_PREFIX, LocalRun, find_run
+from reporting.local_runs import LocalRun, find_run, local_execution_arn
 from reporting.record import REPORT_IMAGE, RunRecord
 from reporting.report import report_line, write_report
 from reporting.tracking import TrackingUnavailable, managed_server_arn, track, tracking_uri
@@ -42,7 +42,7 @@ def local_record(run: LocalRun, pipeline_name: str) -> RunRecord:
     if run.record is None:
         return RunRecord(
             execution_id=run.execution_id,
-            execution_arn=f"{LOCAL_ARN_PREFIX}/{pipeline_name}/execution/{run.execution_id}",
+            execution_arn=local_execution_arn(pipeline_name, run.execution_id),
             pipeline_name=pipeline_name,
             source="local",
             status=run.status,
