@@ -193,6 +193,27 @@ BENCHMARK_METRIC_REGEXES = {
     METRIC_BENCHMARK_EXACT_MATCH: r"benchmark: exact_match=([0-9.]+)",
     METRIC_BENCHMARK_F1: r"benchmark: exact_match=[0-9.]+ f1=([0-9.]+)",
 }
+# Line prefix -> the metric definitions' name prefix (eval:<metric>, benchmark:<metric>); the builders below are
+# those of issue 33's core helper (the integrator keeps that one copy).
+EVALUATION_PREFIX = "evaluation"
+BENCHMARK_PREFIX = "benchmark"
+METRIC_NAME_PREFIXES = {EVALUATION_PREFIX: "eval", BENCHMARK_PREFIX: "benchmark"}
+
+
+def metric_name(prefix: str, metric: str) -> str:
+    """The metric definition's name of `metric` on the line of `prefix`: eval:f1, benchmark:f1."""
+    return f"{METRIC_NAME_PREFIXES[prefix]}:{metric}"
+
+
+def metric_regexes(prefix: str, names: tuple[str, ...]) -> dict[str, str]:
+    """The metric definitions (name -> regex with one group) that read each of `names` from evaluation_line's line
+    of `prefix`, anchored at the line's start and the metrics before it, so no other line matches."""
+    regexes = {}
+    for index, name in enumerate(names):
+        before = "".join(f"{earlier}=[0-9.]+ " for earlier in names[:index])
+        regexes[metric_name(prefix, name)] = rf"{prefix}: {before}{name}=([0-9.]+)"
+    return regexes
+
 
 # The dataset manifest (datasets/<name>/<version>/manifest.json) the upload tool writes last:
 # {"format": MANIFEST_V2_FORMAT, "dataset": name, "version": version,
@@ -297,6 +318,11 @@ INPUT_MODEL_ARCHIVE_URI = "ModelArchiveUri"  # RecordModel: FineTune's model.tar
 INPUT_REGISTRY_URI = "RegistryUri"  # RecordModel: s3://<artifacts>/registry/, where it copies the archive
 INPUT_F1 = "F1"  # RecordModel: FineTune's METRIC_EVAL_F1
 INPUT_EXACT_MATCH = "ExactMatch"  # RecordModel: FineTune's METRIC_EVAL_EXACT_MATCH
+# ClaimManifest, RecordModel: the pipeline's task (a tasks.TASK_NAMES name, a constant of the definition).
+INPUT_TASK = "Task"
+# RecordModel: JSON text {metric: value} of the task's METRICS, each FineTune's FinalMetricDataList['eval:<metric>']
+# (the step joins them: pipeline_steps).
+INPUT_METRICS = "Metrics"
 # ClaimManifest in processing.tokenize_in "fine_tune" mode (qa/claim_validation.py): validate every record before
 # any instance starts, with the windowing of FineTune's tokenization (the MaxSeqLength and DocStride parameters;
 # "true" / "false" for INPUT_VALIDATE).
