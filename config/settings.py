@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Annotated, ClassVar, Literal, get_args
+from types import ModuleType
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.json_schema import JsonDict
 from qa import benchmark as benchmark_files
 from qa.features import DEFAULT_MAX_WINDOWS_PER_EXAMPLE
 from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_MAX_LENGTH
+from tasks import DEFAULT_TASK, TASK_NAMES
+from tasks import task as task_module
 
 from config.costs import (
     KNOWN_SHAPES,
@@ -52,6 +55,8 @@ BUCKET_PURPOSES: tuple[BucketPurpose, ...] = get_args(BucketPurpose)
 APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
 
 INSTANCE_TYPE_PATTERN = r"^ml\.[a-z0-9-]+\.[0-9]*x?large$"
+# The fine-tuning task (training_code/tasks/): a Literal of the registry's names, so the schema lists them.
+TaskName = Literal[TASK_NAMES]  # type: ignore[valid-type]
 # What network.interface_endpoints may name (stacks/network.py maps each to its VPC endpoints).
 InterfaceEndpoint = Literal["ecr", "logs", "monitoring", "sts", "sagemaker"]
 
@@ -500,6 +505,12 @@ class Settings(StrictModel):
 
     env_name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,15}$")
     name_prefix: str = Field("hf-qa", pattern=r"^[a-z][a-z0-9-]{1,19}$")
+    task: TaskName = Field(
+        DEFAULT_TASK,
+        json_schema_extra=enforced_by("synth: every job's --task, metric definitions, gate, model package group"),
+        description="What the pipeline fine-tunes, a Hugging Face pipeline name: its records, head, metrics and the "
+        "one the gate compares with F1Threshold (training_code/tasks/).",
+    )
     account: str | None = Field(None, pattern=r"^[0-9]{12}$")
     region: str | None = Field(None, pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
     removal_policy: Literal["destroy", "retain"] = "retain"
@@ -520,6 +531,18 @@ class Settings(StrictModel):
     registry: RegistrySettings = RegistrySettings()
     tracking: TrackingSettings = TrackingSettings()
     limits: LimitsSettings = LimitsSettings()
+
+    @field_validator("task", mode="before")
+    @classmethod
+    def _known_task(cls, name: Any) -> Any:
+        """An unknown task fails with the registry's one line and its did-you-mean."""
+        task_module(str(name))
+        return name
+
+    @property
+    def task_facts(self) -> ModuleType:
+        """The task's module: the facts it declares (NAME, RESOURCE_NAME, METRICS, GATE_METRIC, ...)."""
+        return task_module(self.task)
 
     @field_validator("region")
     @classmethod
@@ -794,7 +817,9 @@ class Settings(StrictModel):
 
     @property
     def model_package_group_name(self) -> str:
-        return f"{self.name_prefix}-qa-models"
+        """<prefix>-<the task's RESOURCE_NAME>-models (question answering's stays <prefix>-qa-models); pattern and
+        length checked by pipeline_steps/aws_rules.py."""
+        return f"{self.name_prefix}-{self.task_facts.RESOURCE_NAME}-models"
 
     @property
     def pipeline_name(self) -> str:

@@ -25,6 +25,9 @@ step can run on (each `EnumValues` entry when the type is a pipeline parameter).
   minimum; its model says 0-21600 where the warm pools guide still says at most 3600, which
   training.keep_alive_seconds keeps to), and never with `EnableManagedSpotTraining`: warm pools cannot be used
   with spot instances (https://docs.aws.amazon.com/sagemaker/latest/dg/train-warm-pools.html, "Considerations").
+- A registration's `ModelPackageGroupName` (`<prefix>-<task RESOURCE_NAME>-models`) matches
+  `^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$`, 1-63 characters (botocore checks neither pattern nor maximum):
+  https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateModelPackageGroup.html
 - An instance type given by a pipeline parameter lists its `EnumValues` (else an execution may pick a type
   that no rule saw), and each parameter's default is one of them:
   https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-parameters.html
@@ -33,6 +36,7 @@ step can run on (each `EnumValues` entry when the type is a pipeline parameter).
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,6 +59,10 @@ INFERENCE_INSTANCE_FIELDS = (
     ("InferenceSpecification.SupportedRealtimeInferenceInstanceTypes", "ProductionVariantInstanceType"),
     ("InferenceSpecification.SupportedTransformInstanceTypes", "TransformInstanceType"),
 )
+
+
+# API_CreateModelPackageGroup's ModelPackageGroupName (which also bounds it to 63 characters).
+MODEL_PACKAGE_GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 
 
 class AwsRuleViolation(ValueError):
@@ -238,6 +246,18 @@ def _warm_pool_problems(step: dict[str, Any]) -> list[str]:
     return problems
 
 
+def _model_package_group_problems(step: dict[str, Any]) -> list[str]:
+    if step["Type"] != "RegisterModel":
+        return []
+    group = step["Arguments"].get("ModelPackageGroupName")
+    if group is None or is_expression(group) or MODEL_PACKAGE_GROUP_NAME.fullmatch(group):
+        return []
+    return [
+        f"step {step['Name']}: ModelPackageGroupName {group!r} is not 1-63 letters, digits and inner hyphens "
+        "(API_CreateModelPackageGroup); shorten name_prefix"
+    ]
+
+
 def _parameter_problems(parameters: dict[str, dict[str, Any]]) -> list[str]:
     return [
         f"parameter {name}: default {spec['DefaultValue']!r} is not one of its EnumValues {spec['EnumValues']}"
@@ -256,6 +276,7 @@ def violations(definition: dict[str, Any]) -> list[str]:
         problems += _limit_problems(step)
         problems += _fail_message_problems(step)
         problems += _warm_pool_problems(step)
+        problems += _model_package_group_problems(step)
     return problems
 
 

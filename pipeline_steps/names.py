@@ -50,7 +50,14 @@ F1_FAIL_STEP = "F1BelowThreshold"
 MODEL_METADATA_DATASET_BUCKET = "dataset_bucket"  # the datasets bucket of the manifest
 MODEL_METADATA_DATASET_MANIFEST = "dataset_manifest"  # its key there: datasets/<name>/<version>/manifest.json
 MODEL_METADATA_DATASET_MANIFEST_VERSION = "dataset_manifest_version_id"
-MODEL_METADATA_F1 = "evaluation_f1"
+
+
+def evaluation_key(gate_metric: str) -> str:
+    """The key of the gate's score, evaluation_<the task's GATE_METRIC> (evaluation_f1 for question answering), which
+    the model-package notifications quote."""
+    return f"evaluation_{gate_metric}"
+
+
 # The registry copy's SHA-256 and S3 version id (from RecordModel), which `make verify-model` checks the archive
 # (the package's ModelDataUrl, registry/<sha256>/model.tar.gz) against, and the execution that registered it.
 MODEL_METADATA_ARCHIVE_SHA256 = "model_archive_sha256"
@@ -63,7 +70,13 @@ MODEL_METADATA_EXECUTION_ARN = "pipeline_execution_arn"
 MODEL_METADATA_GATE = "gate"
 GATE_BENCHMARK = "benchmark"  # evaluation.benchmark: the F1 of the operator's benchmark
 GATE_UPLOADER_VALIDATION = "uploader validation"  # no benchmark (dev only): the upload's own validation split
-MODEL_METADATA_UPLOADER_VALIDATION_F1 = "uploader_validation_f1"  # reported beside a benchmark's F1
+
+
+def uploader_validation_key(gate_metric: str) -> str:
+    """The key of the uploader's validation score of the gate metric, reported beside a benchmark's."""
+    return f"uploader_validation_{gate_metric}"
+
+
 MODEL_METADATA_BENCHMARK_NAME = "benchmark_name"
 MODEL_METADATA_BENCHMARK_VERSION = "benchmark_version"
 MODEL_METADATA_BENCHMARK_MANIFEST_VERSION = "benchmark_manifest_version_id"

@@ -57,7 +57,7 @@ from pipeline_steps.names import (
     CLAIM_STEP,
     FIRST_DELIVERY_STEP,
     MODEL_METADATA_DATASET_MANIFEST,
-    MODEL_METADATA_F1,
+    evaluation_key,
 )
 from stacks.functions import PipelineFunction, pipeline_executions_arn
 from stacks.log_groups import LogGroupSettings
@@ -83,6 +83,7 @@ class PipelineNotifications(Construct):
         pipeline_name: str,
         pipeline_arn: str,
         model_package_group_name: str,
+        gate_metric: str,
         key: kms.IKey,
         email: str | None,
         env_name: str,
@@ -114,7 +115,7 @@ class PipelineNotifications(Construct):
                 DETAILS_ENV: details,
                 CLAIM_STEP_ENV: CLAIM_STEP,
                 FIRST_DELIVERY_STEP_ENV: FIRST_DELIVERY_STEP,
-                F1_METADATA_KEY_ENV: MODEL_METADATA_F1,
+                F1_METADATA_KEY_ENV: evaluation_key(gate_metric),  # the package's score of the task's gate metric
                 DATASET_METADATA_KEY_ENV: MODEL_METADATA_DATASET_MANIFEST,
             },
         )

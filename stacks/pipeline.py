@@ -170,8 +170,9 @@ class PipelineStack(Stack):
             self,
             "Pipeline",
             pipeline_name=settings.pipeline_name,
-            pipeline_description="Claim + pin (Lambda) -> validate + tokenize (CPU) -> cost guard (Lambda) -> "
-            "distributed fine-tuning + SQuAD EM/F1 (GPU) -> record (Lambda) -> F1 gate -> register",
+            pipeline_description=f"{settings.task}: claim + pin (Lambda) -> validate + tokenize (CPU) -> cost guard "
+            f"(Lambda) -> distributed fine-tuning + {'/'.join(settings.task_facts.METRICS)} (GPU) -> record (Lambda) "
+            f"-> {settings.task_facts.GATE_METRIC} gate -> register",
             role_arn=self.pipeline_role.role_arn,
             pipeline_definition={"PipelineDefinitionBody": Fn.sub(body, substitutions)},
         )
@@ -198,6 +199,7 @@ class PipelineStack(Stack):
             pipeline_name=settings.pipeline_name,
             pipeline_arn=self.pipeline_arn,
             model_package_group_name=self.model_package_group_name,
+            gate_metric=settings.task_facts.GATE_METRIC,
             key=data.project_key.key,
             email=settings.notification_email,
             env_name=settings.env_name,

@@ -41,6 +41,7 @@ from qa.outputs import (
     INPUT_EXECUTION_ARN,
     INPUT_INPUTS_PREFIX,
     INPUT_MAX_WINDOWS_PER_EXAMPLE,
+    INPUT_TASK,
     INPUT_VALIDATE,
 )
 from sagemaker.workflow.condition_step import ConditionStep
@@ -88,6 +89,8 @@ def build(ctx: BuildContext) -> LambdaStep:
         description="Check the parameters, claim this manifest version (S3 conditional write), pin its data",
         inputs={
             INPUT_EXECUTION_ARN: ExecutionVariables.PIPELINE_EXECUTION_ARN,
+            # The pipeline's task: a manifest that names another one is refused (qa/claim_validation.py).
+            INPUT_TASK: settings.task,
             names.DATASET_BUCKET: params.dataset_bucket,
             names.MANIFEST_KEY: params.manifest_key,
             names.MANIFEST_VERSION_ID: params.manifest_version_id,

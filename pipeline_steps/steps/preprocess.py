@@ -76,6 +76,8 @@ def build(ctx: BuildContext, claim_step: LambdaStep) -> ProcessingStep:
         ],
         arguments=[
             "preprocess.py",
+            "--task",
+            ctx.settings.task,
             "--manifest",
             f"{DATA_DIR}/{PINNED_MANIFEST_FILE}",
             "--data-dir",

@@ -1,22 +1,22 @@
 """RecordModel (a Lambda step: the trained archive's one version, hashed and copied to the content-addressed
 registry/<sha256>/model.tar.gz, and the model-quality report from FineTune's evaluation metrics), then CheckF1:
-F1 >= threshold ? RegisterModel (that copy, with its metrics and identity) : fail with the numbers."""
+the task's gate metric (its GATE_METRIC, an F1 for every task so far) >= threshold ? RegisterModel (that copy,
+with its metrics and identity) : fail with the numbers."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from qa.outputs import (
+    BENCHMARK_PREFIX,
     CLAIM_MANIFEST_SHA256,
     EVALUATION_FILE,
-    INPUT_EXACT_MATCH,
-    INPUT_F1,
+    EVALUATION_PREFIX,
+    INPUT_METRICS,
     INPUT_MODEL_ARCHIVE_URI,
     INPUT_REGISTRY_URI,
-    METRIC_BENCHMARK_EXACT_MATCH,
-    METRIC_BENCHMARK_F1,
-    METRIC_EVAL_EXACT_MATCH,
-    METRIC_EVAL_F1,
+    INPUT_TASK,
     RECORD_MODEL_SHA256,
     RECORD_MODEL_URI,
     RECORD_MODEL_VERSION_ID,
@@ -24,6 +24,7 @@ from qa.outputs import (
     RECORD_REPORT_URI,
     SAGEMAKER_PROGRAM_ENV,
     SERVING_PROGRAM,
+    metric_name,
 )
 from sagemaker.huggingface import HuggingFaceModel
 from sagemaker.model_metrics import MetricsSource, ModelMetrics
@@ -46,12 +47,35 @@ def metric(train: TrainingStep, name: str):
     return train.properties.FinalMetricDataList[name].Value
 
 
-def gate_metrics(ctx: BuildContext) -> tuple[str, str]:
-    """(F1, exact match) metric names the gate reads: the operator's benchmark, else (dev only: settings refuse
-    production without one) the uploader's own validation split."""
-    if ctx.settings.evaluation.benchmark is not None:
-        return METRIC_BENCHMARK_F1, METRIC_BENCHMARK_EXACT_MATCH
-    return METRIC_EVAL_F1, METRIC_EVAL_EXACT_MATCH
+def gated_line(ctx: BuildContext) -> str:
+    """The line whose metrics the gate reads: the operator's benchmark, else (dev only: settings refuse production
+    without one) the uploader's own validation split."""
+    return BENCHMARK_PREFIX if ctx.settings.evaluation.benchmark is not None else EVALUATION_PREFIX
+
+
+def gate_metric(ctx: BuildContext) -> str:
+    """The metric definition CheckF1 compares with F1Threshold: <line>:<the task's GATE_METRIC>."""
+    return metric_name(gated_line(ctx), ctx.settings.task_facts.GATE_METRIC)
+
+
+# How the gate's messages name the line it reads.
+GATED_LINE_LABELS = {EVALUATION_PREFIX: "Validation", BENCHMARK_PREFIX: "Benchmark"}
+
+
+def gate_label(ctx: BuildContext) -> str:
+    """How the gate's messages name what it measured: "Validation F1", "Benchmark MACRO_F1" (the task's GATE_METRIC
+    in capitals)."""
+    return f"{GATED_LINE_LABELS[gated_line(ctx)]} {str(ctx.settings.task_facts.GATE_METRIC).upper()}"
+
+
+def metrics_json(ctx: BuildContext, train: TrainingStep) -> Join:
+    """RecordModel's Metrics input: JSON text {metric: value} of every one of the task's METRICS on the gated line
+    (the package's model-quality report), built at run time from FineTune's FinalMetricDataList."""
+    line, metrics = gated_line(ctx), ctx.settings.task_facts.METRICS
+    values: list[Any] = []
+    for index, name in enumerate(metrics):
+        values += [f"{'{' if index == 0 else ', '}{json.dumps(name)}: ", metric(train, metric_name(line, name))]
+    return Join(on="", values=[*values, "}"])
 
 
 def gate_metadata(ctx: BuildContext, train: TrainingStep, claim_step: LambdaStep) -> dict[str, Any]:
@@ -59,8 +83,8 @@ def gate_metadata(ctx: BuildContext, train: TrainingStep, claim_step: LambdaStep
     bounded by construction (API_CreateModelPackage: 1-256 characters of letters, numbers, spaces and `_.:/=+-@`,
     at most 50 entries): the labels are constants, benchmark names and versions follow the dataset name rule (at
     most 100), version ids the settings' pattern, digests are 64 hex digits, UploadedBy is checked by
-    ClaimManifest (qa/parameter_rules.py) and an F1 is a number."""
-    pinned = ctx.settings.evaluation.benchmark
+    ClaimManifest (qa/parameter_rules.py) and a metric is a number; keys name the task's gate metric (names.py)."""
+    pinned, gate_metric_name = ctx.settings.evaluation.benchmark, ctx.settings.task_facts.GATE_METRIC
     common = {
         names.MODEL_METADATA_DATASET_MANIFEST_SHA256: claim.output(claim_step, CLAIM_MANIFEST_SHA256),
         names.MODEL_METADATA_UPLOADED_BY: ctx.params.uploaded_by,
@@ -73,7 +97,9 @@ def gate_metadata(ctx: BuildContext, train: TrainingStep, claim_step: LambdaStep
         names.MODEL_METADATA_BENCHMARK_VERSION: pinned.version,
         names.MODEL_METADATA_BENCHMARK_MANIFEST_VERSION: pinned.manifest_version_id,
         names.MODEL_METADATA_BENCHMARK_MANIFEST_SHA256: pinned.manifest_sha256,
-        names.MODEL_METADATA_UPLOADER_VALIDATION_F1: Join(on="", values=[metric(train, METRIC_EVAL_F1)]),
+        names.uploader_validation_key(gate_metric_name): Join(
+            on="", values=[metric(train, metric_name(EVALUATION_PREFIX, gate_metric_name))]
+        ),
         **common,
     }
 
@@ -86,9 +112,9 @@ def record(ctx: BuildContext, train: TrainingStep) -> LambdaStep:
         inputs={
             INPUT_MODEL_ARCHIVE_URI: train.properties.ModelArtifacts.S3ModelArtifacts,
             INPUT_REGISTRY_URI: f"s3://{ctx.artifacts_bucket}/{ctx.settings.layout.registry}/",
-            # The gate's scores (gate_metrics): the package's model-quality report.
-            INPUT_F1: metric(train, gate_metrics(ctx)[0]),
-            INPUT_EXACT_MATCH: metric(train, gate_metrics(ctx)[1]),
+            INPUT_TASK: ctx.settings.task,
+            # The gated line's scores (gated_line): the package's model-quality report.
+            INPUT_METRICS: metrics_json(ctx, train),
             RECORD_REPORT_URI: ctx.execution_uri(ctx.settings.layout.evaluation, EVALUATION_FILE),
         },
         outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in RECORD_OUTPUTS],
@@ -96,8 +122,8 @@ def record(ctx: BuildContext, train: TrainingStep) -> LambdaStep:
 
 
 def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep, claim_step: LambdaStep) -> ConditionStep:
-    f1 = metric(train, gate_metrics(ctx)[0])
-    gate = "Benchmark F1" if ctx.settings.evaluation.benchmark is not None else "Validation F1"
+    f1 = metric(train, gate_metric(ctx))
+    gate = gate_label(ctx)
     params = ctx.params
     outputs = recorded.properties.Outputs
     model = HuggingFaceModel(
@@ -140,10 +166,10 @@ def build(ctx: BuildContext, train: TrainingStep, recorded: LambdaStep, claim_st
             names.MODEL_METADATA_DATASET_MANIFEST_VERSION: params.manifest_version_id,
             # For the approval notification (stacks/notifications.py): the metric's float goes through Std:Join,
             # which yields a string.
-            names.MODEL_METADATA_F1: Join(on="", values=[f1]),
+            names.evaluation_key(ctx.settings.task_facts.GATE_METRIC): Join(on="", values=[f1]),
             **gate_metadata(ctx, train, claim_step),
         },
-        description=f"{ctx.settings.model.base_model} fine-tuned for extractive question answering",
+        description=f"{ctx.settings.model.base_model} fine-tuned for {ctx.settings.task}",
     )
     register = ModelStep(
         name=names.REGISTER_STEP,

@@ -20,13 +20,13 @@ from typing import Any, cast
 from qa.outputs import (
     BENCHMARK_CHANNEL,
     BENCHMARK_DATA_CHANNEL,
-    BENCHMARK_METRIC_REGEXES,
     BENCHMARK_OUTPUT,
+    BENCHMARK_PREFIX,
     CHECKPOINT_DIR,
     CLAIM_INPUT_URI,
     CODE_CHANNEL,
     DATA_CHANNEL,
-    EVALUATION_METRIC_REGEXES,
+    EVALUATION_PREFIX,
     MODEL_CHANNEL,
     TENSORBOARD_DIR,
     TRAIN_CHANNEL,
@@ -35,6 +35,7 @@ from qa.outputs import (
     TRAINING_METRIC_REGEXES,
     VALIDATION_CHANNEL,
     VALIDATION_SPLIT,
+    metric_regexes,
 )
 from sagemaker.debugger import TensorBoardOutputConfig
 from sagemaker.huggingface import HuggingFace
@@ -53,13 +54,20 @@ from pipeline_steps.steps.context import (
     verified_entrypoint,
 )
 
-# One regex per value of the line train.py prints every logging interval, then of the line it prints once after
-# evaluating (FinalMetricDataList['eval:f1'] feeds CheckF1).
-METRIC_DEFINITIONS = [
-    {"Name": name, "Regex": regex} for name, regex in {**TRAINING_METRIC_REGEXES, **EVALUATION_METRIC_REGEXES}.items()
-]
-# With evaluation.benchmark, the benchmark line too (FinalMetricDataList['benchmark:f1'], CheckF1's gate).
-BENCHMARK_METRIC_DEFINITIONS = [{"Name": name, "Regex": regex} for name, regex in BENCHMARK_METRIC_REGEXES.items()]
+
+def metric_definitions(ctx: BuildContext) -> list[dict[str, str]]:
+    """One regex per value of the line train.py prints every logging interval, then one per metric of the task's
+    line after evaluating (FinalMetricDataList['eval:<GATE_METRIC>'] feeds CheckF1) and, with evaluation.benchmark,
+    of the benchmark's line (FinalMetricDataList['benchmark:<GATE_METRIC>'], the gate then). Each Name of at most
+    255 and Regex of at most 500 characters, at most 40 definitions (API_MetricDefinition,
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_MetricDefinition.html; API_AlgorithmSpecification):
+    aws_rules checks the definition against botocore's limits of these shapes."""
+    metrics = ctx.settings.task_facts.METRICS
+    benchmark = metric_regexes(BENCHMARK_PREFIX, metrics) if ctx.settings.evaluation.benchmark is not None else {}
+    regexes = {**TRAINING_METRIC_REGEXES, **metric_regexes(EVALUATION_PREFIX, metrics), **benchmark}
+    return [{"Name": name, "Regex": regex} for name, regex in regexes.items()]
+
+
 DEADLINE_RESERVE_SECONDS = 600
 DEADLINE_RESERVE_SHARE = 0.05
 DISTRIBUTIONS: dict[str, dict[str, Any]] = {
@@ -121,6 +129,7 @@ def tokenize_hyperparameters(ctx: BuildContext) -> dict[str, Any]:
 def _training_hyperparameters(ctx: BuildContext) -> dict[str, Any]:
     hps = ctx.settings.hyperparameters
     return {
+        "task": ctx.settings.task,
         "epochs": ctx.params.epochs,
         "learning_rate": ctx.params.learning_rate,
         "per_device_train_batch_size": ctx.params.per_device_train_batch_size,
@@ -186,7 +195,6 @@ def data_channels(ctx: BuildContext, claim_step: LambdaStep) -> dict[str, Traini
 def build(ctx: BuildContext, inputs: dict[str, TrainingInput]) -> TrainingStep:
     """FineTune, reading `inputs` (feature_channels or data_channels) and the base model."""
     training = ctx.settings.training
-    benchmark = ctx.settings.evaluation.benchmark is not None
     transformers_version, pytorch_version, py_version = ctx.settings.training_framework_versions
     estimator = HuggingFace(
         entry_point="train.py",
@@ -219,7 +227,7 @@ def build(ctx: BuildContext, inputs: dict[str, TrainingInput]) -> TrainingStep:
         subnets=ctx.training_subnet_ids or None,
         security_group_ids=[ctx.values.security_group_id] if ctx.values.security_group_id else None,
         encrypt_inter_container_traffic=training.encrypt_inter_container_traffic,
-        metric_definitions=METRIC_DEFINITIONS + (BENCHMARK_METRIC_DEFINITIONS if benchmark else []),
+        metric_definitions=metric_definitions(ctx),
         enable_network_isolation=True,
         tensorboard_output_config=TensorBoardOutputConfig(
             s3_output_path=ctx.execution_uri(ctx.settings.layout.tensorboard),
@@ -249,6 +257,7 @@ def build(ctx: BuildContext, inputs: dict[str, TrainingInput]) -> TrainingStep:
         name=names.TRAIN_STEP,
         bundle_path=bundle_path(ctx.values, CODE_CHANNEL_DIR),
         step_args=step_args,
-        description="Data-parallel fine-tuning (spot, checkpointed, resumable), then SQuAD EM/F1 on the validation set",
+        description="Data-parallel fine-tuning (spot, checkpointed, resumable), then "
+        f"{'/'.join(ctx.settings.task_facts.METRICS)} on the validation set",
         retry_policies=job_retry_policies(training.retry_attempts),
     )

@@ -59,3 +59,15 @@ def test_cdk_own_keys_and_lookups_pass(cdk_context):
 def test_env_selects_the_environment_and_settings_override(cdk_context):
     settings = load(cdk_context, env="prod", name_prefix="hfqa-prod2", **{"training.instance_count": "4"})
     assert (settings.env_name, settings.name_prefix, settings.training.instance_count) == ("prod", "hfqa-prod2", 4)
+
+
+def test_a_misspelt_task_stops_synth_with_did_you_mean(cdk_context):
+    with pytest.raises(
+        ConfigError, match=r"task: unknown task 'text-clasification'; did you mean text-classification\?"
+    ):
+        load(cdk_context, task="text-clasification")
+
+
+def test_the_task_is_a_setting_and_question_answering_the_default(cdk_context):
+    assert load(cdk_context).task == "question-answering"
+    assert load(cdk_context, task="token-classification").task_facts.NAME == "token-classification"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from tasks import TASK_NAMES, task
 
 from config import ConfigError, load_settings
 
@@ -346,3 +347,11 @@ def test_the_default_cost_ceiling_is_a_stated_multiple_of_the_configured_choices
 def test_defaults_past_their_limits_fail_at_synth(cdk_context, overrides, message):
     with pytest.raises(ConfigError, match=message):
         load(cdk_context, **overrides)
+
+
+@pytest.mark.parametrize("name", TASK_NAMES)
+def test_each_task_has_its_model_package_group(cdk_context, name):
+    """<prefix>-<RESOURCE_NAME>-models: question answering's stays the group that existed before tasks."""
+    settings = load_settings({**cdk_context, "task": name})
+    assert settings.model_package_group_name == f"hfqa-dev-{task(name).RESOURCE_NAME}-models"
+    assert (settings.model_package_group_name == "hfqa-dev-qa-models") is (name == "question-answering")

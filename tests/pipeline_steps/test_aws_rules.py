@@ -11,6 +11,7 @@ from contextlib import nullcontext
 
 import pytest
 from pipeline_functions import claim_digest
+from tasks import TASK_NAMES
 
 from config import load_settings
 from config.costs import TRAINING_USD_PER_HOUR
@@ -19,7 +20,13 @@ from config.layout import DatasetLayout
 from local_runner.assembly import extract_event_value
 from local_runner.expressions import ExpressionResolver
 from local_runner.trigger import object_created_event
-from pipeline_steps.aws_rules import AwsRuleViolation, botocore_enum, check_definition, violations
+from pipeline_steps.aws_rules import (
+    MODEL_PACKAGE_GROUP_NAME,
+    AwsRuleViolation,
+    botocore_enum,
+    check_definition,
+    violations,
+)
 from pipeline_steps.definition import build_definition
 from pipeline_steps.names import MANIFEST_VERSION_ID
 from pipeline_steps.walk import all_steps, find_step
@@ -278,3 +285,24 @@ def test_the_gpus_people_have_build_with_the_rules_each_type_needs(definition, s
                 "training.allowed_instance_types": '["ml.p3.2xlarge"]'}  # fmt: skip
     train = find_step(build_definition(load_settings({**cdk_context, **ebs_only})), "FineTune")["Arguments"]
     assert train["ResourceConfig"]["VolumeKmsKeyId"] == "${KmsKeyArn}"
+
+
+@pytest.mark.parametrize(
+    ("group", "named"),
+    [("hfqa-dev-qa-models", False), ("x" * 63, False), ("x" * 64, True), ("hfqa-dev-qa-models-", True),
+     ("hfqa_dev", True)],
+)  # fmt: skip
+def test_a_model_package_group_name_outside_aws_pattern_is_named(definition, group, named):
+    """ModelPackageGroupName: 1-63 characters of ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$ (API_CreateModelPackageGroup,
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateModelPackageGroup.html): the name is built
+    from name_prefix and the task's RESOURCE_NAME, each checked on its own only."""
+    changed = copy.deepcopy(definition)
+    find_step(changed, "RegisterModel-RegisterModel")["Arguments"]["ModelPackageGroupName"] = group
+    problems = [line for line in violations(changed) if "ModelPackageGroupName" in line]
+    assert bool(problems) is named, problems
+
+
+@pytest.mark.parametrize("task", TASK_NAMES)
+def test_every_tasks_group_name_fits_for_the_longest_prefix(cdk_context, task):
+    settings = load_settings({**cdk_context, "task": task, "name_prefix": "p" * 20})
+    assert MODEL_PACKAGE_GROUP_NAME.fullmatch(settings.model_package_group_name)

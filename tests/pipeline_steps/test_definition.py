@@ -28,11 +28,12 @@ from config import load_settings
 from config.costs import KNOWN_SHAPES
 from config.instance_types import INSTANCE_TYPES
 from pipeline_steps.definition import INLINE_LIMIT_BYTES, build_definition, definition_json
-from pipeline_steps.names import MODEL_METADATA_DATASET_MANIFEST, MODEL_METADATA_F1
+from pipeline_steps.names import MODEL_METADATA_DATASET_MANIFEST, evaluation_key
 from pipeline_steps.placeholders import ACCOUNT, PSEUDO_PARAMETERS, REGION, placeholders
 from pipeline_steps.walk import all_steps
 from tests.conftest import ROOT, run_without_network, unshare_works
 from tests.pipeline_steps.conftest import step
+from tests.pipeline_steps.test_api_shapes import resolved
 
 
 def artifacts_bucket(settings) -> str:
@@ -533,7 +534,7 @@ def test_condition_registers_or_fails_with_the_numbers(definition, settings):
     assert metadata["model_archive_version_id"] == {"Get": "Steps.RecordModel.OutputParameters['ModelVersionId']"}
     assert metadata["dataset_manifest_version_id"] == {"Get": "Parameters.ManifestVersionId"}
     # The approval notification quotes these two (stacks/notifications.py): a string F1, as the map requires.
-    assert metadata[MODEL_METADATA_F1] == {"Std:Join": {"On": "", "Values": [condition["LeftValue"]]}}
+    assert metadata[evaluation_key("f1")] == {"Std:Join": {"On": "", "Values": [condition["LeftValue"]]}}
     assert MODEL_METADATA_DATASET_MANIFEST in metadata
     [fail] = check["ElseSteps"]
     assert fail["Type"] == "Fail"
@@ -546,8 +547,13 @@ def test_record_model_reports_the_training_jobs_metrics(definition, settings):
     assert record["Type"] == "Lambda" and record["FunctionArn"] == "${RecordFunctionArn}"
     inputs = record["Arguments"]
     assert inputs["ModelArchiveUri"] == {"Get": "Steps.FineTune.ModelArtifacts.S3ModelArtifacts"}
-    assert inputs["F1"] == {"Get": f"Steps.FineTune.FinalMetricDataList['{METRIC_EVAL_F1}'].Value"}
-    assert inputs["ExactMatch"] == {"Get": f"Steps.FineTune.FinalMetricDataList['{METRIC_EVAL_EXACT_MATCH}'].Value"}
+    assert inputs["Task"] == settings.task == "question-answering"
+    # The Metrics input is JSON text once FineTune's values are joined in: every one of the task's METRICS.
+    run_time = {
+        f"Steps.FineTune.FinalMetricDataList['{METRIC_EVAL_EXACT_MATCH}'].Value": "80.5",
+        f"Steps.FineTune.FinalMetricDataList['{METRIC_EVAL_F1}'].Value": "88.25",
+    }
+    assert json.loads(resolved(inputs["Metrics"], run_time)) == {"exact_match": 80.5, "f1": 88.25}
     assert inputs["ReportUri"]["Std:Join"]["Values"] == [
         f"s3://{artifacts_bucket(settings)}/{settings.layout.evaluation}",
         {"Get": "Execution.PipelineExecutionId"},

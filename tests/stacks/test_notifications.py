@@ -24,7 +24,7 @@ from pipeline_steps.names import (
     CLAIM_STEP,
     FIRST_DELIVERY_STEP,
     MODEL_METADATA_DATASET_MANIFEST,
-    MODEL_METADATA_F1,
+    evaluation_key,
 )
 from pipeline_steps.walk import find_step
 from stacks.assembly import synthesized_definition
@@ -45,6 +45,7 @@ def notifications(bare_stack: BareStack, settings: Settings, email: str | None, 
         pipeline_name="p",
         pipeline_arn=PIPELINE_ARN,
         model_package_group_name=settings.model_package_group_name,
+        gate_metric=settings.task_facts.GATE_METRIC,
         key=kms.Key(stack, "Key"),
         email=email,
         env_name=settings.env_name,
@@ -95,7 +96,7 @@ def package_event(group: str, status: str) -> dict[str, Any]:
         "ModelApprovalStatus": status,
         "MetadataProperties": {"GeneratedBy": EXECUTION_ARN},
         "CustomerMetadataProperties": {
-            MODEL_METADATA_F1: "91.2",
+            evaluation_key("f1"): "91.2",
             MODEL_METADATA_DATASET_MANIFEST: "s3://datasets-bucket/datasets/a/v1/manifest.json",
         },
     }
@@ -255,7 +256,11 @@ def test_the_function_knows_the_topic_the_steps_and_the_metadata_keys_it_quotes(
     assert variables[contract.TOPIC_ARN_ENV] == {"Ref": logical_id(template, "AWS::SNS::Topic")}
     assert variables[contract.CLAIM_STEP_ENV] == CLAIM_STEP
     assert variables[contract.FIRST_DELIVERY_STEP_ENV] == FIRST_DELIVERY_STEP
-    assert variables[contract.F1_METADATA_KEY_ENV] == MODEL_METADATA_F1
+    assert (
+        variables[contract.F1_METADATA_KEY_ENV]
+        == evaluation_key(dev_settings.task_facts.GATE_METRIC)
+        == "evaluation_f1"
+    )
     assert variables[contract.DATASET_METADATA_KEY_ENV] == MODEL_METADATA_DATASET_MANIFEST
     assert variables[contract.PIPELINE_NAME_ENV] == "p"
     details = str(variables[contract.DETAILS_ENV])
