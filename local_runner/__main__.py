@@ -352,17 +352,19 @@ def run(args: argparse.Namespace) -> int:
             args.work_dir / LOCAL_EXECUTIONS,
             interruption=interruption,
             hyperparameter_overrides=dict(args.hyperparameter),
-            on_progress=lambda progress: save_local_record(progress, pipeline.pipeline_name, store, args.work_dir),
+            on_progress=lambda progress: save_local_record(
+                progress, pipeline.pipeline_name, store, args.work_dir, pipeline.task
+            ),
         )
         result = runner.run(overrides)
         print_summary(result, store.root, registry_path)
-        report_local_run(result, pipeline.pipeline_name, store, args.work_dir, print)
+        report_local_run(result, pipeline.pipeline_name, store, args.work_dir, print, pipeline.task)
         duplicate = None
         if args.deliver_event_twice:
             print("\nthe same Object Created event is delivered again (EventBridge delivers at least once)")
             duplicate = runner.run(overrides)
             print_summary(duplicate, store.root, registry_path)
-            report_local_run(duplicate, pipeline.pipeline_name, store, args.work_dir, print)
+            report_local_run(duplicate, pipeline.pipeline_name, store, args.work_dir, print, pipeline.task)
     except (UnsupportedDefinition, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -15,6 +15,7 @@ from tasks import DEFAULT_TASK
 from local_runner.errors import UnsupportedDefinition
 from pipeline_steps.placeholders import FUNCTION_HANDLERS, PLACEHOLDER, DeployTimeValues, variable_name
 from pipeline_steps.walk import all_steps
+from reporting.record import TASK_HYPERPARAMETER, hyperparameter_task
 from stacks.assembly import (
     PIPELINE_TYPE,
     AssemblyNotFound,
@@ -211,9 +212,6 @@ def extract_event_value(event: dict[str, Any], path: str) -> Any:
     return node
 
 
-TASK_ARGUMENT = "task"  # the jobs' `--task <name>` (training: the `task` hyperparameter)
-
-
 def definition_task(definition: dict[str, Any]) -> str:
     """The task the synthesized pipeline trains: the `--task` its jobs are given (the training step's `task`
     hyperparameter, a processing step's `--task` container argument), which must agree; a definition that passes
@@ -221,20 +219,10 @@ def definition_task(definition: dict[str, Any]) -> str:
     found: set[str] = set()
     for step in all_steps(definition["Steps"]):
         arguments = step.get("Arguments", {})
-        hyperparameter = arguments.get("HyperParameters", {}).get(TASK_ARGUMENT)
-        if isinstance(hyperparameter, str):
-            found.add(_json_text(hyperparameter))
+        if TASK_HYPERPARAMETER in arguments.get("HyperParameters", {}):
+            found.add(hyperparameter_task(arguments["HyperParameters"]))
         container = arguments.get("AppSpecification", {}).get("ContainerArguments", [])
-        found.update(value for flag, value in itertools.pairwise(container) if flag == f"--{TASK_ARGUMENT}")
+        found.update(value for flag, value in itertools.pairwise(container) if flag == f"--{TASK_HYPERPARAMETER}")
     if len(found) > 1:
         raise UnsupportedDefinition(f"the pipeline's jobs are given different tasks {sorted(found)}")
     return found.pop() if found else DEFAULT_TASK
-
-
-def _json_text(value: str) -> str:
-    """A hyperparameter as SageMaker passes it: JSON-encoded text (`"\\"text\\""`) or the bare text."""
-    with contextlib.suppress(json.JSONDecodeError):
-        decoded = json.loads(value)
-        if isinstance(decoded, str):
-            return decoded
-    return value
