@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
-# Values users pass (ENV, DATASET, NAME, VERSION, MODEL, PARAMS, CONTEXT, EXECUTION, STEP, PACKAGE, LIMIT, TRANSFORMERS)
+# Values users pass (ENV, TASK, DATASET, NAME, VERSION, MODEL, PARAMS, CONTEXT, EXECUTION, STEP, PACKAGE, LIMIT, TRANSFORMERS)
 # reach the recipes only through the environment ("$$NAME"), never spliced into the shell text, so no value is
 # evaluated by the shell. DEMO_ARGS is split into words there, unquoted, and still never evaluated.
 SHELL := /bin/bash
@@ -41,7 +41,7 @@ export PYTHONPATH := $(CURDIR):$(CURDIR)/training_code
 # The values users pass. Given on the command line, each is taken as text: make would otherwise expand a
 # command-line value when it exports it, so `make help NAME='$(shell id)'` ran the command. `$(value V)` is the
 # unexpanded text, and `override V :=` keeps it as a simply expanded variable, which make exports as it is.
-USER_VALUES := ENV DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE NO_RUN \
+USER_VALUES := ENV TASK DATASET NAME VERSION MODEL PARAMS EXECUTION STEP PACKAGE LIMIT VALIDATE_ONLY REPLACE FORCE NO_RUN \
 	CDK_TARGET PLOT DEMO_ARGS TEST_WORKERS TRANSFORMERS LOCAL KEEP REASON BENCHMARK CONTEXT
 $(foreach v,$(USER_VALUES),$(if $(filter command line,$(origin $(v))),$(eval override $(v) := $$(value $(v)))))
 export $(USER_VALUES)
@@ -69,8 +69,12 @@ node_modules/.installed: package.json package-lock.json
 
 venv: $(VENV)/.installed node_modules/.installed ## Create .venv (the project installed editable) and node_modules
 
-synth: venv ## Synthesize every stack of ENV=dev|prod offline into cdk.out/<env>
-	$(CDK) synth --quiet -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
+# TASK=<task> (a Hugging Face pipeline name, training_code/tasks/) synthesizes the pipeline of that task into its
+# own folder, cdk.out/<env>-<task>, so it never replaces the question-answering assembly (TASK unset) in cdk.out/<env>.
+ASSEMBLY = $(CDK_OUT)/$$ENV$${TASK:+-$$TASK}
+
+synth: venv ## Synthesize every stack of ENV=dev|prod offline into cdk.out/<env> [TASK=<task>: cdk.out/<env>-<task>]
+	$(CDK) synth --quiet -c env="$$ENV" $${TASK:+-c task="$$TASK"} --output "$(ASSEMBLY)"
 
 # The demo's parameter overrides: a small pretrained encoder learns the bundled dataset in 3 epochs.
 # In prod no parameter may lower F1Threshold below evaluation.min_f1_threshold (ClaimManifest refuses it), so a
@@ -79,13 +83,16 @@ DEMO_F1 = $(if $(filter prod,$(ENV)),,--param F1Threshold=$(1))
 DEMO_PARAMS := --param Epochs=3 --param LearningRate=3e-4 $(call DEMO_F1,40)
 TINY_PARAMS := --tiny --param Epochs=1 $(call DEMO_F1,0)
 
-demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally (TINY=1: wiring-only run)
-	$(PY) -m tools.summarize "$(CDK_OUT)/$$ENV"
-	$(PY) -m local_runner --assembly "$(CDK_OUT)/$$ENV" $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $$DEMO_ARGS
+# The local runner reads the task from the assembly; TASK is passed as well, only to be checked against it.
+RUN_LOCALLY = $(PY) -m local_runner --assembly "$(ASSEMBLY)" $${TASK:+--task "$$TASK"}
 
-train: synth ## Train MODEL=<model folder or hub id> on DATASET=<dir> locally, register it, ask it [PARAMS="Epochs=3 F1Threshold=60"]
-	@test -n "$$DATASET" -a -n "$$MODEL" || { echo 'usage: make train DATASET=<dir> MODEL=<model folder or hub id> [PARAMS="Epochs=3 F1Threshold=60"] [ENV=dev]'; exit 2; }
-	$(PY) -m local_runner --assembly "$(CDK_OUT)/$$ENV" --dataset "$$DATASET" --model "$$MODEL" --params "$$PARAMS" $$DEMO_ARGS
+demo: synth ## Synthesize, summarize, then run the synthesized pipeline locally on the task's sample [TASK=<task>] (TINY=1: wiring-only run)
+	$(PY) -m tools.summarize "$(ASSEMBLY)"
+	$(RUN_LOCALLY) $(if $(TINY),$(TINY_PARAMS),$(DEMO_PARAMS)) $$DEMO_ARGS
+
+train: synth ## Train MODEL=<model folder or hub id> on DATASET=<dir> locally, register it, ask it [TASK=<task>] [PARAMS="Epochs=3 F1Threshold=60"]
+	@test -n "$$DATASET" -a -n "$$MODEL" || { echo 'usage: make train DATASET=<dir> MODEL=<model folder or hub id> [TASK=<task>] [PARAMS="Epochs=3 F1Threshold=60"] [ENV=dev]'; exit 2; }
+	$(RUN_LOCALLY) --dataset "$$DATASET" --model "$$MODEL" --params "$$PARAMS" $$DEMO_ARGS
 
 test: lint ## Lint and type-check, then run the whole test suite (offline; TEST_WORKERS=2 processes)
 	$(PY) -m pytest -n "$$TEST_WORKERS"

@@ -19,6 +19,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 from qa.data import load_dataset_files, read_manifest
 from qa.model_folder import MODEL_CONFIG, checked_model, download, local_model_dir, own_name
@@ -30,6 +31,7 @@ from qa.outputs import (
     PINNED_MANIFEST_FILE,
     VALIDATION_SPLIT,
 )
+from tasks import task as task_module
 
 from config.layout import ArtifactLayout
 from config.loader import DEFAULT_ENV
@@ -79,7 +81,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="cdk.out/<env>, as `make synth ENV=<env>` writes it (default: cdk.out/dev)",
     )
     parser.add_argument("--stack", help="the pipeline stack (default: the one stack holding a pipeline)")
-    parser.add_argument("--dataset", type=Path, default=SAMPLE_DATASET, help="default: data/sample-squad")
+    parser.add_argument(
+        "--dataset", type=Path, help="default: the bundled sample of the assembly's task (data/sample-squad for QA)"
+    )
+    parser.add_argument(
+        "--task",
+        help="the task you mean to train: refused when the assembly's pipeline trains another (the pipeline's "
+        "task is the synthesized one, make demo TASK=<task>)",
+    )
     parser.add_argument("--dataset-name", help="the upload's NAME (default: the dataset folder's name)")
     parser.add_argument(
         "--model",
@@ -89,9 +98,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--benchmark",
         type=Path,
-        default=SAMPLE_DATASET,
         help="with evaluation.benchmark: the dataset whose validation/ is staged as the benchmark, as "
-        "`make stage-benchmark` does (default: data/sample-squad, which prod's pin in cdk.json names)",
+        "`make stage-benchmark` does (default: the task's bundled sample; data/sample-squad for QA, which prod's "
+        "pin in cdk.json names)",
     )
     parser.add_argument(
         "--work-dir",
@@ -220,27 +229,39 @@ def print_summary(result: ExecutionResult, store_root: Path, registry_path: Path
     print(f"artefacts: {store_root} (local S3), registry: {registry_path}")
 
 
-def ask_registered_model(result: ExecutionResult, store: LocalObjectStore, work_dir: Path) -> int:
-    """Put the first validation question of the pinned dataset (ClaimManifest's folder, which every graph trains
-    from) to the registered model, as its SageMaker endpoint would answer."""
+def ask_registered_model(result: ExecutionResult, store: LocalObjectStore, work_dir: Path, task: ModuleType) -> int:
+    """Put the first validation record of the pinned dataset (ClaimManifest's folder, which every graph trains
+    from) to the registered model, as its SageMaker endpoint would answer; the task says what it asks and prints
+    the answer (its example_request and describe_response)."""
     assert result.model_package is not None and result.inference_container is not None
     pinned = store.path(result.outputs[CLAIM_INPUT_URI])
     files, problems = read_manifest(pinned / PINNED_MANIFEST_FILE, pinned)
     assert not problems, problems  # the jobs validated it
     example = load_dataset_files({VALIDATION_SPLIT: files[VALIDATION_SPLIT]}, pinned).records[VALIDATION_SPLIT][0]
-    request = {"inputs": {"question": example["question"], "context": example["context"]}}
     archive = store.path(result.model_package.model_data)
     try:
-        response = invoke(result.inference_container, archive, work_dir, request)
+        response = invoke(result.inference_container, archive, work_dir, task.example_request(example))
     except InvocationFailed as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    print(f"\nquestion ({example['id']}, validation set): {example['question']}")
-    print(
-        f'answer of the registered model: "{response["answer"]}" (score {response["score"]:.2f}; '
-        f'reference: "{example["answers"]["text"][0]}")'
-    )
+    print(f"\n{task.describe_response(response, example)}")
     return 0
+
+
+def checked_task(pipeline_task: str, expected: str | None) -> ModuleType:
+    """The module of the pipeline's task; ValueError when the task the user named (--task, make's TASK) is
+    another: the assembly decides, so the two can never disagree silently."""
+    if expected is not None and expected != pipeline_task:
+        raise ValueError(
+            f"--task {expected} does not match the assembly's pipeline, which trains {pipeline_task}: synthesize "
+            f"it with -c task={expected} (make demo TASK={expected}) or drop --task"
+        )
+    return task_module(pipeline_task)
+
+
+def sample_dataset(task: ModuleType) -> Path:
+    """The task's bundled sample dataset folder, data/<SAMPLE_DATASET>."""
+    return SAMPLE_DATASET.parent / task.SAMPLE_DATASET
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,9 +285,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         stack = args.stack or find_pipeline_stack(args.assembly)
         pipeline = load_synthesized_pipeline(args.assembly, stack, account)
-    except (FileNotFoundError, UnsupportedDefinition) as err:
+        task = checked_task(pipeline.task, args.task)
+    except (FileNotFoundError, UnsupportedDefinition, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    dataset = args.dataset or sample_dataset(task)
+    benchmark = args.benchmark or sample_dataset(task)
     store = LocalObjectStore(args.work_dir / STORE_DIR)
     registry_path = args.work_dir / REGISTRY_FILE
     registry = LocalModelRegistry(registry_path)
@@ -275,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
     overrides: dict[str, str] = dict(args.param) | dict(args.params)
     base_models = f"s3://{pipeline.artifacts_bucket}/{ArtifactLayout().base_models}"
     try:
-        dataset_name = checked_name("--dataset-name", args.dataset_name or args.dataset.resolve().name)
+        dataset_name = checked_name("--dataset-name", args.dataset_name or dataset.resolve().name)
         overrides[names.BASE_MODEL_URI] = stage_base_model(
             args, store, base_models, overrides.get(names.BASE_MODEL_URI)
         )
@@ -283,17 +307,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        staged_benchmark = stage_benchmark(store, pipeline.definition, args.benchmark)
+        staged_benchmark = stage_benchmark(store, pipeline.definition, benchmark)
     except ValueError as err:
-        print(f"error: --benchmark {args.benchmark}: {err}", file=sys.stderr)
+        print(f"error: --benchmark {benchmark}: {err}", file=sys.stderr)
         return 2
     if staged_benchmark:
-        print(f"staged benchmark {args.benchmark} -> {staged_benchmark}")
+        print(f"staged benchmark {benchmark} -> {staged_benchmark}")
 
     version = time.strftime("%Y%m%d-%H%M%S")
     bucket = pipeline.datasets_bucket
     try:
-        manifest_key, manifest_version = upload_dataset(store, args.dataset, bucket, dataset_name, version)
+        manifest_key, manifest_version = upload_dataset(store, dataset, bucket, dataset_name, version)
     except ValueError as err:  # a columnar file that cannot be converted, as `make upload-dataset` says it
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -328,17 +352,19 @@ def run(args: argparse.Namespace) -> int:
             args.work_dir / LOCAL_EXECUTIONS,
             interruption=interruption,
             hyperparameter_overrides=dict(args.hyperparameter),
-            on_progress=lambda progress: save_local_record(progress, pipeline.pipeline_name, store, args.work_dir),
+            on_progress=lambda progress: save_local_record(
+                progress, pipeline.pipeline_name, store, args.work_dir, pipeline.task
+            ),
         )
         result = runner.run(overrides)
         print_summary(result, store.root, registry_path)
-        report_local_run(result, pipeline.pipeline_name, store, args.work_dir, print)
+        report_local_run(result, pipeline.pipeline_name, store, args.work_dir, print, pipeline.task)
         duplicate = None
         if args.deliver_event_twice:
             print("\nthe same Object Created event is delivered again (EventBridge delivers at least once)")
             duplicate = runner.run(overrides)
             print_summary(duplicate, store.root, registry_path)
-            report_local_run(duplicate, pipeline.pipeline_name, store, args.work_dir, print)
+            report_local_run(duplicate, pipeline.pipeline_name, store, args.work_dir, print, pipeline.task)
     except (UnsupportedDefinition, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -351,7 +377,8 @@ def run(args: argparse.Namespace) -> int:
     if result.model_package is None:
         return 0
     store_once(args.work_dir)  # before the endpoint answers: the demo's last lines are its question and answer
-    return ask_registered_model(result, store, args.work_dir / LOCAL_EXECUTIONS / result.execution_id / "endpoint")
+    endpoint_dir = args.work_dir / LOCAL_EXECUTIONS / result.execution_id / "endpoint"
+    return ask_registered_model(result, store, endpoint_dir, task)
 
 
 if __name__ == "__main__":

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tasks import DEFAULT_TASK
+
 from local_runner.errors import UnsupportedDefinition
 from pipeline_steps.placeholders import FUNCTION_HANDLERS, PLACEHOLDER, DeployTimeValues, variable_name
+from pipeline_steps.walk import all_steps
+from reporting.record import TASK_HYPERPARAMETER, hyperparameter_task
 from stacks.assembly import (
     PIPELINE_TYPE,
     AssemblyNotFound,
@@ -98,6 +103,7 @@ class SynthesizedPipeline:
     code_uri: str
     datasets_bucket: str
     artifacts_bucket: str
+    task: str  # the task its jobs train (definition_task)
 
 
 def stack_outputs(assembly: Path, stack_name: str, account: LocalAccount) -> dict[str, Any]:
@@ -155,6 +161,7 @@ def load_synthesized_pipeline(assembly: Path, stack_name: str, account: LocalAcc
         code_uri=f"s3://{code_bucket}/{code_key}",
         datasets_bucket=outputs[DATASETS_BUCKET_OUTPUT],
         artifacts_bucket=outputs[ARTIFACTS_BUCKET_OUTPUT],
+        task=definition_task(definition),
     )
 
 
@@ -203,3 +210,19 @@ def extract_event_value(event: dict[str, Any], path: str) -> Any:
     for part in path[2:].split("."):
         node = node[part]
     return node
+
+
+def definition_task(definition: dict[str, Any]) -> str:
+    """The task the synthesized pipeline trains: the `--task` its jobs are given (the training step's `task`
+    hyperparameter, a processing step's `--task` container argument), which must agree; a definition that passes
+    none predates tasks and trains tasks.DEFAULT_TASK, as the jobs' own default does."""
+    found: set[str] = set()
+    for step in all_steps(definition["Steps"]):
+        arguments = step.get("Arguments", {})
+        if TASK_HYPERPARAMETER in arguments.get("HyperParameters", {}):
+            found.add(hyperparameter_task(arguments["HyperParameters"]))
+        container = arguments.get("AppSpecification", {}).get("ContainerArguments", [])
+        found.update(value for flag, value in itertools.pairwise(container) if flag == f"--{TASK_HYPERPARAMETER}")
+    if len(found) > 1:
+        raise UnsupportedDefinition(f"the pipeline's jobs are given different tasks {sorted(found)}")
+    return found.pop() if found else DEFAULT_TASK

@@ -6,13 +6,14 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from qa.outputs import CLAIM_MANIFEST_SHA256, LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1
+from qa.outputs import CLAIM_MANIFEST_SHA256
+from tasks import DEFAULT_TASK
 
 from config.paths import LOCAL_EXECUTIONS
 from local_runner.runner import ExecutionResult
 from local_runner.store import LocalObjectStore
 from reporting.local_runs import local_execution_arn
-from reporting.record import METRIC_NAMES, REPORT_IMAGE, JobCost, RunRecord, StepRecord, read_log_history, save
+from reporting.record import REPORT_IMAGE, JobCost, RunRecord, StepRecord, read_log_history, save, task_metrics
 from reporting.report import report_line, write_report
 from reporting.tracking import local_store_uri, track
 
@@ -23,9 +24,11 @@ def _iso(epoch: float) -> str | None:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds") if epoch else None
 
 
-def record_from_local_result(result: ExecutionResult, pipeline_name: str, store: LocalObjectStore) -> RunRecord:
-    """What the report and the tracker need of a local execution. A local job's billable time is its wall
-    time here: its cost is that time priced as the instances the definition asks for."""
+def record_from_local_result(
+    result: ExecutionResult, pipeline_name: str, store: LocalObjectStore, task: str = DEFAULT_TASK
+) -> RunRecord:
+    """What the report and the tracker need of a local execution of a pipeline of `task`. A local job's billable
+    time is its wall time here: its cost is that time priced as the instances the definition asks for."""
     steps = [
         StepRecord(s.name, s.type, s.status, _iso(s.started_at), s.seconds, s.attempts, s.detail) for s in result.steps
     ]
@@ -38,12 +41,11 @@ def record_from_local_result(result: ExecutionResult, pipeline_name: str, store:
     if result.model_data and store.path(result.model_data).is_file():
         with store.path(result.model_data).open("rb") as archive:
             log_history = read_log_history(archive)
-    # FineTune's FinalMetricDataList (eval:f1, ...) or an evaluation property file (f1, ...).
-    named = {METRIC_NAMES.get(k, k): v for k, v in result.metrics.items()}
-    metrics = {k: float(named[k]) for k in METRIC_NAMES.values() if k in named}
-    evaluation = next((e for e in reversed(log_history) if LOG_EVAL_F1 in e), None)
-    if not metrics and evaluation:
-        metrics = {"exact_match": float(evaluation[LOG_EVAL_EXACT_MATCH]), "f1": float(evaluation[LOG_EVAL_F1])}
+    # FineTune's FinalMetricDataList (eval:f1, ...) or an evaluation property file (f1, ...); else the log
+    # history's last evaluation (eval_f1, ...).
+    metrics = task_metrics(result.metrics, task)
+    evaluations = (found for found in (task_metrics(entry, task) for entry in reversed(log_history)) if found)
+    metrics = metrics or next(evaluations, {})
     package = result.model_package
     return RunRecord(
         execution_id=result.execution_id,
@@ -62,26 +64,32 @@ def record_from_local_result(result: ExecutionResult, pipeline_name: str, store:
         model_data=result.model_data,
         failure=result.failure,
         dataset_sha256=result.outputs.get(CLAIM_MANIFEST_SHA256) or None,
+        task=task,
     )
 
 
 def save_local_record(
-    result: ExecutionResult, pipeline_name: str, store: LocalObjectStore, work_dir: Path
+    result: ExecutionResult, pipeline_name: str, store: LocalObjectStore, work_dir: Path, task: str = DEFAULT_TASK
 ) -> tuple[RunRecord, Path]:
     """The execution's record (execution.json) as it stands, in its folder: written as the run starts and after
     each step too, so that every run folder has one (a killed run's says where it was); the record and folder."""
-    record = record_from_local_result(result, pipeline_name, store)
+    record = record_from_local_result(result, pipeline_name, store, task)
     folder = work_dir / LOCAL_EXECUTIONS / result.execution_id
     save(record, folder)
     return record, folder
 
 
 def report_local_run(
-    result: ExecutionResult, pipeline_name: str, store: LocalObjectStore, work_dir: Path, out: Callable[[str], None]
+    result: ExecutionResult,
+    pipeline_name: str,
+    store: LocalObjectStore,
+    work_dir: Path,
+    out: Callable[[str], None],
+    task: str = DEFAULT_TASK,
 ) -> Path:
     """The end of every local run: its record (execution.json), its report (HTML + PNG) in its folder, and
     its MLflow run in the local store (experiment: the pipeline's name). The report's path."""
-    record, folder = save_local_record(result, pipeline_name, store, work_dir)
+    record, folder = save_local_record(result, pipeline_name, store, work_dir, task)
     path = write_report(record, folder)
     out(report_line(path))
     out(track(record, local_store_uri(work_dir), pipeline_name, (path, path.with_name(REPORT_IMAGE))))

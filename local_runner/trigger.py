@@ -11,6 +11,7 @@ from typing import Any
 
 from qa import benchmark
 from qa.data import ManifestFile, convert_columnar, manifest_v2
+from qa.declared_task import declared_task
 from qa.outputs import BENCHMARK_DATA_CHANNEL, BENCHMARKS_ROOT, PROCESSING_BENCHMARK_INPUT, SPLITS
 
 from config.layout import DatasetLayout
@@ -47,7 +48,8 @@ def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name
                 )
             )
     manifest_key = DATASETS.manifest_key(name, version)
-    manifest = manifest_v2(name, version, files, converted_from)
+    declared = declared_task(dataset_dir)  # ValueError: a malformed declaration, as make upload-dataset says it
+    manifest = manifest_v2(name, version, files, converted_from, declared.task, declared.label_names)
     manifest_version = store.put_bytes(json.dumps(manifest, indent=1).encode(), f"s3://{bucket}/{manifest_key}")
     return manifest_key, manifest_version
 

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from config.paths import LOCAL_EXECUTION_PREFIX, LOCAL_EXECUTIONS
-from reporting.record import RECORD_FILE, RunRecord, load_local
+from reporting.record import RECORD_FILE, RunRecord, load_local, metrics_text
 
 EXECUTING = "Executing"
 RUNNER_PID_FILE = "runner.pid"  # in the execution's folder while it runs: whom `make stop` signals
@@ -99,8 +99,7 @@ def format_run(run: LocalRun) -> str:
     if record is not None:
         if record.steps:
             lines.append("  steps: " + ", ".join(f"{s.name} {s.status} {s.seconds:.0f}s" for s in record.steps))
-        f1 = record.metrics.get("f1")
-        line = f"  F1: {f1:.2f}" if f1 is not None else "  F1: -"
+        line = f"  {record.task}: {metrics_text(record.metrics, record.task)}"
         if record.model_package_arn:
             line += f"; registered {record.model_package_arn} ({record.approval_status})"
         lines.append(line)

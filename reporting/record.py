@@ -17,7 +17,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from qa.outputs import CLAIM_MANIFEST_SHA256, LOG_HISTORY_FILE, METRIC_EVAL_EXACT_MATCH, METRIC_EVAL_F1
+from qa.outputs import CLAIM_MANIFEST_SHA256, LOG_HISTORY_FILE
+from tasks import DEFAULT_TASK
+from tasks import task as task_module
 
 from config.costs import list_price_usd
 from pipeline_steps import names
@@ -26,8 +28,42 @@ RECORD_FILE = "execution.json"  # the run record, beside the local run's job fol
 REPORT_FILE = "report.html"
 REPORT_IMAGE = "report.png"
 
-# FinalMetricDataList names -> the report's metric names.
-METRIC_NAMES = {METRIC_EVAL_F1: "f1", METRIC_EVAL_EXACT_MATCH: "exact_match"}
+# A task's metric <name> (its METRICS) as the training job reports it: `eval:<name>` in FinalMetricDataList (the
+# metric definitions, qa.outputs' METRIC_EVAL_*), `eval_<name>` in the log history; an evaluation property file
+# names it as it is.
+METRIC_KEY_PREFIXES = ("", "eval:", "eval_")
+TASK_HYPERPARAMETER = "task"  # the jobs' --task (training: this hyperparameter)
+GATE_MARK = " (gate)"
+
+
+def task_metrics(values: dict[str, Any], task: str) -> dict[str, float]:
+    """The task's METRICS found in `values` (keyed by name, `eval:<name>` or `eval_<name>`), in METRICS order."""
+    found = {}
+    for name in task_module(task).METRICS:
+        key = next((prefix + name for prefix in METRIC_KEY_PREFIXES if prefix + name in values), None)
+        if key is not None:
+            found[name] = float(values[key])
+    return found
+
+
+def metrics_text(metrics: dict[str, float], task: str) -> str:
+    """`exact_match 84.50, f1 91.25 (gate)`: the metrics by their names in the task's order, the one the gate
+    compares with F1Threshold marked; "-" without any."""
+    gate = task_module(task).GATE_METRIC
+    return ", ".join(f"{name} {value:.2f}{GATE_MARK if name == gate else ''}" for name, value in metrics.items()) or "-"
+
+
+def hyperparameter_task(hyperparameters: dict[str, Any]) -> str:
+    """The task a training job was given: its `task` hyperparameter, JSON-encoded text as SageMaker passes it or
+    bare; a job without one predates tasks and trained tasks.DEFAULT_TASK, the jobs' own default."""
+    value = hyperparameters.get(TASK_HYPERPARAMETER)
+    if not isinstance(value, str):
+        return DEFAULT_TASK
+    try:
+        decoded = json.loads(value)
+    except json.JSONDecodeError:
+        return value
+    return decoded if isinstance(decoded, str) else value
 
 
 @dataclass
@@ -75,13 +111,19 @@ class RunRecord:
     parameters: dict[str, str] = field(default_factory=dict)
     steps: list[StepRecord] = field(default_factory=list)
     jobs: list[JobCost] = field(default_factory=list)
-    metrics: dict[str, float] = field(default_factory=dict)  # exact_match, f1 (0-100)
+    metrics: dict[str, float] = field(default_factory=dict)  # the task's METRICS by name (0-100), in its order
     log_history: list[dict[str, Any]] = field(default_factory=list)
     model_package_arn: str | None = None
     approval_status: str | None = None
     model_data: str | None = None
     failure: str | None = None
     dataset_sha256: str | None = None  # ClaimManifest's ManifestSha256: the claimed manifest version's bytes
+    task: str = DEFAULT_TASK  # the task the pipeline trained (a record written before tasks: question answering)
+
+    @property
+    def gate_metric(self) -> str:
+        """The metric the pipeline's gate compares with F1Threshold."""
+        return str(task_module(self.task).GATE_METRIC)
 
     @property
     def ended_at(self) -> datetime | None:
@@ -158,9 +200,9 @@ def _training(sagemaker: Any, s3: Any, step: str, arn: str, record: RunRecord) -
             bool(job.get("EnableManagedSpotTraining")),
         )
     )
-    for metric in job.get("FinalMetricDataList", []):
-        if metric["MetricName"] in METRIC_NAMES:
-            record.metrics[METRIC_NAMES[metric["MetricName"]]] = float(metric["Value"])
+    record.task = hyperparameter_task(job.get("HyperParameters", {}))
+    final = {metric["MetricName"]: metric["Value"] for metric in job.get("FinalMetricDataList", [])}
+    record.metrics.update(task_metrics(final, record.task))
     artifact = job.get("ModelArtifacts", {}).get("S3ModelArtifacts")
     if artifact:
         record.model_data = artifact

@@ -20,11 +20,7 @@ from qa.outputs import LOG_LEARNING_RATE, LOG_LOSS, LOG_SAMPLES_PER_SECOND, LOG_
 
 from config.costs import PRICE_REGION, PRICES_AS_OF
 from pipeline_steps import names
-from reporting.record import (
-    REPORT_FILE,
-    REPORT_IMAGE,
-    RunRecord,
-)
+from reporting.record import GATE_MARK, REPORT_FILE, REPORT_IMAGE, RunRecord, metrics_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -106,21 +102,22 @@ def _plot_metrics(axis: Any, record: RunRecord) -> None:
         _empty(axis, "Evaluation (validation set)", "no evaluation metrics")
         return
     axis.set_title("Evaluation (validation set)", loc="left", fontsize=10)
-    names = sorted(record.metrics)
+    names = list(record.metrics)  # the task's METRICS order
     values = [record.metrics[n] for n in names]
     threshold = record.f1_threshold
     colours = [
-        "#2e7d32" if threshold is None or n != "f1" or v >= threshold else "#c62828"
+        "#2e7d32" if threshold is None or n != record.gate_metric or v >= threshold else "#c62828"
         for n, v in zip(names, values, strict=True)
     ]
-    bars = axis.bar(names, values, color=colours, width=0.5)
+    labels = [n + GATE_MARK if n == record.gate_metric else n for n in names]
+    bars = axis.bar(labels, values, color=colours, width=0.5)
     for bar, value in zip(bars, values, strict=True):
         axis.text(bar.get_x() + bar.get_width() / 2, value + 1, f"{value:.1f}", ha="center", fontsize=8)
     if threshold is not None:
         axis.axhline(threshold, color="#c62828", linestyle="--", linewidth=1)
         # Right of the plot, at the line's end: clear of the score ticks on the left and of the bars.
         axis.annotate(
-            f"F1 threshold\n{threshold:g}",
+            f"F1 threshold\n{threshold:g} ({record.gate_metric})",
             xy=(1, threshold),
             xycoords=("axes fraction", "data"),
             xytext=(4, 0),
@@ -236,7 +233,7 @@ def render_html(record: RunRecord, png: bytes) -> str:
         ["model package", f"{record.model_package_arn or '-'} ({record.approval_status or '-'})"],
         ["execution", record.execution_arn],
     ]
-    metrics = ", ".join(f"{k} {v:.2f}" for k, v in sorted(record.metrics.items())) or "-"
+    metrics = metrics_text(record.metrics, record.task)
     cost = record.list_price_usd
     price_note = (
         f"on-demand LIST prices ({PRICE_REGION}, as of {PRICES_AS_OF}, config/costs.py); a local run's jobs are"
@@ -250,7 +247,8 @@ def render_html(record: RunRecord, png: bytes) -> str:
         "img{max-width:100%}</style></head><body>",
         f"<h1>Run report: {html.escape(record.pipeline_name)}</h1>",
         f"<p><b>{html.escape(_headline(record))}</b></p>",
-        f"<p>metrics: {html.escape(metrics)}; F1 threshold: {record.f1_threshold}; failure: "
+        f"<p>task: {html.escape(record.task)}; metrics: {html.escape(metrics)}; F1 threshold (on "
+        f"{html.escape(record.gate_metric)}): {record.f1_threshold}; failure: "
         f"{html.escape(record.failure or '-')}</p>",
         f"<img alt='run report figure' src='data:image/png;base64,{base64.b64encode(png).decode()}'>",
         "<h2>Steps</h2>",

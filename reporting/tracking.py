@@ -21,7 +21,8 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from qa.outputs import EVAL_LOG_KEYS, LOG_EVAL_F1, LOG_STEP, LOG_TIME, TRAIN_LOG_KEYS
+from qa.outputs import LOG_EVAL_LOSS, LOG_STEP, LOG_TIME, TRAIN_LOG_KEYS
+from tasks import task as task_module
 
 from config.settings import Settings
 from pipeline_steps import names
@@ -30,7 +31,7 @@ from reporting.record import RECORD_FILE, RunRecord
 LOCAL_STORE = "mlflow.db"  # in the local runs' folder (.local-runs)
 LOCAL_ARTIFACTS = "mlflow-artifacts"
 TERMINAL_STATUSES = {"Succeeded", "Failed", "Stopped"}
-CURVE_KEYS = (*TRAIN_LOG_KEYS, *EVAL_LOG_KEYS)
+EVAL_LOG_PREFIX = "eval_"  # the log history's evaluation of a task metric <name>: eval_<name>
 EXECUTION_TAG = "execution_arn"
 SAGEMAKER_PLUGIN = "sagemaker_mlflow"  # the module of the sagemaker-mlflow package (ARN tracking URIs)
 DATASET_CONTEXT = "training"  # the dataset input's mlflow.data.context tag
@@ -59,6 +60,13 @@ def tracking_uri(settings: Settings, work_dir: Path, server_arn: str | None = No
     return local_store_uri(work_dir)
 
 
+def curve_keys(task: str) -> tuple[str, ...]:
+    """The log history's curves of a run of `task`: the training keys, then each of the task's metrics
+    (eval_<name>) and the evaluation loss."""
+    metrics = tuple(EVAL_LOG_PREFIX + name for name in task_module(task).METRICS)
+    return (*TRAIN_LOG_KEYS, *metrics, LOG_EVAL_LOSS)
+
+
 def _tags(record: RunRecord) -> dict[str, str]:
     tags = {
         EXECUTION_TAG: record.execution_arn,
@@ -66,6 +74,8 @@ def _tags(record: RunRecord) -> dict[str, str]:
         "pipeline": record.pipeline_name,
         "source": record.source,
         "status": record.status,
+        "task": record.task,
+        "gate_metric": record.gate_metric,
         "dataset_manifest": record.parameters.get(names.MANIFEST_KEY, ""),
         "dataset_manifest_sha256": record.dataset_sha256 or "",
         "manifest_version": record.parameters.get(names.MANIFEST_VERSION_ID, ""),
@@ -100,10 +110,11 @@ def _metrics(record: RunRecord) -> list[Any]:
     metrics = [
         Metric(f"curve/{key}", float(entry[key]), logged(entry), int(entry[LOG_STEP]))
         for entry in record.log_history
-        for key in CURVE_KEYS
+        for key in curve_keys(record.task)
         if entry.get(key) is not None and LOG_STEP in entry
     ]
-    evaluations = [entry for entry in record.log_history if entry.get(LOG_EVAL_F1) is not None]
+    gate_key = EVAL_LOG_PREFIX + record.gate_metric
+    evaluations = [entry for entry in record.log_history if entry.get(gate_key) is not None]
     evaluated = logged(evaluations[-1]) if evaluations else ended
     metrics += [Metric(name, value, evaluated, 0) for name, value in sorted(record.metrics.items())]
     if record.list_price_usd is not None:

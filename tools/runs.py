@@ -1,10 +1,10 @@
 """What recent pipeline executions did and cost: `make runs ENV=dev [LIMIT=10] [LOCAL=1]`.
 
-First the local runs (.local-runs/executions: status, steps, F1, model package, the process of a running one),
-then, unless --local, the AWS executions, newest first: status, trigger (the manifest key), per-step durations,
-the training job's trained vs billed seconds (managed spot savings), its cost at list price (config/costs.py),
-the validation F1 and the registered model package with its approval status. Read-only SageMaker calls with
-your credentials.
+First the local runs (.local-runs/executions: status, steps, the task's metrics, model package, the process of a
+running one), then, unless --local, the AWS executions, newest first: status, trigger (the manifest key), per-step
+durations, the training job's trained vs billed seconds (managed spot savings), its cost at list price
+(config/costs.py), the validation metrics of its task by name (the gate's marked) and the registered model package
+with its approval status. Read-only SageMaker calls with your credentials.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from qa.outputs import METRIC_EVAL_F1
+from tasks import DEFAULT_TASK
+from tasks import task as task_module
 
 from config import Settings
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url, job_console_url
@@ -26,7 +27,7 @@ from config.loader import DEFAULT_ENV
 from config.paths import LOCAL_RUNS
 from pipeline_steps import names
 from reporting.local_runs import executions_dir, format_run, local_runs
-from reporting.record import execution_parameters
+from reporting.record import execution_parameters, hyperparameter_task, metrics_text, task_metrics
 from tools.deployment import (
     ToolParser,
     fail,
@@ -58,7 +59,8 @@ class TrainingRun:
     training_seconds: int
     billable_seconds: int
     interruptions: int
-    f1: float | None = None  # the eval:f1 metric, when the job evaluates (FinalMetricDataList)
+    task: str = DEFAULT_TASK  # its `task` hyperparameter
+    metrics: dict[str, float] = field(default_factory=dict)  # the task's, when the job evaluates (FinalMetricDataList)
 
     @property
     def spot_savings(self) -> float | None:
@@ -80,7 +82,8 @@ class ExecutionReport:
     manifest_key: str | None
     steps: list[StepRun] = field(default_factory=list)
     training: TrainingRun | None = None
-    f1: float | None = None
+    task: str = DEFAULT_TASK
+    metrics: dict[str, float] = field(default_factory=dict)  # the task's METRICS by name, its gate's from a Fail step
     model_package: str | None = None
     approval_status: str | None = None
     failure: str | None = None
@@ -100,6 +103,8 @@ def training_run(sagemaker: Any, job_arn: str) -> TrainingRun:
     job = sagemaker.describe_training_job(TrainingJobName=_job_name(job_arn))
     resources = job["ResourceConfig"]
     transitions = job.get("SecondaryStatusTransitions", [])
+    task = hyperparameter_task(job.get("HyperParameters", {}))
+    final = {metric["MetricName"]: metric["Value"] for metric in job.get("FinalMetricDataList", [])}
     return TrainingRun(
         instance_type=resources["InstanceType"],
         instance_count=resources["InstanceCount"],
@@ -107,7 +112,8 @@ def training_run(sagemaker: Any, job_arn: str) -> TrainingRun:
         training_seconds=job.get("TrainingTimeInSeconds", 0),
         billable_seconds=job.get("BillableTimeInSeconds", 0),
         interruptions=sum(1 for t in transitions if t["Status"] == "Interrupted"),
-        f1=next((m["Value"] for m in job.get("FinalMetricDataList", []) if m["MetricName"] == METRIC_EVAL_F1), None),
+        task=task,
+        metrics=task_metrics(final, task),
     )
 
 
@@ -130,7 +136,8 @@ def describe_execution(sagemaker: Any, summary: dict[str, Any]) -> ExecutionRepo
             run.job = (kind, _job_name(metadata[kind]["Arn"]).rsplit(":", 1)[-1])
         if "TrainingJob" in metadata:
             report.training = training_run(sagemaker, metadata["TrainingJob"]["Arn"])
-            report.f1 = report.training.f1  # FineTune evaluates: eval:f1 of its FinalMetricDataList
+            # FineTune evaluates: eval:<name> of its FinalMetricDataList
+            report.task, report.metrics = report.training.task, dict(report.training.metrics)
         elif "RegisterModel" in metadata:
             report.model_package = metadata["RegisterModel"]["Arn"]
             package = sagemaker.describe_model_package(ModelPackageName=report.model_package)
@@ -138,7 +145,8 @@ def describe_execution(sagemaker: Any, summary: dict[str, Any]) -> ExecutionRepo
         elif "Fail" in metadata:
             run.detail = metadata["Fail"].get("ErrorMessage", "")
             match = F1_IN_FAIL_MESSAGE.search(run.detail)
-            report.f1 = float(match.group(1)) if match and report.f1 is None else report.f1
+            if match:
+                report.metrics.setdefault(str(task_module(report.task).GATE_METRIC), float(match.group(1)))
         elif "Condition" in metadata:
             run.detail = f"-> {metadata['Condition'].get('Outcome')}"
         run.detail = run.detail or step.get("FailureReason", "")
@@ -202,9 +210,7 @@ def format_report(report: ExecutionReport, region: str, settings: Settings) -> s
             + (f", {training.interruptions} spot interruption(s)" if training.interruptions else "")
             + (f"; ${cost:,.2f} at on-demand list price" if cost is not None else "; no list price recorded")
         )
-    lines.append(
-        f"  F1: {report.f1:.2f}" if report.f1 is not None else "  F1: -",
-    )
+    lines.append(f"  {report.task}: {metrics_text(report.metrics, report.task)}")
     if report.model_package:
         lines[-1] += f"; registered {report.model_package} ({report.approval_status})"
     lines.extend(format_jobs(report, region, settings))

@@ -52,8 +52,10 @@ from qa.data import (
     split_entries,
     summarize_problems,
 )
+from qa.declared_task import DeclaredTask, declared_task
 from qa.outputs import same_s3_checksum, sha256_checksum
 from qa.parameter_rules import RUN_PARAMETERS, data_key_problem
+from tasks import task as task_module
 
 from config.aws_locations import execution_console_url
 from config.layout import ArtifactLayout, DatasetLayout
@@ -108,6 +110,7 @@ class UploadPlan:
     # key -> its source (qa.data.convert_columnar)
     converted_from: dict[str, dict[str, str]] = field(default_factory=dict)
     held: bool = False  # the manifest as held-manifest.json: no trigger starts an execution (PARAMS, NO_RUN)
+    declared: DeclaredTask = field(default_factory=DeclaredTask)  # the folder's task and label names
 
     @property
     def prefix(self) -> str:
@@ -123,8 +126,16 @@ class UploadPlan:
         return DATASETS.manifest_key(self.name, self.version, not self.held)
 
     def manifest(self, uploaded: list[ManifestFile]) -> dict[str, Any]:
-        """Manifest v2: each data file with the S3 version id its upload created and its SHA-256."""
-        return manifest_v2(self.name, self.version, uploaded, self.converted_from)
+        """Manifest v2: each data file with the S3 version id its upload created and its SHA-256, and the task and
+        label names the dataset folder declares."""
+        return manifest_v2(
+            self.name,
+            self.version,
+            uploaded,
+            self.converted_from,
+            self.declared.task,
+            self.declared.label_names,
+        )
 
 
 def dataset_entries_by_split(dataset_dir: Path) -> dict[str, list[Path]]:
@@ -202,6 +213,23 @@ def check_own_manifest(dataset_dir: Path, keys: list[str], entries: list[str]) -
         parts += [f"no such file: {', '.join(extra)}"] if extra else []
         difference = "; ".join(parts)
         fail(f"{path} does not match the folder ({difference}): {fix}")
+
+
+def dataset_declaration(dataset_dir: Path) -> DeclaredTask:
+    """The task and label names the folder declares (qa.declared_task), printed; fails in one line on a malformed
+    declaration or a task name no task module has. Whether the names suit the task, and the task the pipeline,
+    ClaimManifest checks before any job (the manifest carries both)."""
+    try:
+        declared = declared_task(dataset_dir)
+        if declared.task is not None:
+            task_module(declared.task)
+    except ValueError as err:
+        fail(f"{err}; nothing uploaded")
+    if declared.task is not None or declared.label_names is not None:
+        task_text = declared.task or "the pipeline's"
+        names_text = ", ".join(declared.label_names) if declared.label_names is not None else "none"
+        print(f"task: {task_text}; label names: {names_text}")
+    return declared
 
 
 def validate_dataset(dataset_dir: Path, name: str, version: str) -> list[tuple[Path, str]]:
@@ -580,6 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     settings_for(args.env)  # an unknown environment fails before anything else
     params = upload_params(args.params)
     files = validate_dataset(args.dataset, args.name, args.version)
+    declared = dataset_declaration(args.dataset)
     if args.validate_only:
         print("dataset is valid (--validate-only: nothing uploaded)")
         return 0
@@ -598,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
             files, converted_from = convert_columnar(args.dataset, files, Path(workdir))
         except ValueError as err:
             fail(str(err))
-        plan = UploadPlan(bucket, args.name, args.version, files, converted_from, held=held)
+        plan = UploadPlan(bucket, args.name, args.version, files, converted_from, held=held, declared=declared)
         started = datetime.now(UTC)
         manifest = upload(plan, deployment.client("s3"), replace=args.replace)
     if held:

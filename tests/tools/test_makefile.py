@@ -66,6 +66,24 @@ def test_make_upload_dataset_passes_params_and_no_run_as_text(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("target", ["demo", "train"])
+def test_a_task_synthesizes_into_its_own_assembly_which_the_runner_checks(target):
+    """TASK=<task>: synth with -c task=<task> into cdk.out/<env>-<task> (the QA assembly in cdk.out/<env> stays),
+    and the local runner reads that assembly, given TASK only to check it; TASK unset: cdk.out/<env>, no --task."""
+    task = "text-classification"
+    data = ("DATASET=d", "MODEL=m") if target == "train" else ()
+    result = make(target, "ENV=dev", f"TASK={task}", "PY=echo", "CDK=echo", *data)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert f"synth --quiet -c env=dev -c task={task} --output cdk.out/dev-{task}" in lines
+    [runner] = [line for line in lines if line.startswith("-m local_runner ")]
+    assert runner.startswith(f"-m local_runner --assembly cdk.out/dev-{task} --task {task} ")
+    plain = make(target, "ENV=dev", "PY=echo", "CDK=echo", *data).stdout.splitlines()
+    assert "synth --quiet -c env=dev --output cdk.out/dev" in plain
+    assert any(line.startswith("-m local_runner --assembly cdk.out/dev ") for line in plain)
+    assert not any("--task" in line for line in plain)
+
+
 def test_make_train_without_a_dataset_or_model_prints_its_usage():
     result = make("train", "PY=echo", "CDK=true", "MODEL=m")
     assert result.returncode == 2

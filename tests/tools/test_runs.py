@@ -10,25 +10,29 @@ pipeline's name, error lines) runs against moto server. The local runs are liste
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 from qa.outputs import METRIC_EVAL_F1
+from tasks import task
 
 from reporting.local_runs import RUNNER_PID_FILE
 from reporting.record import save
 from tests.reporting.run_records import run_record
 from tests.tools.conftest import EMPTY_REGION, REGION, assert_one_line_error, run_cli
 from tools.deployment import settings_for
-from tools.runs import format_report, recent_executions, training_run
+from tools.runs import ExecutionReport, format_report, recent_executions, training_run
 
 PIPELINE = "hfqa-dev-qa-fine-tuning"
 ACCOUNT_ARN = "arn:aws:sagemaker:us-east-1:111122223333"
 T0 = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
 
 DEV = settings_for("dev")
+
+TASK = task("text-classification")  # a task other than QA: its metrics are not QA's
 
 
 def execution_arn(name: str) -> str:
@@ -164,16 +168,16 @@ def test_newest_first_with_trigger_and_step_durations(reports):
 
 def test_succeeded_execution_shows_cost_f1_and_approved_package(reports):
     ok = reports["ok-1"]
-    assert ok.f1 == 91.25 and ok.approval_status == "Approved"
+    assert ok.metrics == {"f1": 91.25} and ok.approval_status == "Approved"
     assert ok.training.list_price_usd == pytest.approx(37.688 * 2 * 1500 / 3600)
     text = format_report(ok, REGION, DEV)
-    assert "Succeeded" in text and "F1: 91.25; registered" in text and "(Approved)" in text
+    assert "Succeeded" in text and "question-answering: f1 91.25 (gate); registered" in text and "(Approved)" in text
     assert "$31.41 at on-demand list price" in text
 
 
 def test_failed_f1_gate_shows_the_fail_message_and_no_package(reports):
     failed = reports["f1-2"]
-    assert failed.status == "Failed" and failed.f1 == 71.5 and failed.model_package is None
+    assert failed.status == "Failed" and failed.metrics == {"f1": 71.5} and failed.model_package is None
     assert "F1BelowThreshold: Validation F1 71.5 is below the threshold 88.0" in format_report(failed, REGION, DEV)
 
 
@@ -245,7 +249,30 @@ def test_the_training_jobs_evaluation_metric_is_the_f1():
             "describe_training_job", training_job(1500, 1500, False, 88.5), {"TrainingJobName": "pipelines-train"}
         )
         run = training_run(sagemaker, f"{ACCOUNT_ARN}:training-job/pipelines-train")
-    assert run.f1 == 88.5
+    assert (run.task, run.metrics) == ("question-answering", {"f1": 88.5})  # no task hyperparameter: QA
+
+
+def test_each_task_s_metrics_are_shown_by_their_names_with_the_gate_marked():
+    """A training job given --task reports that task's METRICS (eval:<name>), in its order, its gate marked."""
+    job = training_job(1500, 1500, False, 0.0)
+    job["HyperParameters"] = {"task": json.dumps(TASK.NAME)}
+    job["FinalMetricDataList"] = [
+        {"MetricName": f"eval:{name}", "Value": 50.0 + index, "Timestamp": T0}
+        for index, name in enumerate(TASK.METRICS)
+    ]
+    sagemaker = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(sagemaker) as stub:
+        stub.add_response("describe_training_job", job, {"TrainingJobName": "pipelines-train"})
+        run = training_run(sagemaker, f"{ACCOUNT_ARN}:training-job/pipelines-train")
+    assert run.task == TASK.NAME and list(run.metrics) == list(TASK.METRICS)
+    shown = format_report(
+        ExecutionReport("arn", T0, "Succeeded", None, task=run.task, metrics=run.metrics), REGION, DEV
+    )
+    expected = ", ".join(
+        f"{name} {50.0 + index:.2f}" + (" (gate)" if name == TASK.GATE_METRIC else "")
+        for index, name in enumerate(TASK.METRICS)
+    )
+    assert f"  {TASK.NAME}: {expected}" in shown
 
 
 def test_make_runs_lists_the_local_runs_newest_first_with_no_aws_call(tmp_path):
@@ -265,4 +292,5 @@ def test_make_runs_lists_the_local_runs_newest_first_with_no_aws_call(tmp_path):
     assert result.returncode == 0, result.stderr
     listed = [line.split()[1:3] for line in result.stdout.splitlines() if line.startswith(("2099", "20"))]
     assert listed == [["Killed", "local-00000000000b"], ["Succeeded", finished.execution_id]]
-    assert f"F1: 90.50; registered {finished.model_package_arn} (PendingManualApproval)" in result.stdout
+    shown = "question-answering: exact_match 83.25, f1 90.50 (gate)"
+    assert f"{shown}; registered {finished.model_package_arn} (PendingManualApproval)" in result.stdout

@@ -146,15 +146,24 @@ class ManifestFile:
 
 
 def manifest_v2(
-    dataset: str, version: str, files: list[ManifestFile], converted_from: dict[str, dict[str, str]] | None = None
+    dataset: str,
+    version: str,
+    files: list[ManifestFile],
+    converted_from: dict[str, dict[str, str]] | None = None,
+    task: str | None = None,
+    label_names: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """The manifest v2 document (qa.outputs.MANIFEST_V2_FORMAT) naming each data file at its version;
-    `converted_from`: key -> the columnar file it was converted from ({"key", "format"})."""
+    `converted_from`: key -> the columnar file it was converted from ({"key", "format"}); `task` (the task the
+    records are for; absent: the pipeline's) and `label_names` (ClassLabel names in index order), each written
+    only when given (qa.declared_task reads them from the dataset folder)."""
     converted_from = converted_from or {}
     return {
         "format": MANIFEST_V2_FORMAT,
         "dataset": dataset,
         "version": version,
+        **({"task": task} if task is not None else {}),
+        **({"label_names": list(label_names)} if label_names is not None else {}),
         "files": [
             {
                 "key": f.key,
