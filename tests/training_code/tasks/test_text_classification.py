@@ -173,17 +173,27 @@ def test_singles_and_pairs_keep_their_order(tokenizer):
     assert set(features) == {"input_ids", "token_type_ids", "attention_mask", "example_id"}
 
 
+def test_validation_features_are_stored_and_read_back_as_they_were(tokenizer, tmp_path):
+    from qa.feature_files import read_features, write_features
+
+    records = [task.normalized(json.loads(line), NAMES, "") for line in sample_lines("validation")[:12]]
+    features = task.validation_features(records, tokenizer, max_seq_length=24, doc_stride=8)
+    write_features(tmp_path, features)
+    assert read_features(tmp_path) == features
+
+
 # ------------------------------------------------------------------------------------------------ metrics
 
 
 def scored_case(seed: int = 0):
-    """Examples whose gold labels cover four of five names, logits that never predict `account` (index 3) and
-    features in another order than the examples."""
+    """Examples whose gold labels are four of six names, logits that never predict `account` (index 3, a gold
+    label) nor `other` (4, neither gold nor predicted) and may predict `spam` (5, never gold), and features in
+    another order than the examples."""
     rng = np.random.default_rng(seed)
-    names = (*NAMES, "other")
+    names = (*NAMES, "other", "spam")
     gold = [0, 1, 2, 3] * 6 + [0, 2]
     logits = rng.normal(size=(len(gold), len(names))).astype(np.float32)
-    logits[:, 3] -= 20  # account is never predicted
+    logits[:, [3, 4]] -= 20  # account and other are never predicted
     logits[[0, 1, 2], [0, 1, 2]] += 30  # three sure hits
     examples = [{"id": f"e{i}", "label": label} for i, label in enumerate(gold)]
     order = rng.permutation(len(gold))
@@ -198,7 +208,9 @@ def test_metrics_equal_scikit_learn_s_on_the_same_predictions():
     names, gold, logits, examples, features, outputs = scored_case()
     metrics, predictions, _ = task.score(examples, features, outputs, names)
     predicted = logits.argmax(axis=1)
-    assert 3 not in predicted and 3 in gold  # a label never predicted counts, with an F1 of 0
+    # Every name counts: one never predicted, one neither predicted nor true (each an F1 of 0), one never true.
+    assert 3 not in predicted and 3 in gold and 4 not in predicted and 4 not in gold
+    assert 5 in predicted and 5 not in gold
     assert set(metrics) == set(task.METRICS)
     assert metrics["accuracy"] == pytest.approx(100 * accuracy_score(gold, predicted))
     expected_f1 = f1_score(gold, predicted, average="macro", labels=list(range(len(names))), zero_division=0)
