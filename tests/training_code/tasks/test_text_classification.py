@@ -137,6 +137,16 @@ def test_estimated_tokens_is_a_lower_bound_of_the_tokenizer_s(tokenizer):
     assert task.estimated_tokens({"text": "one two"}) == 2
 
 
+def test_the_claim_s_length_estimate_is_close_to_the_tokenizer_s(tokenizer):
+    records = [task.normalized(json.loads(line), NAMES, "") for line in sample_lines("train")]
+    estimate = task.claim_features(max_seq_length=24, doc_stride=8)
+    estimated = [estimate(record) for record in records]
+    assert {windows for windows, _ in estimated} == {1} and max(n for _, [n] in estimated) == 24
+    exact = [len(ids) for ids in task.train_features(records, tokenizer, 512, 0)["input_ids"]]
+    uncut = task.claim_features(max_seq_length=512, doc_stride=0)
+    assert sum(uncut(record)[1][0] for record in records) == pytest.approx(sum(exact), rel=0.05)
+
+
 # ------------------------------------------------------------------------------------------------ features
 
 
