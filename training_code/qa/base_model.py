@@ -1,8 +1,9 @@
-"""Load the base model for question answering and say plainly which of its weights are new."""
+"""Load the base model with a task head and say plainly which of its weights are new."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import torch
 import transformers
@@ -19,20 +20,21 @@ _DTYPE_KEYWORD = "dtype" if Version(transformers.__version__) >= Version("4.56")
 FLOAT32_WEIGHTS: dict[str, torch.dtype] = {_DTYPE_KEYWORD: torch.float32}
 
 
-def load_question_answering_model(name_or_path: str, log: logging.Logger) -> PreTrainedModel:
-    """The model with its QA head, in float32; transformers' own load report (UNEXPECTED/MISSING keys) stays in the
-    log.
+def load_with_head(
+    auto_class: Any, head: str, task_words: str, name_or_path: str, log: logging.Logger, **config: Any
+) -> PreTrainedModel:
+    """The model of `auto_class` (an AutoModelFor... class) with its task head (weights named `head`...), in float32,
+    `config` passed on (num_labels, id2label, label2id); transformers' own load report (UNEXPECTED/MISSING keys)
+    stays in the log.
 
-    A base encoder has no QA head, so the report lists the head as MISSING: that is expected, and one plain
+    A base encoder has no task head, so the report lists the head as MISSING: that is expected, and one plain
     sentence says so. Missing weights outside the head mean the base model is not what was meant: a warning.
     """
-    model, loading = AutoModelForQuestionAnswering.from_pretrained(
-        name_or_path, output_loading_info=True, **FLOAT32_WEIGHTS
-    )
+    model, loading = auto_class.from_pretrained(name_or_path, output_loading_info=True, **FLOAT32_WEIGHTS, **config)
     missing = sorted(loading["missing_keys"])
-    if any(key.startswith(QA_HEAD) for key in missing):
-        log.info("the question-answering head is new (the base model has none): this run trains it, as expected")
-    others = [key for key in missing if not key.startswith(QA_HEAD)]
+    if any(key.startswith(head) for key in missing):
+        log.info("the %s head is new (the base model has none): this run trains it, as expected", task_words)
+    others = [key for key in missing if not key.startswith(head)]
     if others:
         log.warning(
             "%d weights of the model are not in %s and start from random values (%s): is it the intended base model?",
@@ -41,3 +43,8 @@ def load_question_answering_model(name_or_path: str, log: logging.Logger) -> Pre
             ", ".join(others[:5]) + (", ..." if len(others) > 5 else ""),
         )
     return model
+
+
+def load_question_answering_model(name_or_path: str, log: logging.Logger) -> PreTrainedModel:
+    """The model with its QA head (`qa_outputs`), in float32 (load_with_head)."""
+    return load_with_head(AutoModelForQuestionAnswering, QA_HEAD, "question-answering", name_or_path, log)

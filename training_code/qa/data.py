@@ -618,6 +618,14 @@ def split_entries(split_dir: Path) -> list[Path]:
     return dataset_entries(found)
 
 
+def given_id(record: Any) -> str | None:
+    """The record's own id as a string (a string or an integer `id`), else None."""
+    value = record.get("id") if isinstance(record, dict) else None
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    return None
+
+
 def load_dataset_files(
     files: dict[str, list[Path]],
     root: Path,
