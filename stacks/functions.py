@@ -46,6 +46,10 @@ FUNCTION_FILES = (
     "qa/notifications.py",
     "qa/outputs.py",
     "qa/parameter_rules.py",
+    "tasks/__init__.py",
+    "tasks/question_answering.py",
+    "tasks/text_classification.py",
+    "tasks/token_classification.py",
 )
 # A Lambda step waits for its function at most 10 minutes (SageMaker Pipelines step types, Lambda step:
 # https://docs.aws.amazon.com/sagemaker/latest/dg/build-and-manage-steps-types.html#step-type-lambda; a step

@@ -63,14 +63,14 @@ from qa.outputs import (
     INPUT_BOUNDS,
     INPUT_CLAIMS_PREFIX,
     INPUT_COST_MODEL,
-    INPUT_EXACT_MATCH,
     INPUT_EXECUTION_ARN,
-    INPUT_F1,
     INPUT_INPUTS_PREFIX,
     INPUT_MAX_WINDOWS_PER_EXAMPLE,
+    INPUT_METRICS,
     INPUT_MODEL_ARCHIVE_URI,
     INPUT_REGISTRY_URI,
     INPUT_STATS_URI,
+    INPUT_TASK,
     INPUT_VALIDATE,
     LOCAL_EXECUTIONS_ENV,
     LOCAL_S3_ROOT_ENV,
@@ -109,6 +109,7 @@ from qa.parameter_rules import (
     short,
     shown,
 )
+from tasks import TASK_NAMES, TRAINED_TASKS, task
 
 log = logging.getLogger("pipeline_functions")
 log.setLevel(logging.INFO)
@@ -537,6 +538,32 @@ def content_claim_key(event: dict[str, Any], digest: str) -> str:
     return f"{event[INPUT_CLAIMS_PREFIX].strip('/')}/{CONTENT_CLAIMS}/{training_digest(event, digest)}.json"
 
 
+def task_error(store: ObjectStore, event: dict[str, Any]) -> str:
+    """ "" or one line refusing the upload before anything is claimed: a manifest that declares a task other than the
+    pipeline's (manifest v2's optional `task`; none declared is the pipeline's), or a pipeline task whose training
+    the FineTune job does not run yet (tasks.TRAINED_TASKS)."""
+    pipeline_task = str(event.get(INPUT_TASK) or "")
+    if pipeline_task not in TASK_NAMES:
+        return f"{INPUT_TASK} {short(pipeline_task)!r} is not a task ({', '.join(TASK_NAMES)})"
+    body, _, _ = store.get(event[DATASET_BUCKET], event[MANIFEST_KEY], event[MANIFEST_VERSION_ID])
+    try:
+        declared = json.loads(body).get("task") if body.lstrip().startswith(b"{") else None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        declared = None  # the claim's own manifest checks name what is wrong with it
+    if declared is not None and declared != pipeline_task:
+        return (
+            f"manifest task {short(str(declared))} does not match this pipeline's task {pipeline_task}: upload it to "
+            f"the pipeline of {short(str(declared))}, or change the manifest's task"
+        )
+    if pipeline_task not in TRAINED_TASKS:
+        return (
+            f"task {pipeline_task}: its module validates, tokenizes, scores and serves (training_code/tasks/"
+            f"{task(pipeline_task).__name__.rsplit('.', 1)[-1]}.py), but this version's FineTune job trains only "
+            f"{', '.join(TRAINED_TASKS)}: nothing was claimed or started"
+        )
+    return ""
+
+
 def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> tuple[str, str]:
     """Claim the manifest version, then the data it names (its content digest), for this execution. Returns the
     owner's execution ARN (this execution's when both claims are its own) and, for a duplicate of another
@@ -750,10 +777,11 @@ def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
         log.warning(result[CLAIM_IGNORED])
         return result
     problem = parameter_error(event)
+    store = object_store()
+    problem = problem or task_error(store, event)
     if problem:
         result[CLAIM_PARAMETER_ERROR] = problem
         return result
-    store = object_store()
     owner, duplicate = claim_manifest(store, event)
     result[CLAIM_CLAIMED_BY] = owner
     if owner != event[INPUT_EXECUTION_ARN]:
@@ -860,6 +888,16 @@ def copy_to_registry(
     return target, existing
 
 
+def gate_metric_first(task_module: Any, metrics: dict[str, Any]) -> dict[str, float]:
+    """The task's METRICS from FineTune's values (RecordModel's Metrics input), its gate metric first: the order of
+    the training job's evaluation.json."""
+    names = (task_module.GATE_METRIC, *(name for name in task_module.METRICS if name != task_module.GATE_METRIC))
+    missing = [name for name in names if name not in metrics]
+    if missing:
+        raise ValueError(f"{INPUT_METRICS} has no {', '.join(missing)} (it has {', '.join(metrics) or 'nothing'})")
+    return {name: float(metrics[name]) for name in names}
+
+
 def record_model_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
     """RecordModel: the training job's archive, by the one version the job wrote, hashed and copied (that same
     version, server-side) to registry/<sha256>/model.tar.gz, the object RegisterModel registers; and the
@@ -875,7 +913,7 @@ def record_model_handler(event: dict[str, Any], context: Any = None) -> dict[str
     sha256 = sha256_of(store, bucket, key, version_id)
     registered, registered_version = copy_to_registry(store, trained, version_id, sha256, event[INPUT_REGISTRY_URI])
     report = {
-        **model_quality_metrics(f1=float(event[INPUT_F1]), exact_match=float(event[INPUT_EXACT_MATCH])),
+        **model_quality_metrics(gate_metric_first(task(event[INPUT_TASK]), json.loads(event[INPUT_METRICS]))),
         "model": {
             "uri": registered,
             "sha256": sha256,

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from qa import benchmark
-from qa.cli import setup_logging, str2bool
+from qa.cli import setup_logging, str2bool, trained_task
 from qa.data import (
     COLUMNS,
     LoadReport,
@@ -67,6 +67,7 @@ from qa.outputs import (
     TRAIN_SPLIT,
     VALIDATION_SPLIT,
 )
+from tasks import DEFAULT_TASK
 
 DATA_DIR = Path(PROCESSING_INPUT_DIR) / PROCESSING_DATA_INPUT
 TOKENIZE_BATCH = 1000  # records per tokenizer call (the fast tokenizer encodes a batch on several threads)
@@ -77,6 +78,9 @@ _worker: tuple[Prepare, Any, int, int] | None = None  # what a tokenizer process
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--task", type=trained_task, default=DEFAULT_TASK, help="the pipeline's task (tasks.TASK_NAMES)"
+    )
     parser.add_argument("--manifest", type=Path, default=DATA_DIR / PINNED_MANIFEST_FILE)
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--tokenizer-dir", type=Path, default=Path(PROCESSING_INPUT_DIR) / PROCESSING_TOKENIZER_INPUT)

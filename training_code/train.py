@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from qa import node_features
-from qa.cli import auto_bool, channel_path, env_path, number, or_auto, setup_logging, str2bool
+from qa.cli import auto_bool, channel_path, env_path, number, or_auto, setup_logging, str2bool, trained_task
 from qa.distributed import prepare_environment, request_nccl_debug, unusable_gpus_error
 from qa.outputs import (
     BENCHMARK_CHANNEL,
@@ -67,6 +67,7 @@ from qa.outputs import (
     VALIDATION_CHANNEL,
     VALIDATION_SPLIT,
 )
+from tasks import DEFAULT_TASK
 
 # preprocess.py's options that --tokenize_data passes on when set (train.py's flag names, underscores for dashes).
 TOKENIZE_OPTIONS = (
@@ -82,6 +83,9 @@ EXIT_INTERRUPTED = 143  # 128 + SIGTERM: stopped after saving a checkpoint; a re
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--task", type=trained_task, default=DEFAULT_TASK, help="the pipeline's task (tasks.TASK_NAMES)"
+    )
     paths = parser.add_argument_group("paths (SageMaker defaults)")
     paths.add_argument("--model_name_or_path", default=str(channel_path(MODEL_CHANNEL)))
     paths.add_argument("--train_dir", type=Path, default=channel_path(TRAIN_CHANNEL))

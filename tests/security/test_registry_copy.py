@@ -32,8 +32,8 @@ TRAINED = "models/pipelines-e1-FineTune/output/model.tar.gz"
 EVENT = {
     "ModelArchiveUri": f"s3://artifacts/{TRAINED}",
     "RegistryUri": "s3://artifacts/registry/",
-    "F1": 91.0,
-    "ExactMatch": 85.0,
+    "Task": "question-answering",
+    "Metrics": '{"exact_match": 85.0, "f1": 91.0}',
     "ReportUri": "s3://artifacts/evaluation/e1/evaluation.json",
 }
 MEASURED, SWAPPED = b"the weights that were evaluated", b"weights of the attacker's choosing"

@@ -49,7 +49,7 @@ def test_the_checkpoint_lines_are_read_back_by_their_patterns():
 
 
 def test_the_model_quality_report_holds_each_metric_at_its_json_path():
-    report = model_quality_metrics(f1=88.5, exact_match=80.25)
+    report = model_quality_metrics({"f1": 88.5, "exact_match": 80.25})
     for path, value in ((EVALUATION_F1_PATH, 88.5), (EVALUATION_EXACT_MATCH_PATH, 80.25)):
         node = report
         for key in path.split("."):

@@ -61,6 +61,7 @@ def event(owner: str, version: str, key: str = KEY, **parameters: object) -> dic
         "BaseModelUri": "s3://artifacts/base-models/m/",
         "BaseModelsUri": "s3://artifacts/base-models/",
         "UploadedBy": "111122223333",
+        "Task": "question-answering",
         **CONTROLS,
         **parameters,
     }
@@ -360,8 +361,8 @@ def test_the_estimate_prices_every_feature_of_a_heavily_windowed_dataset(local):
 RECORD_EVENT = {
     "ModelArchiveUri": "s3://artifacts/models/job/output/model.tar.gz",
     "RegistryUri": "s3://artifacts/registry/",
-    "F1": 91.5,
-    "ExactMatch": "84.25",
+    "Task": "question-answering",
+    "Metrics": '{"exact_match": 84.25, "f1": 91.5}',
     "ReportUri": "s3://artifacts/evaluation/e/evaluation.json",
 }
 
@@ -502,3 +503,45 @@ def test_on_s3_an_overwritten_or_corrupt_claim_is_an_error_and_a_nested_manifest
         # The nested key claimed nothing: the claims are the first execution's (its version and its content).
         assert [c["Key"] for c in claims if "/content/" not in c["Key"]] == [claim_key]
         assert len(claims) == 2
+
+
+def upload_declaring(store, task_name: str) -> str:
+    """A v2 manifest that declares its records' task (manifest v2's optional `task`); its version id."""
+    listed = [
+        {"key": k, "version_id": store.put("datasets", f"datasets/squad/v1/{k}", b), "size": len(b)}
+        for k, b in DATA.items()
+    ]
+    manifest = {"format": MANIFEST_V2_FORMAT, "dataset": "squad", "version": "v1", "task": task_name, "files": listed}
+    return store.put("datasets", KEY, json.dumps(manifest).encode())
+
+
+def test_a_manifest_of_another_task_is_refused_in_one_line_and_claims_nothing(tmp_path, local):
+    version = upload_declaring(local, "text-classification")
+    result = functions.claim_handler(event("a", version))
+    assert result["ParameterError"] == (
+        "manifest task 'text-classification' does not match this pipeline's task question-answering: upload it to "
+        "the pipeline of 'text-classification', or change the manifest's task"
+    )
+    assert not (tmp_path / "s3" / "artifacts").exists()
+    # The pipeline's own task declared: claimed and pinned as any other manifest.
+    same = functions.claim_handler(event("b", upload_declaring(local, "question-answering")))
+    assert same["ParameterError"] == "" and same["InputUri"]
+
+
+def test_a_pipeline_task_the_jobs_do_not_train_yet_is_refused_before_anything_is_claimed(tmp_path, local):
+    version = upload_declaring(local, "token-classification")
+    result = functions.claim_handler(event("a", version, Task="token-classification"))
+    assert result["ParameterError"].startswith("task token-classification: its module validates, tokenizes, scores")
+    assert "FineTune job trains only question-answering" in result["ParameterError"]
+    assert not (tmp_path / "s3" / "artifacts").exists()
+
+
+def test_the_record_names_each_metric_of_the_task_gate_first_and_refuses_a_missing_one(local):
+    local.put("artifacts", "models/job/output/model.tar.gz", b"weights")
+    functions.record_model_handler(
+        {**RECORD_EVENT, "Task": "text-classification", "Metrics": '{"accuracy": "90.0", "macro_f1": 88.5}'}
+    )
+    report = json.loads(local.get("artifacts", "evaluation/e/evaluation.json")[0])
+    assert list(report["metrics"].items()) == [("macro_f1", {"value": 88.5}), ("accuracy", {"value": 90.0})]
+    with pytest.raises(ValueError, match="Metrics has no macro_f1"):
+        functions.record_model_handler({**RECORD_EVENT, "Task": "text-classification", "Metrics": '{"accuracy": 1}'})

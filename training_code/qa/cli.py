@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tasks import TRAINED_TASKS, task
+
 from qa.outputs import TRAINING_CHANNELS_DIR, channel_env
 
 
@@ -53,6 +55,17 @@ def number(
         return value
 
     return parse
+
+
+def trained_task(name: str) -> str:
+    """--task: a task name (tasks.TASK_NAMES) whose training this version's jobs run (tasks.TRAINED_TASKS)."""
+    try:
+        task(name)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if name not in TRAINED_TASKS:
+        raise argparse.ArgumentTypeError(f"task {name}: this version's jobs train only {', '.join(TRAINED_TASKS)}")
+    return name
 
 
 def or_auto(parse: Callable[[str], Any]) -> Callable[[str], Any]:

@@ -95,7 +95,7 @@ class Evaluation:
         """evaluation.json: SageMaker's model-quality statistics shape, values at the qa.outputs JSON paths."""
         return {
             "examples": len(self.predictions),
-            **model_quality_metrics(f1=round(self.f1, 4), exact_match=round(self.exact_match, 4)),
+            **model_quality_metrics({"f1": round(self.f1, 4), "exact_match": round(self.exact_match, 4)}),
         }
 
     def write(self, report_dir: Path, predictions_dir: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 # Container paths that SageMaker defines (training jobs).
@@ -140,17 +141,11 @@ EVALUATION_F1_PATH = "metrics.f1.value"  # JSON path of F1 in evaluation.json
 EVALUATION_EXACT_MATCH_PATH = "metrics.exact_match.value"
 
 
-def model_quality_metrics(f1: float, exact_match: float) -> dict[str, Any]:
-    """SageMaker's model-quality statistics shape, each value at its JSON path above: what the training job
-    writes into evaluation.json and RecordModel into the report that the registered package links."""
-    report: dict[str, Any] = {}
-    for path, value in ((EVALUATION_F1_PATH, f1), (EVALUATION_EXACT_MATCH_PATH, exact_match)):
-        *parents, leaf = path.split(".")
-        node = report
-        for key in parents:
-            node = node.setdefault(key, {})
-        node[leaf] = value
-    return report
+def model_quality_metrics(metrics: Mapping[str, float]) -> dict[str, Any]:
+    """SageMaker's model-quality statistics shape, {"metrics": {name: {"value": value}}} in the given order (QA's F1
+    at EVALUATION_F1_PATH): what the training job writes into evaluation.json and RecordModel into the report that
+    the registered package links."""
+    return {"metrics": {name: {"value": value} for name, value in metrics.items()}}
 
 
 # The line the training job prints every logging interval (a log-history train entry, keyed as above); the
@@ -316,8 +311,6 @@ INPUT_STATS_URI = "StatsUri"  # EstimateTrainingCost: s3://.../STATS_FILE
 INPUT_COST_MODEL = "CostModel"  # EstimateTrainingCost: qa/cost.py's cost model
 INPUT_MODEL_ARCHIVE_URI = "ModelArchiveUri"  # RecordModel: FineTune's model.tar.gz
 INPUT_REGISTRY_URI = "RegistryUri"  # RecordModel: s3://<artifacts>/registry/, where it copies the archive
-INPUT_F1 = "F1"  # RecordModel: FineTune's METRIC_EVAL_F1
-INPUT_EXACT_MATCH = "ExactMatch"  # RecordModel: FineTune's METRIC_EVAL_EXACT_MATCH
 # ClaimManifest, RecordModel: the pipeline's task (a tasks.TASK_NAMES name, a constant of the definition).
 INPUT_TASK = "Task"
 # RecordModel: JSON text {metric: value} of the task's METRICS, each FineTune's FinalMetricDataList['eval:<metric>']
