@@ -136,3 +136,32 @@ def test_predict_groups_slice_the_text(model, tokenizer):
     line = task.describe_response(groups, record, NAMES)
     assert line.startswith("entities of the registered model: ")
     assert line.endswith('(reference: PER "Ines Marrow", LOC "Oslo")')
+
+
+# ------------------------------------------------------------------------------------------------ sample dataset
+
+
+def test_the_sample_dataset_validates_and_is_what_its_generator_writes(tmp_path):
+    import json
+
+    from qa.data import read_manifest
+
+    from config.paths import PROJECT_ROOT
+    from tools.make_token_classification_sample import generate
+
+    sample = PROJECT_ROOT / "data" / task.SAMPLE_DATASET
+    manifest = json.loads((sample / "manifest.json").read_text(encoding="utf-8"))
+    label_names = tuple(manifest["label_names"])
+    assert manifest["task"] == task.NAME and task.label_names_problems(label_names, "manifest.json") == []
+    files, problems = read_manifest(sample / "manifest.json", sample)
+    assert problems == []
+    counts = {}
+    for split, [path] in files.items():
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        for number, record in enumerate(records, start=1):
+            assert task.validate_record(record, path.name, f"line {number}", label_names) == []
+        counts[split] = len(records)
+    assert counts == {"train": 240, "validation": 60}
+    generate(tmp_path)
+    for name in ("manifest.json", "train/train.jsonl", "validation/validation.jsonl"):
+        assert (tmp_path / name).read_bytes() == (sample / name).read_bytes(), name
