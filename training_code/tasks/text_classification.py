@@ -83,7 +83,7 @@ def validate_record(record: Any, file: str, location: str, label_names: tuple[st
             found.append((name, *problem))
     label = record.get("label")
     if label is None:
-        problem: tuple[str, str] | None = ("missing", "add 'label': a name of the manifest's label_names, or its index")
+        problem = ("missing", "add 'label': a name of the manifest's label_names, or its index")
     else:
         problem = label_problem(label, label_names)
     if problem:
