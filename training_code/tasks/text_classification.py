@@ -17,6 +17,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tasks import labels
+from tasks.labels import label_index, label_problem, log_softmax
+
 if TYPE_CHECKING:
     from qa.data import Problem
 
@@ -35,20 +38,13 @@ PARAMETERS = ("top_k", "max_seq_length")
 DEFAULT_MAX_SEQ_LENGTH = 512
 PREDICT_BATCH_SIZE = 32  # inputs per forward pass of a request
 HEAD = "classifier."  # the layer AutoModelForSequenceClassification adds to a BERT-style encoder
-MAX_SHOWN_NAMES = 10  # label names a hint lists
 # WordPieces per whitespace-separated word, measured on data/sample-text-classification (300 records, 4,601 words)
 # with the bundled tokenizer (config.paths.bundled_model_dir()), no special tokens: 5,788 / 4,601 = 1.258.
 WORDPIECES_PER_WORD = 1.258
 SPECIAL_TOKENS = {False: 2, True: 3}  # [CLS] text [SEP], and [CLS] text [SEP] text_pair [SEP] (BERT)
-LABEL_NAMES_HINT = "add label_names to the manifest: the label names in index order, as ClassLabel keeps them"
 
 
 # ------------------------------------------------------------------------------------------------ records
-
-
-def _names_shown(label_names: tuple[str, ...]) -> str:
-    shown = ", ".join(label_names[:MAX_SHOWN_NAMES])
-    return shown + (f", ... ({len(label_names)} in all)" if len(label_names) > MAX_SHOWN_NAMES else "")
 
 
 def _text_problem(record: dict[str, Any], name: str, required: bool) -> tuple[str, str] | None:
@@ -60,30 +56,6 @@ def _text_problem(record: dict[str, Any], name: str, required: bool) -> tuple[st
         return f"must be a string, got {type(value).__name__}", f"make '{name}' a string"
     if not value.strip():
         return "is empty", f"remove the record or fill in '{name}'"
-    return None
-
-
-def _label_problem(label: Any, label_names: tuple[str, ...] | None) -> tuple[str, str] | None:
-    """(message, hint) when `label` is neither one of `label_names` nor an index into them."""
-    from qa.data import shown_id
-
-    if label is None:
-        return "missing", "add 'label': a name of the manifest's label_names, or its index"
-    if isinstance(label, bool) or not isinstance(label, str | int):
-        return f"must be a label name or an integer index, got {type(label).__name__}", "use a name or its index"
-    kind = "a name" if isinstance(label, str) else "an index"
-    if label_names is None:
-        return f"is {kind}, but the manifest has no label_names", LABEL_NAMES_HINT
-    if isinstance(label, str) and label not in label_names:
-        return (
-            f"{shown_id(label)} is not one of the manifest's {len(label_names)} label_names",
-            f"use one of {_names_shown(label_names)}, or add it to the manifest's label_names",
-        )
-    if isinstance(label, int) and not 0 <= label < len(label_names):
-        return (
-            f"index {label} is out of range: the manifest has {len(label_names)} label_names",
-            f"use an index from 0 to {len(label_names) - 1}, or the label's name",
-        )
     return None
 
 
@@ -109,7 +81,11 @@ def validate_record(record: Any, file: str, location: str, label_names: tuple[st
         problem = _text_problem(record, name, required)
         if problem:
             found.append((name, *problem))
-    problem = _label_problem(record.get("label"), label_names)
+    label = record.get("label")
+    if label is None:
+        problem = ("missing", "add 'label': a name of the manifest's label_names, or its index")
+    else:
+        problem = label_problem(label, label_names)
     if problem:
         found.append(("label", *problem))
     shown = record_id if record_id and record_id.strip() else None
@@ -118,30 +94,7 @@ def validate_record(record: Any, file: str, location: str, label_names: tuple[st
 
 def label_names_problems(label_names: tuple[str, ...] | None, file: str) -> list[Problem]:
     """The manifest's label names: required, not empty, each a non-empty string, no name twice."""
-    from qa.data import Problem, shown_id
-
-    def problem(message: str, hint: str) -> Problem:
-        return Problem(file, "", None, "label_names", message, hint)
-
-    if label_names is None:
-        return [problem(f"{NAME} needs the label names, and the manifest has none", LABEL_NAMES_HINT)]
-    if not label_names:
-        return [problem("is empty", "list every label name, in index order")]
-    problems = []
-    first: dict[str, int] = {}
-    for index, name in enumerate(label_names):
-        if not isinstance(name, str) or not name.strip():
-            problems.append(problem(f"label_names[{index}] is empty or not a string", "give every label a name"))
-        elif name in first:
-            problems.append(
-                problem(
-                    f"label_names[{index}] ({shown_id(name)}) repeats label_names[{first[name]}]",
-                    "list each label once: a label's index is its position",
-                )
-            )
-        else:
-            first[name] = index
-    return problems
+    return labels.label_names_problems(label_names, file, NAME)
 
 
 def normalized(record: dict[str, Any], label_names: tuple[str, ...] | None, record_id: str) -> dict[str, Any]:
@@ -150,12 +103,11 @@ def normalized(record: dict[str, Any], label_names: tuple[str, ...] | None, reco
     from qa.data import given_id
 
     assert label_names is not None  # validate_record refuses labels without names
-    label = record["label"]
     return {
         "id": given_id(record) or record_id,
         "text": record["text"],
         "text_pair": record.get("text_pair"),
-        "label": label if isinstance(label, int) else label_names.index(label),
+        "label": label_index(record["label"], label_names),
     }
 
 
@@ -247,14 +199,6 @@ def feature_output(model_output: Mapping[str, Any], row: int, tokens: slice) -> 
     return model_output["logits"][row].copy()
 
 
-def _log_softmax(logits: Any) -> Any:
-    import numpy as np
-
-    logits = np.asarray(logits, dtype=np.float64)
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-
-
 def score(
     examples: list[dict[str, Any]],
     features: list[dict[str, Any]],
@@ -270,7 +214,7 @@ def score(
     gold_by_id = {example["id"]: example["label"] for example in examples}
     ids = [feature["example_id"] for feature in features]
     gold = np.asarray([gold_by_id[example_id] for example_id in ids], dtype=np.int64)
-    log_probabilities = _log_softmax(np.stack(outputs))
+    log_probabilities = log_softmax(np.stack(outputs))
     predicted = log_probabilities.argmax(axis=1)
     f1s = []
     for label in range(len(label_names)):
@@ -331,7 +275,7 @@ def predict(model: Any, tokenizer: Any, inputs: list[Any], parameters: dict[str,
             batch = collator(features[start : start + PREDICT_BATCH_SIZE])
             output = model(**{name: tensor.to(device) for name, tensor in batch.items()})
             logits.append(output.logits.float().cpu().numpy())
-    probabilities = np.exp(_log_softmax(np.concatenate(logits)))
+    probabilities = np.exp(log_softmax(np.concatenate(logits)))
     best = np.argsort(-probabilities, axis=1, kind="stable")[:, : top_k or labels]
     return [
         [{"label": model.config.id2label[int(k)], "score": float(row[k])} for k in order]
