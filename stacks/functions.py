@@ -47,6 +47,7 @@ FUNCTION_FILES = (
     "qa/outputs.py",
     "qa/parameter_rules.py",
     "tasks/__init__.py",
+    "tasks/labels.py",
     "tasks/question_answering.py",
     "tasks/text_classification.py",
     "tasks/token_classification.py",

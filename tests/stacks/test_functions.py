@@ -3,11 +3,14 @@ least-privilege role each; the pipeline role may invoke exactly these."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from qa.outputs import CLAIM_STATS_FOLDER, STATS_FILE
+from tasks import TASK_NAMES
 
 from pipeline_steps.placeholders import FUNCTION_HANDLERS
 from stacks.functions import CLAIM_VALIDATION_TIMEOUT, FUNCTION_FILES, TIMEOUTS, stage_function_code
@@ -185,3 +188,24 @@ def test_in_fine_tune_mode_the_claim_is_sized_for_the_largest_dataset_it_validat
         1024,
         False,
     )
+
+
+def test_the_staged_code_imports_its_handlers_and_every_task_with_the_standard_library_alone(tmp_path):
+    """The Lambda runtime has the staged files and boto3, nothing of training_code's other dependencies: each handler
+    module and every task module (ClaimManifest names the task's module; RecordModel reads its metrics) imports from
+    the staged folder with site-packages off (-S) and no project path."""
+    staged = stage_function_code(tmp_path)
+    modules = [
+        "pipeline_functions",
+        "notification_function",
+        *(f"tasks.{name.replace('-', '_')}" for name in TASK_NAMES),
+    ]
+    code = "import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]"
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code, *modules],
+        cwd=staged,
+        env={"PYTHONPATH": str(staged)},
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
