@@ -10,22 +10,17 @@ the manifest is a manifest v2-style object with the task and the label names in 
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from pathlib import Path
 
-from qa.outputs import MANIFEST_V2_FORMAT, SPLITS, TRAIN_SPLIT, VALIDATION_SPLIT
 from tasks import text_classification
 
-from config.layout import DatasetLayout
 from config.paths import PROJECT_ROOT
+from tools.task_samples import write_task_sample
 
 LABEL_NAMES = ("billing", "shipping", "technical", "account")
-TRAIN_FILE, VALIDATION_FILE = f"{TRAIN_SPLIT}/train.jsonl", f"{VALIDATION_SPLIT}/validation.jsonl"
-TRAIN_RECORDS, VALIDATION_RECORDS = 240, 60
 PAIR_EVERY = 6  # one record in six is a (subject, message) pair
-DATASET_VERSION = "v1"
 PRODUCTS = ["the blender", "my headphones", "the desk lamp", "the coffee grinder", "the router", "my keyboard"]
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October"]
 AMOUNTS = ["12.99", "24.50", "39.00", "7.45", "89.90", "15.20", "64.00"]
@@ -122,25 +117,7 @@ def records(
 
 
 def generate(out_dir: Path, seed: int = 33) -> None:
-    rng = random.Random(seed)
-    seen: set[str] = set()
-    for split in SPLITS:
-        (out_dir / split).mkdir(parents=True, exist_ok=True)
-    for key, split, count, as_index in (
-        (TRAIN_FILE, TRAIN_SPLIT, TRAIN_RECORDS, False),
-        (VALIDATION_FILE, VALIDATION_SPLIT, VALIDATION_RECORDS, True),
-    ):
-        lines = [json.dumps(record) for record in records(rng, count, split, as_index, seen)]
-        (out_dir / key).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    manifest = {
-        "format": MANIFEST_V2_FORMAT,
-        "dataset": text_classification.SAMPLE_DATASET,
-        "version": DATASET_VERSION,
-        "task": text_classification.NAME,
-        "label_names": list(LABEL_NAMES),
-        "files": [{"key": TRAIN_FILE}, {"key": VALIDATION_FILE}],
-    }
-    (out_dir / DatasetLayout().manifest_name).write_text(json.dumps(manifest, indent=1) + "\n")
+    write_task_sample(out_dir, text_classification, LABEL_NAMES, records, seed)
 
 
 if __name__ == "__main__":

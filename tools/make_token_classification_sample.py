@@ -9,21 +9,16 @@ manifest is a manifest v2-style object with the task and the label names in inde
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 from pathlib import Path
 
-from qa.outputs import MANIFEST_V2_FORMAT, SPLITS, TRAIN_SPLIT, VALIDATION_SPLIT
 from tasks import token_classification
 
-from config.layout import DatasetLayout
 from config.paths import PROJECT_ROOT
+from tools.task_samples import write_task_sample
 
 LABEL_NAMES = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")
-TRAIN_FILE, VALIDATION_FILE = f"{TRAIN_SPLIT}/train.jsonl", f"{VALIDATION_SPLIT}/validation.jsonl"
-TRAIN_RECORDS, VALIDATION_RECORDS = 240, 60
-DATASET_VERSION = "v1"
 ENTITIES = {
     "PER": ["Ines Marrow", "Tobin Vael", "Mara Quell", "Osric Dunmere", "Lena Farrow", "Kasim Orle", "Petra Ilsen"],
     "ORG": ["Vantor Labs", "Quillan Foods", "Brightmoor Bank", "Ostrel Group", "Halden Motors", "Nerio"],
@@ -71,25 +66,7 @@ def records(rng: random.Random, count: int, split: str, as_index: bool, seen: se
 
 
 def generate(out_dir: Path, seed: int = 33) -> None:
-    rng = random.Random(seed)
-    seen: set[str] = set()
-    for split in SPLITS:
-        (out_dir / split).mkdir(parents=True, exist_ok=True)
-    for key, split, count, as_index in (
-        (TRAIN_FILE, TRAIN_SPLIT, TRAIN_RECORDS, False),
-        (VALIDATION_FILE, VALIDATION_SPLIT, VALIDATION_RECORDS, True),
-    ):
-        lines = [json.dumps(record) for record in records(rng, count, split, as_index, seen)]
-        (out_dir / key).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    manifest = {
-        "format": MANIFEST_V2_FORMAT,
-        "dataset": token_classification.SAMPLE_DATASET,
-        "version": DATASET_VERSION,
-        "task": token_classification.NAME,
-        "label_names": list(LABEL_NAMES),
-        "files": [{"key": TRAIN_FILE}, {"key": VALIDATION_FILE}],
-    }
-    (out_dir / DatasetLayout().manifest_name).write_text(json.dumps(manifest, indent=1) + "\n")
+    write_task_sample(out_dir, token_classification, LABEL_NAMES, records, seed)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 """What the tasks with label names share (text- and token-classification): checks of a label given as a name or
-an index into the manifest's `label_names`, of the names themselves, and the log-softmax their heads' cross-entropy
-and probabilities read. Standard library at import time (numpy inside log_softmax), as every task module."""
+an index into the manifest's `label_names`, of the names themselves, their heads' config, and the log-softmax their
+cross-entropy and probabilities read. Standard library at import time (numpy inside log_softmax), as every task
+module."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -81,3 +83,37 @@ def log_softmax(logits: Any) -> Any:
     logits = np.asarray(logits, dtype=np.float64)
     shifted = logits - logits.max(axis=-1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def head_config(label_names: Sequence[str]) -> dict[str, Any]:
+    """The model config of a classification head over `label_names`: num_labels, id2label, label2id (saved in
+    config.json, so the served model names its labels)."""
+    return {
+        "num_labels": len(label_names),
+        "id2label": dict(enumerate(label_names)),
+        "label2id": {name: index for index, name in enumerate(label_names)},
+    }
+
+
+def unreadable(record: Any, file: str, location: str) -> list[Problem]:
+    """The one problem of a record that cannot be read as an object (an unparsable line, a value that is no JSON
+    object), else none."""
+    from qa.data import Problem, UnparsableLine
+
+    if isinstance(record, UnparsableLine):
+        return [Problem(file, location, None, None, record.message, "one JSON object per line", record_level=True)]
+    if not isinstance(record, dict):
+        return [Problem(file, location, None, None, "record is not a JSON object", "one object per record", True)]
+    return []
+
+
+def id_problem(record: dict[str, Any], record_id: str | None) -> tuple[str, str, str] | None:
+    """(field, message, hint) when the record gives an id that cannot name it; a record without one is named by its
+    location."""
+    if "id" in record and record["id"] is not None and (record_id is None or not record_id.strip()):
+        return (
+            "id",
+            "must be a non-empty string or an integer",
+            "give every record a unique id, or none (it is then named by its location)",
+        )
+    return None

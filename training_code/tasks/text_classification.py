@@ -61,22 +61,16 @@ def _text_problem(record: dict[str, Any], name: str, required: bool) -> tuple[st
 
 def validate_record(record: Any, file: str, location: str, label_names: tuple[str, ...] | None) -> list[Problem]:
     """Every problem of one record, one per bad field (empty when the record is usable)."""
-    from qa.data import Problem, UnparsableLine, given_id
+    from qa.data import Problem, given_id
 
-    if isinstance(record, UnparsableLine):
-        return [Problem(file, location, None, None, record.message, "one JSON object per line", record_level=True)]
-    if not isinstance(record, dict):
-        return [Problem(file, location, None, None, "record is not a JSON object", "one object per record", True)]
+    unread = labels.unreadable(record, file, location)
+    if unread:
+        return unread
     record_id = given_id(record)
     found = []
-    if "id" in record and record["id"] is not None and (record_id is None or not record_id.strip()):
-        found.append(
-            (
-                "id",
-                "must be a non-empty string or an integer",
-                "give every record a unique id, or none (it is then named by its location)",
-            )
-        )
+    bad_id = labels.id_problem(record, record_id)
+    if bad_id:
+        found.append(bad_id)
     for name, required in (("text", True), ("text_pair", False)):
         problem = _text_problem(record, name, required)
         if problem:
@@ -185,9 +179,7 @@ def load_model(name_or_path: str, label_names: tuple[str, ...] | None, log: logg
         NAME,
         name_or_path,
         log,
-        num_labels=len(label_names),
-        id2label=dict(enumerate(label_names)),
-        label2id={name: index for index, name in enumerate(label_names)},
+        **labels.head_config(label_names),
     )
 
 

@@ -53,16 +53,16 @@ def _tag_names(tags: list[Any], label_names: tuple[str, ...]) -> list[str]:
 
 def validate_record(record: Any, file: str, location: str, label_names: tuple[str, ...] | None) -> list[Problem]:
     """Every problem of one record, one per bad field (empty when the record is usable)."""
-    from qa.data import Problem, UnparsableLine, given_id
+    from qa.data import Problem, given_id
 
-    if isinstance(record, UnparsableLine):
-        return [Problem(file, location, None, None, record.message, "one JSON object per line", record_level=True)]
-    if not isinstance(record, dict):
-        return [Problem(file, location, None, None, "record is not a JSON object", "one object per record", True)]
+    unread = labels.unreadable(record, file, location)
+    if unread:
+        return unread
     record_id = given_id(record)
     found = []
-    if "id" in record and record["id"] is not None and (record_id is None or not record_id.strip()):
-        found.append(("id", "must be a non-empty string or an integer", "give every record a unique id, or none"))
+    bad_id = labels.id_problem(record, record_id)
+    if bad_id:
+        found.append(bad_id)
     tokens, tags = record.get("tokens"), record.get("ner_tags")
     if not isinstance(tokens, list) or not tokens:
         found.append(("tokens", "must be a non-empty list of words", "give 'tokens' as a list of strings"))
@@ -203,9 +203,7 @@ def load_model(name_or_path: str, label_names: tuple[str, ...] | None, log: logg
         NAME,
         name_or_path,
         log,
-        num_labels=len(label_names),
-        id2label=dict(enumerate(label_names)),
-        label2id={name: index for index, name in enumerate(label_names)},
+        **labels.head_config(label_names),
     )
 
 
