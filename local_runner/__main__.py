@@ -31,6 +31,7 @@ from qa.outputs import (
     PINNED_MANIFEST_FILE,
     VALIDATION_SPLIT,
 )
+from qa.task_file import read_task_file
 from tasks import task as task_module
 
 from config.layout import ArtifactLayout
@@ -237,14 +238,17 @@ def ask_registered_model(result: ExecutionResult, store: LocalObjectStore, work_
     pinned = store.path(result.outputs[CLAIM_INPUT_URI])
     files, problems = read_manifest(pinned / PINNED_MANIFEST_FILE, pinned)
     assert not problems, problems  # the jobs validated it
-    example = load_dataset_files({VALIDATION_SPLIT: files[VALIDATION_SPLIT]}, pinned).records[VALIDATION_SPLIT][0]
+    label_names = read_task_file(pinned, task.NAME).label_names
+    example = load_dataset_files(
+        {VALIDATION_SPLIT: files[VALIDATION_SPLIT]}, pinned, task=task, label_names=label_names
+    ).records[VALIDATION_SPLIT][0]
     archive = store.path(result.model_package.model_data)
     try:
         response = invoke(result.inference_container, archive, work_dir, task.example_request(example))
     except InvocationFailed as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    print(f"\n{task.describe_response(response, example)}")
+    print(f"\n{task.describe_response(response, example, label_names)}")
     return 0
 
 

@@ -13,6 +13,8 @@ from qa import benchmark
 from qa.data import ManifestFile, convert_columnar, manifest_v2
 from qa.declared_task import declared_task
 from qa.outputs import BENCHMARK_DATA_CHANNEL, BENCHMARKS_ROOT, PROCESSING_BENCHMARK_INPUT, SPLITS
+from tasks import DEFAULT_TASK
+from tasks import task as task_module
 
 from config.layout import DatasetLayout
 from local_runner.assembly import SynthesizedPipeline, extract_event_value
@@ -35,8 +37,11 @@ def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name
         for path in sorted(p for p in (dataset_dir / split).rglob("*") if p.is_file())
     ]
     files = []
+    declared = declared_task(dataset_dir)  # ValueError: a malformed declaration, as make upload-dataset says it
     with tempfile.TemporaryDirectory(prefix="local-upload-") as workdir:
-        uploads, converted_from = convert_columnar(dataset_dir, found, Path(workdir))
+        uploads, converted_from = convert_columnar(
+            dataset_dir, found, Path(workdir), task_module(declared.task or DEFAULT_TASK), declared.label_names
+        )
         for path, key in uploads:
             data = path.read_bytes()
             files.append(
@@ -48,7 +53,6 @@ def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name
                 )
             )
     manifest_key = DATASETS.manifest_key(name, version)
-    declared = declared_task(dataset_dir)  # ValueError: a malformed declaration, as make upload-dataset says it
     manifest = manifest_v2(name, version, files, converted_from, declared.task, declared.label_names)
     manifest_version = store.put_bytes(json.dumps(manifest, indent=1).encode(), f"s3://{bucket}/{manifest_key}")
     return manifest_key, manifest_version

@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from qa.outputs import LOG_EVAL_LOSS, LOG_STEP, LOG_TIME, TRAIN_LOG_KEYS
+from qa.outputs import EVAL_LOG_PREFIX, LOG_STEP, LOG_TIME, TRAIN_LOG_KEYS, eval_log_keys
 from tasks import task as task_module
 
 from config.settings import Settings
@@ -31,7 +31,7 @@ from reporting.record import RECORD_FILE, RunRecord
 LOCAL_STORE = "mlflow.db"  # in the local runs' folder (.local-runs)
 LOCAL_ARTIFACTS = "mlflow-artifacts"
 TERMINAL_STATUSES = {"Succeeded", "Failed", "Stopped"}
-EVAL_LOG_PREFIX = "eval_"  # the log history's evaluation of a task metric <name>: eval_<name>
+
 EXECUTION_TAG = "execution_arn"
 SAGEMAKER_PLUGIN = "sagemaker_mlflow"  # the module of the sagemaker-mlflow package (ARN tracking URIs)
 DATASET_CONTEXT = "training"  # the dataset input's mlflow.data.context tag
@@ -63,8 +63,7 @@ def tracking_uri(settings: Settings, work_dir: Path, server_arn: str | None = No
 def curve_keys(task: str) -> tuple[str, ...]:
     """The log history's curves of a run of `task`: the training keys, then each of the task's metrics
     (eval_<name>) and the evaluation loss."""
-    metrics = tuple(EVAL_LOG_PREFIX + name for name in task_module(task).METRICS)
-    return (*TRAIN_LOG_KEYS, *metrics, LOG_EVAL_LOSS)
+    return (*TRAIN_LOG_KEYS, *eval_log_keys(task_module(task).METRICS))
 
 
 def _tags(record: RunRecord) -> dict[str, str]:

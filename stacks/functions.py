@@ -46,6 +46,7 @@ FUNCTION_FILES = (
     "qa/notifications.py",
     "qa/outputs.py",
     "qa/parameter_rules.py",
+    "qa/task_file.py",
     "tasks/__init__.py",
     "tasks/labels.py",
     "tasks/question_answering.py",

@@ -1,5 +1,6 @@
 """The `make synth` / `make demo` sequence that tests/test_make_demo.py and tests/security/test_benchmark_gate.py
-assert on: two real synths and two tiny local runs, once per session (tests/conftest.py imports the fixture)."""
+assert on: the real synths and the tiny local runs (question answering in dev and prod, then each other task in
+dev), once per session (tests/conftest.py imports the fixture)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from tasks import DEFAULT_TASK, TASK_NAMES
+
 from config import Settings
 from config.paths import PROJECT_ROOT as ROOT
 from local_runner.registry import LocalModelRegistry, ModelPackage
+
+# The tasks besides question answering: `make demo TASK=<task> TINY=1` each, in its own work dir (TASK_WORK_DIR).
+OTHER_TASKS = tuple(name for name in TASK_NAMES if name != DEFAULT_TASK)
+TASK_WORK_DIR = "task-runs"
 
 # An upload that grades itself: every context is one word and its answer is that word, so any model's best span
 # is the answer (F1 100 on the upload's own validation split), and the validation split is the train split again.
@@ -57,32 +64,36 @@ class Sequence:
     runs: dict[str, subprocess.CompletedProcess[str]]
 
     def packages(self, settings: Settings) -> list[ModelPackage]:
-        """The model packages that the demos registered in the environment's group."""
-        registry = LocalModelRegistry(self.work_dir / "model-registry.sqlite")
+        """The model packages that the demos registered in the environment's group (of its task: the demos of
+        OTHER_TASKS ran in TASK_WORK_DIR)."""
+        work_dir = self.work_dir if settings.task == DEFAULT_TASK else self.work_dir.parent / TASK_WORK_DIR
+        registry = LocalModelRegistry(work_dir / "model-registry.sqlite")
         return registry.packages(settings.model_package_group_name)
 
 
 @pytest.fixture(scope="session")
 def sequence(tmp_path_factory) -> Sequence:
     """`make synth ENV=prod`, `make demo TINY=1` (dev: no benchmark), `make demo TINY=1 ENV=prod` with the
-    poisoned_dataset upload (prod's benchmark is the bundled sample's validation split): tests/test_make_demo.py
-    and tests/security/test_benchmark_gate.py read them (one work unit: tests/conftest.py KEPT_TOGETHER)."""
+    poisoned_dataset upload (prod's benchmark is the bundled sample's validation split), then `make demo TINY=1
+    TASK=<task>` for each of OTHER_TASKS (dev, on the task's bundled sample): tests/test_make_demo.py and
+    tests/security/test_benchmark_gate.py read them (one work unit: tests/conftest.py KEPT_TOGETHER)."""
     tmp = tmp_path_factory.mktemp("make-demo")
     cache = tmp / "synth-cache"
     cache.mkdir()
     cdk = tmp / "cdk"
     cdk.write_text(REPLAYING_CDK.format(cache=cache, cdk=ROOT / "node_modules" / ".bin" / "cdk"))
     cdk.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("ENV", "TINY", "MAKEFLAGS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("ENV", "TASK", "TINY", "MAKEFLAGS")}
 
     def make(target: str, variables: list[str], demo_args: list[str]) -> subprocess.CompletedProcess[str]:
         command = ["make", "--no-print-directory", "-C", str(ROOT), target, *variables]
         # -o: never reinstall .venv or node_modules from here, whatever the timestamps say.
         command += ["-o", ".venv/.installed", "-o", "node_modules/.installed"]
+        work_dir = tmp / (TASK_WORK_DIR if any(v.startswith("TASK=") for v in variables) else "runs")
         command += [
             f"CDK={cdk}",
             f"CDK_OUT={tmp / 'cdk.out'}",
-            f"DEMO_ARGS={' '.join(['--work-dir', str(tmp / 'runs'), *demo_args])}",
+            f"DEMO_ARGS={' '.join(['--work-dir', str(work_dir), *demo_args])}",
         ]
         return subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
 
@@ -101,6 +112,7 @@ def sequence(tmp_path_factory) -> Sequence:
             ["--interrupt-training-after-steps", "100000", "--dataset", str(poisoned_dataset(tmp / "poisoned"))],
             2,
         ),
+        *((f"demo {name}", "demo", ["TINY=1", f"TASK={name}"], [], 0) for name in OTHER_TASKS),
     ):
         runs[name] = make(target, variables, demo_args)
         assert runs[name].returncode == code, f"make {name}:\n{runs[name].stdout[-4000:]}\n{runs[name].stderr[-4000:]}"

@@ -21,11 +21,14 @@ from pathlib import Path
 
 import pytest
 
+from tasks import task as task_module
+
 from config import load_settings
 from local_runner.errors import InvocationFailed
 from local_runner.serving import LocalEndpoint
 from pipeline_steps.walk import all_steps
 from stacks.assembly import synthesized_definition, synthesized_templates
+from tests.demo_runs import OTHER_TASKS
 from tests.local_runner.summary import table
 
 pytestmark = pytest.mark.slow
@@ -154,3 +157,25 @@ def test_the_registered_package_serves_under_the_inference_toolkit_contract(sequ
         assert len(batch) == 2 and batch[0]["answer"] == single["answer"]
     with pytest.raises(InvocationFailed, match="sets no SAGEMAKER_PROGRAM"):
         LocalEndpoint({**container, "Environment": {"HF_TASK": "question-answering"}}, archive, tmp_path / "none")
+
+
+# The last line of each task's demo: what the registered model answered for the first validation record.
+ANSWER_LINES = {
+    "text-classification": r'label of the registered model: "\w+" \(score [0-9.]+; reference: "\w+"\)',
+    "token-classification": r"entities of the registered model: .+ \(reference: .+\)",
+}
+
+
+@pytest.mark.parametrize("name", OTHER_TASKS)
+def test_each_tasks_tiny_demo_trains_registers_and_ends_with_the_registered_models_answer(sequence, cdk_context, name):
+    """`make demo TASK=<task> TINY=1`: the task's sample, the bundled encoder with a fresh head of its labels, every
+    step passed, a package with the task's metrics in the task's own group, and the answer line."""
+    run = sequence.runs[f"demo {name}"]
+    task = task_module(name)
+    console = run.stdout + run.stderr
+    assert console.count(f"the {name} head is new") == 1
+    assert ": Succeeded\n" in run.stdout and "> FineTune" in run.stdout and "> RegisterModel" in run.stdout
+    [package] = sequence.packages(load_settings({**cdk_context, "env": "dev", "task": name}))
+    assert package.approval_status == "PendingManualApproval"
+    assert list(package.metrics["metrics"]) == [task.GATE_METRIC, *(m for m in task.METRICS if m != task.GATE_METRIC)]
+    assert re.fullmatch(ANSWER_LINES[name], run.stdout.rstrip().splitlines()[-1]), run.stdout[-2000:]

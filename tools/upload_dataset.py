@@ -55,6 +55,7 @@ from qa.data import (
 from qa.declared_task import DeclaredTask, declared_task
 from qa.outputs import same_s3_checksum, sha256_checksum
 from qa.parameter_rules import RUN_PARAMETERS, data_key_problem
+from tasks import DEFAULT_TASK
 from tasks import task as task_module
 
 from config.aws_locations import execution_console_url
@@ -232,9 +233,13 @@ def dataset_declaration(dataset_dir: Path) -> DeclaredTask:
     return declared
 
 
-def validate_dataset(dataset_dir: Path, name: str, version: str) -> list[tuple[Path, str]]:
-    """Validate every record (streamed: records are counted, not kept); (local path, key relative to the
-    version prefix) of each file to upload. No AWS call."""
+def validate_dataset(
+    dataset_dir: Path, name: str, version: str, declared: DeclaredTask | None = None
+) -> list[tuple[Path, str]]:
+    """Validate every record (streamed: records are counted, not kept) as the declared task's (none declared:
+    question answering, the pipeline's default; ClaimManifest checks the pipeline's); (local path, key relative to
+    the version prefix) of each file to upload. No AWS call."""
+    declared = declared or DeclaredTask()
     check_name("--name", name)
     check_name("--version", version)
     if not dataset_dir.is_dir():
@@ -252,7 +257,10 @@ def validate_dataset(dataset_dir: Path, name: str, version: str) -> list[tuple[P
     check_own_manifest(
         dataset_dir, [key for _, key in keyed], [e.relative_to(dataset_dir).as_posix() for e in every_entry]
     )
-    report = load_dataset_files(entries, dataset_dir, keep_records=False)
+    records_task = task_module(declared.task or DEFAULT_TASK)
+    report = load_dataset_files(
+        entries, dataset_dir, keep_records=False, task=records_task, label_names=declared.label_names
+    )
     if report.problems:
         print(summarize_problems(report.problems), file=sys.stderr)
         fail("nothing uploaded: fix the records listed above")
@@ -607,8 +615,8 @@ def main(argv: list[str] | None = None) -> int:
 
     settings_for(args.env)  # an unknown environment fails before anything else
     params = upload_params(args.params)
-    files = validate_dataset(args.dataset, args.name, args.version)
     declared = dataset_declaration(args.dataset)
+    files = validate_dataset(args.dataset, args.name, args.version, declared)
     if args.validate_only:
         print("dataset is valid (--validate-only: nothing uploaded)")
         return 0
@@ -624,7 +632,9 @@ def main(argv: list[str] | None = None) -> int:
         execution_values(deployment, definition, args.params, key, VERSION_ID_BEFORE_UPLOAD, then)
     with tempfile.TemporaryDirectory(prefix="upload-dataset-") as workdir:
         try:
-            files, converted_from = convert_columnar(args.dataset, files, Path(workdir))
+            files, converted_from = convert_columnar(
+                args.dataset, files, Path(workdir), task_module(declared.task or DEFAULT_TASK), declared.label_names
+            )
         except ValueError as err:
             fail(str(err))
         plan = UploadPlan(bucket, args.name, args.version, files, converted_from, held=held, declared=declared)

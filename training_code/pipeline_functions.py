@@ -88,6 +88,7 @@ from qa.outputs import (
     SKIP_INVALID_RECORDS,
     SPLITS,
     STATS_FILE,
+    TASK_FILE,
     TRAIN_SPLIT,
     TRAINING_INSTANCE_COUNT,
     TRAINING_INSTANCE_TYPE,
@@ -109,7 +110,8 @@ from qa.parameter_rules import (
     short,
     shown,
 )
-from tasks import TASK_NAMES, TRAINED_TASKS, task
+from qa.task_file import TaskFile
+from tasks import TASK_NAMES, task
 
 log = logging.getLogger("pipeline_functions")
 log.setLevel(logging.INFO)
@@ -539,9 +541,9 @@ def content_claim_key(event: dict[str, Any], digest: str) -> str:
 
 
 def task_error(store: ObjectStore, event: dict[str, Any]) -> str:
-    """ "" or one line refusing the upload before anything is claimed: a manifest that declares a task other than the
-    pipeline's (manifest v2's optional `task`; none declared is the pipeline's), or a pipeline task whose training
-    the FineTune job does not run yet (tasks.TRAINED_TASKS)."""
+    """ "" or one line refusing the upload before anything is claimed: a pipeline task that is none, or a manifest
+    that declares a task other than the pipeline's (manifest v2's optional `task`; none declared is the
+    pipeline's)."""
     pipeline_task = str(event.get(INPUT_TASK) or "")
     if pipeline_task not in TASK_NAMES:
         return f"{INPUT_TASK} {short(pipeline_task)!r} is not a task ({', '.join(TASK_NAMES)})"
@@ -554,12 +556,6 @@ def task_error(store: ObjectStore, event: dict[str, Any]) -> str:
         return (
             f"manifest task {short(str(declared))} does not match this pipeline's task {pipeline_task}: upload it to "
             f"the pipeline of {short(str(declared))}, or change the manifest's task"
-        )
-    if pipeline_task not in TRAINED_TASKS:
-        return (
-            f"task {pipeline_task}: its module validates, tokenizes, scores and serves (training_code/tasks/"
-            f"{task(pipeline_task).__name__.rsplit('.', 1)[-1]}.py), but this version's FineTune job trains only "
-            f"{', '.join(TRAINED_TASKS)}: nothing was claimed or started"
         )
     return ""
 
@@ -702,6 +698,8 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
             )
         pins.append({"key": relative, "version_id": version_id})
     pinned = [{"prefix": input_uri}, *(pin["key"] for pin in pins)]
+    declared = TaskFile(event[INPUT_TASK], manifest_label_names(manifest, f"s3://{bucket}/{key}"))
+    store.put(target_bucket, prefix + TASK_FILE, json.dumps(declared.document()).encode())
     store.put(
         target_bucket,
         prefix + PINS_FILE,
@@ -711,6 +709,17 @@ def pin_inputs(store: ObjectStore, event: dict[str, Any], input_uri: str) -> Non
 
 
 PINS_FILE = "pins.json"  # beside the pinned manifest: {"manifest", "version", "files": [{"key", "version_id"}]}
+
+
+def manifest_label_names(manifest: Any, where: str) -> tuple[str, ...] | None:
+    """A manifest v2's `label_names` (None when it has none); ClaimError when they are not a list of strings.
+    Whether they suit the task, its label_names_problems says (the claim's validation, or ValidateAndTokenize)."""
+    names = manifest.get("label_names") if isinstance(manifest, dict) else None
+    if names is None:
+        return None
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ClaimError(f"{where}: label_names must be a list of strings in label index order, got {shown(names)}")
+    return tuple(names)
 
 
 def claim_stats_uri(event: dict[str, Any], digest: str) -> str:
@@ -735,6 +744,7 @@ def validate_pinned(store: ObjectStore, event: dict[str, Any], input_uri: str, s
     bucket, key = event[DATASET_BUCKET], event[MANIFEST_KEY]
     target_bucket, prefix = split_uri(input_uri)
     pins = json.loads(store.get(target_bucket, prefix + PINS_FILE)[0])["files"]
+    declared = TaskFile.from_document(json.loads(store.get(target_bucket, prefix + TASK_FILE)[0]))
     total = sum(store.current_version(target_bucket, prefix + pin["key"])[1] for pin in pins)
     refusal = size_error(total)
     if not refusal:
@@ -753,6 +763,8 @@ def validate_pinned(store: ObjectStore, event: dict[str, Any], input_uri: str, s
                 max_windows_per_example=int(event[INPUT_MAX_WINDOWS_PER_EXAMPLE]),
                 skip_invalid=str(event[SKIP_INVALID_RECORDS]).lower() == "true",
                 manifest_version=event[MANIFEST_VERSION_ID],
+                task=task(declared.task),
+                label_names=declared.label_names,
             )
         finally:
             shutil.rmtree(root, ignore_errors=True)

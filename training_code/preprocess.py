@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Validate a SQuAD-format dataset and tokenize it into train/validation feature shards (processing job).
+"""Validate a dataset as its task's records and tokenize it into train/validation feature shards (processing job).
 
 Container layout (SageMaker Processing), each overridable by a flag:
   /opt/ml/processing/input/data/manifest.json       the pinned manifest (SageMaker ManifestFile format)
+  /opt/ml/processing/input/data/task.json           its task and label names (qa/task_file.py; none: --task's)
   /opt/ml/processing/input/data/                    the files it names (train/..., validation/...)
   /opt/ml/processing/input/model/                   the base model's tokenizer
   /opt/ml/processing/input/benchmark/                the operator's benchmark (--benchmark-sha256 given: qa.benchmark)
@@ -31,9 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from qa import benchmark
-from qa.cli import setup_logging, str2bool, trained_task
+from qa.cli import setup_logging, str2bool, task_name
 from qa.data import (
-    COLUMNS,
     LoadReport,
     Problem,
     columnar_reader_missing,
@@ -44,14 +44,7 @@ from qa.data import (
     summarize_problems,
 )
 from qa.feature_files import EXAMPLES_FILE, write_features
-from qa.features import (
-    DEFAULT_MAX_WINDOWS_PER_EXAMPLE,
-    length_histogram,
-    length_limit_error,
-    prepare_train_features,
-    prepare_validation_features,
-    too_many_windows,
-)
+from qa.features import DEFAULT_MAX_WINDOWS_PER_EXAMPLE, length_histogram, length_limit_error, too_many_windows
 from qa.outputs import (
     BENCHMARK_OUTPUT,
     BENCHMARK_SPLIT,
@@ -67,7 +60,8 @@ from qa.outputs import (
     TRAIN_SPLIT,
     VALIDATION_SPLIT,
 )
-from tasks import DEFAULT_TASK
+from qa.task_file import TaskFile, read_task_file
+from tasks import DEFAULT_TASK, task
 
 DATA_DIR = Path(PROCESSING_INPUT_DIR) / PROCESSING_DATA_INPUT
 TOKENIZE_BATCH = 1000  # records per tokenizer call (the fast tokenizer encodes a batch on several threads)
@@ -78,9 +72,7 @@ _worker: tuple[Prepare, Any, int, int] | None = None  # what a tokenizer process
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--task", type=trained_task, default=DEFAULT_TASK, help="the pipeline's task (tasks.TASK_NAMES)"
-    )
+    parser.add_argument("--task", type=task_name, default=DEFAULT_TASK, help="the pipeline's task (tasks.TASK_NAMES)")
     parser.add_argument("--manifest", type=Path, default=DATA_DIR / PINNED_MANIFEST_FILE)
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--tokenizer-dir", type=Path, default=Path(PROCESSING_INPUT_DIR) / PROCESSING_TOKENIZER_INPUT)
@@ -126,14 +118,15 @@ def _start_worker(prepare: Prepare, tokenizer: Any, max_seq_length: int, doc_str
 def _prepare_batch(records: list[dict[str, Any]]) -> dict[str, list[Any]]:
     assert _worker is not None, "_start_worker first"
     prepare, tokenizer, max_seq_length, doc_stride = _worker
-    batch = {name: [record[name] for record in records] for name in COLUMNS}
-    return prepare(batch, tokenizer, max_seq_length, doc_stride)
+    return prepare(records, tokenizer, max_seq_length, doc_stride)
 
 
 def tokenize_split(split: str, records: list[dict], tokenizer: Any, args: argparse.Namespace) -> dict[str, list]:
-    """The features of one split, as columns: `prepare_*_features` over batches of TOKENIZE_BATCH records, in
-    record order, in this process or (large splits) in a pool of forked processes that inherit the tokenizer."""
-    prepare = prepare_train_features if split == TRAIN_SPLIT else prepare_validation_features
+    """The features of one split, as columns: the task's train_features (train split) or validation_features over
+    batches of TOKENIZE_BATCH records, in record order, in this process or (large splits) in a pool of forked
+    processes that inherit the tokenizer."""
+    task_module = task(args.task)
+    prepare = task_module.train_features if split == TRAIN_SPLIT else task_module.validation_features
     batches = [records[start : start + TOKENIZE_BATCH] for start in range(0, len(records), TOKENIZE_BATCH)]
     worker_args = (prepare, tokenizer, args.max_seq_length, args.doc_stride)
     workers = _workers(args.num_workers, len(records))
@@ -206,22 +199,32 @@ def none_left(report: LoadReport) -> bool:
     return bool(error)
 
 
-def write_validation(out: Path, features: dict[str, list], records: list[dict[str, Any]]) -> None:
-    """Validation features and the examples they came from (what FineTune scores: qa.evaluation)."""
+def write_split(out: Path, features: dict[str, list], declared: TaskFile) -> None:
+    """One split's features and, beside them, its task and label names (what FineTune's head is built from)."""
     write_features(out, features)
+    declared.write(out)
+
+
+def write_validation(out: Path, features: dict[str, list], records: list[dict[str, Any]], declared: TaskFile) -> None:
+    """Validation features, their task file, and the examples they came from (what FineTune scores:
+    qa.evaluation)."""
+    write_split(out, features, declared)
     with (out / EXAMPLES_FILE).open("w", encoding="utf-8") as handle:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-def tokenize_benchmark(args: argparse.Namespace, tokenizer: Any) -> dict[str, int] | None:
+def tokenize_benchmark(args: argparse.Namespace, tokenizer: Any, declared: TaskFile) -> dict[str, int] | None:
     """Verify the pinned benchmark (qa.benchmark.verify) and write its features; its counts, or None after
-    printing why not (every record must be valid: an operator's benchmark is never skipped from)."""
+    printing why not (every record must be valid: an operator's benchmark is never skipped from). Its labels are
+    read with the dataset's label names: the head the model is trained with."""
     files, problem = benchmark.verify(args.benchmark_dir, args.benchmark_sha256)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return None
-    report = load_dataset_files({BENCHMARK_SPLIT: files}, args.benchmark_dir)
+    report = load_dataset_files(
+        {BENCHMARK_SPLIT: files}, args.benchmark_dir, task=task(declared.task), label_names=declared.label_names
+    )
     if report.problems or not report.records[BENCHMARK_SPLIT]:
         if report.problems:
             print(summarize_problems(report.problems), file=sys.stderr)
@@ -229,7 +232,7 @@ def tokenize_benchmark(args: argparse.Namespace, tokenizer: Any) -> dict[str, in
         return None
     records = report.records[BENCHMARK_SPLIT]
     features = tokenize_split(BENCHMARK_SPLIT, records, tokenizer, args)
-    write_validation(args.output_dir / BENCHMARK_OUTPUT, features, records)
+    write_validation(args.output_dir / BENCHMARK_OUTPUT, features, records, declared)
     return {"examples": len(records), "features": len(features["input_ids"])}
 
 
@@ -249,12 +252,26 @@ def validate_and_tokenize(args: argparse.Namespace, log: logging.Logger) -> Toke
     STATS_FILE under args.output_dir; None after printing on stderr why the dataset is refused. preprocess.py's
     core, which train.py also runs (--tokenize_data true: FineTune tokenizes on its own vCPUs)."""
     started = time.perf_counter()
+    declared = read_task_file(args.manifest.parent, args.task)
+    if declared.task != args.task:
+        print(
+            f"error: the dataset is for task {declared.task} ({args.manifest.parent}), this job's --task is "
+            f"{args.task}: upload it to the pipeline of {declared.task}",
+            file=sys.stderr,
+        )
+        return None
+    task_module = task(args.task)
     files, problems = read_manifest(args.manifest, args.data_dir)
+    problems = [*task_module.label_names_problems(declared.label_names, args.manifest.name), *problems]
     unreadable = columnar_reader_missing(files)
     if unreadable:
         print(f"error: {unreadable}", file=sys.stderr)
         return None
-    report = load_dataset_files(files, args.data_dir) if not problems else None
+    report = (
+        load_dataset_files(files, args.data_dir, task=task_module, label_names=declared.label_names)
+        if not problems
+        else None
+    )
     if report is not None:
         problems = report.problems
     if rejected(problems, args.skip_invalid, log):
@@ -267,7 +284,10 @@ def validate_and_tokenize(args: argparse.Namespace, log: logging.Logger) -> Toke
 
     tokenizer = AutoTokenizer.from_pretrained(str(args.tokenizer_dir))
     if not tokenizer.is_fast:
-        print("error: question answering needs a fast tokenizer (offset mappings)", file=sys.stderr)
+        print(
+            f"error: {args.task} needs a fast tokenizer (offset mappings, word ids): {args.tokenizer_dir} has none",
+            file=sys.stderr,
+        )
         return None
     config = (
         AutoConfig.from_pretrained(str(args.tokenizer_dir)) if (args.tokenizer_dir / "config.json").is_file() else None
@@ -293,9 +313,9 @@ def validate_and_tokenize(args: argparse.Namespace, log: logging.Logger) -> Toke
         records, features = report.records[split], tokenized[split]
         out = args.output_dir / split
         if split == VALIDATION_SPLIT:
-            write_validation(out, features, records)
+            write_validation(out, features, records, declared)
         else:
-            write_features(out, features)
+            write_split(out, features, declared)
         lengths = [len(ids) for ids in features["input_ids"]]
         stats["splits"][split] = {
             "examples": len(records),
@@ -308,7 +328,7 @@ def validate_and_tokenize(args: argparse.Namespace, log: logging.Logger) -> Toke
         }
         log.info("%s: %d examples -> %d features", split, len(records), len(lengths))
     if args.benchmark_sha256:
-        counts = tokenize_benchmark(args, tokenizer)
+        counts = tokenize_benchmark(args, tokenizer, declared)
         if counts is None:
             return None
         stats[BENCHMARK_OUTPUT] = {"manifest_sha256": args.benchmark_sha256, **counts}

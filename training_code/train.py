@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fine-tune an encoder for extractive QA with a Hugging Face Accelerate loop (training job).
+"""Fine-tune an encoder for a task (--task: extractive QA, text or token classification) with a Hugging Face
+Accelerate loop (training job).
 
 Runs unchanged as 1 CPU process, N CPU processes (torchrun, gloo), 1 GPU, or many GPUs on many nodes
 (torchrun + NCCL over EFA, or SageMaker's SMDDP launcher). Resumes from the newest complete checkpoint in
@@ -21,8 +22,8 @@ With --evaluation_strategy steps (every --evaluation_steps) or epoch, the valida
 training (its loss, EM and F1 in the curves, and a line `evaluation during training: step=...`); the best F1's
 checkpoint is kept and becomes the model, and --early_stopping_patience N ends training after N evaluations without
 a better F1. --stop_after_seconds ends training early enough to evaluate and save within the job's MaxRuntime.
-After training, every process evaluates its share of the validation set (SQuAD EM/F1) with the model kept; the main
-process prints
+After training, every process evaluates its share of the validation set (the task's METRICS, e.g. SQuAD EM/F1) with
+the model kept; the main process prints
   evaluation: exact_match=80.1234 f1=88.5678
 then, with a benchmark channel (SM_CHANNEL_BENCHMARK, the operator's benchmark: the pipeline's gate), the same for it:
   benchmark: exact_match=79.0000 f1=87.0000
@@ -40,7 +41,7 @@ import time
 from pathlib import Path
 
 from qa import node_features
-from qa.cli import auto_bool, channel_path, env_path, number, or_auto, setup_logging, str2bool, trained_task
+from qa.cli import auto_bool, channel_path, env_path, number, or_auto, setup_logging, str2bool, task_name
 from qa.distributed import prepare_environment, request_nccl_debug, unusable_gpus_error
 from qa.outputs import (
     BENCHMARK_CHANNEL,
@@ -71,6 +72,7 @@ from tasks import DEFAULT_TASK
 
 # preprocess.py's options that --tokenize_data passes on when set (train.py's flag names, underscores for dashes).
 TOKENIZE_OPTIONS = (
+    "task",
     "max_seq_length",
     "doc_stride",
     "max_windows_per_example",
@@ -83,9 +85,7 @@ EXIT_INTERRUPTED = 143  # 128 + SIGTERM: stopped after saving a checkpoint; a re
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--task", type=trained_task, default=DEFAULT_TASK, help="the pipeline's task (tasks.TASK_NAMES)"
-    )
+    parser.add_argument("--task", type=task_name, default=DEFAULT_TASK, help="the pipeline's task (tasks.TASK_NAMES)")
     paths = parser.add_argument_group("paths (SageMaker defaults)")
     paths.add_argument("--model_name_or_path", default=str(channel_path(MODEL_CHANNEL)))
     paths.add_argument("--train_dir", type=Path, default=channel_path(TRAIN_CHANNEL))

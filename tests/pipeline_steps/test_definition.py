@@ -15,11 +15,11 @@ import pytest
 from qa.cost import ModelShape
 from qa.outputs import (
     EVALUATION_FILE,
-    EVALUATION_LINE,
-    METRIC_EVAL_EXACT_MATCH,
-    METRIC_EVAL_F1,
+    EVALUATION_PREFIX,
     TENSORBOARD_DIR,
     TRAINING_LINE,
+    evaluation_line,
+    metric_name,
 )
 from qa.parameter_rules import CONTROL_PARAMETERS
 from syrupy.extensions.json import JSONSnapshotExtension
@@ -452,9 +452,12 @@ def test_metric_definitions_parse_the_training_log_line(definition):
         "train:epoch": "0.500",
         "train:step": "120",
     }
-    line = EVALUATION_LINE.format(exact_match=81.25, f1=88.5)
+    line = evaluation_line(EVALUATION_PREFIX, {"exact_match": 81.25, "f1": 88.5})
     evaluation = {m["Name"]: match.group(1) for m in metrics if (match := re.search(m["Regex"], line))}
-    assert {k: float(v) for k, v in evaluation.items()} == {METRIC_EVAL_EXACT_MATCH: 81.25, METRIC_EVAL_F1: 88.5}
+    assert {k: float(v) for k, v in evaluation.items()} == {
+        metric_name(EVALUATION_PREFIX, "exact_match"): 81.25,
+        metric_name(EVALUATION_PREFIX, "f1"): 88.5,
+    }
 
 
 def test_smddp_backend_sets_its_flag_and_image(cdk_context):
@@ -520,7 +523,9 @@ def test_condition_registers_or_fails_with_the_numbers(definition, settings):
     check = step(definition, "CheckF1")["Arguments"]
     [condition] = check["Conditions"]
     assert condition["Type"] == "GreaterThanOrEqualTo"
-    assert condition["LeftValue"] == {"Get": f"Steps.FineTune.FinalMetricDataList['{METRIC_EVAL_F1}'].Value"}
+    assert condition["LeftValue"] == {
+        "Get": f"Steps.FineTune.FinalMetricDataList['{metric_name(EVALUATION_PREFIX, 'f1')}'].Value"
+    }
     assert condition["RightValue"] == {"Get": "Parameters.F1Threshold"}
     [register] = check["IfSteps"]
     assert register["Type"] == "RegisterModel"
@@ -550,8 +555,8 @@ def test_record_model_reports_the_training_jobs_metrics(definition, settings):
     assert inputs["Task"] == settings.task == "question-answering"
     # The Metrics input is JSON text once FineTune's values are joined in: every one of the task's METRICS.
     run_time = {
-        f"Steps.FineTune.FinalMetricDataList['{METRIC_EVAL_EXACT_MATCH}'].Value": "80.5",
-        f"Steps.FineTune.FinalMetricDataList['{METRIC_EVAL_F1}'].Value": "88.25",
+        f"Steps.FineTune.FinalMetricDataList['{metric_name(EVALUATION_PREFIX, 'exact_match')}'].Value": "80.5",
+        f"Steps.FineTune.FinalMetricDataList['{metric_name(EVALUATION_PREFIX, 'f1')}'].Value": "88.25",
     }
     assert json.loads(resolved(inputs["Metrics"], run_time)) == {"exact_match": 80.5, "f1": 88.25}
     assert inputs["ReportUri"]["Std:Join"]["Values"] == [

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import boto3
 import pytest
 from botocore.stub import Stubber
-from qa.outputs import METRIC_EVAL_F1
+from qa.outputs import EVALUATION_PREFIX, metric_name
 from tasks import task
 
 from reporting.local_runs import RUNNER_PID_FILE
@@ -69,7 +69,7 @@ def training_job(training: int, billable: int, interrupted: bool, f1: float) -> 
         "BillableTimeInSeconds": billable,
         "SecondaryStatusTransitions": transitions,
         # FineTune evaluates after training: its metric definitions carry eval:f1 (qa/outputs.py).
-        "FinalMetricDataList": [{"MetricName": METRIC_EVAL_F1, "Value": f1, "Timestamp": T0}],
+        "FinalMetricDataList": [{"MetricName": metric_name(EVALUATION_PREFIX, "f1"), "Value": f1, "Timestamp": T0}],
     }
 
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches, score
 from qa.outputs import LOCAL_CHECKPOINT_DIR_ENV, LOCAL_TENSORBOARD_DIR_ENV, VALIDATION_CHANNEL
 
 from config.paths import TRAINING_CODE
@@ -96,3 +97,19 @@ def load_weights(model_dir: Path) -> dict:
     from safetensors.torch import load_file
 
     return load_file(str(model_dir / "model.safetensors"))
+
+
+def single_process_evaluation(model_dir: Path, validation_dir: Path, batch_size: int) -> Evaluation:
+    """What one process computes of a saved QA model on a validation channel: every length-sorted batch, in order,
+    scored as the training job scores them (qa.evaluation)."""
+    from qa.answering import QuestionAnswerer
+    from qa.batching import DynamicPaddingCollator, model_outputs
+    from tasks import question_answering
+
+    validation = ValidationSet.load(validation_dir)
+    answerer = QuestionAnswerer(model_dir, "cpu")
+    batches = length_sorted_batches(validation.features, batch_size)
+    collator = DynamicPaddingCollator.for_tokenizer(answerer.tokenizer)
+    task = question_answering
+    outputs = model_outputs(answerer.model, collator, validation.features, batches, "cpu", task.feature_output)
+    return score(task, validation, [output for _, output in sorted(outputs, key=lambda pair: pair[0])], None)

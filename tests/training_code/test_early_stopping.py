@@ -8,19 +8,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 from qa.checkpoints import model_weights, read_loop_state, step_dir
-from qa.evaluation import ValidationSet, question_answering_loss
 from qa.outputs import (
-    EVAL_LOG_KEYS,
+    EVAL_LOG_PREFIX,
     LOG_EPOCH,
-    LOG_EVAL_F1,
     LOG_EVAL_LOSS,
     LOG_HISTORY_FILE,
     LOG_STEP,
     LOG_TIME,
     TENSORBOARD_RUN,
+    eval_log_keys,
 )
+from qa.postprocess import answer_positions, question_answering_loss
+from tasks import question_answering
 
 from tests.training_code.runner import TrainRun, load_weights, run_training
+
+EVAL_F1 = EVAL_LOG_PREFIX + "f1"  # the log history's validation F1, the gate metric early stopping follows
 
 pytestmark = pytest.mark.slow
 
@@ -57,15 +60,15 @@ def same_tensors(left: dict, right: dict) -> bool:
 
 def evaluations(work: Path) -> list[dict]:
     history = json.loads((work / "model" / LOG_HISTORY_FILE).read_text())
-    return [entry for entry in history if LOG_EVAL_F1 in entry]
+    return [entry for entry in history if EVAL_F1 in entry]
 
 
 def expected_stop(during: list[dict], patience: int) -> tuple[int, int]:
     """(step training stops at, step of the best F1) by the rule: `patience` evaluations without a better F1."""
     best, best_step, since = None, 0, 0
     for entry in during:
-        if best is None or entry[LOG_EVAL_F1] > best:
-            best, best_step, since = entry[LOG_EVAL_F1], entry["step"], 0
+        if best is None or entry[EVAL_F1] > best:
+            best, best_step, since = entry[EVAL_F1], entry["step"], 0
         else:
             since += 1
             if since >= patience:
@@ -107,13 +110,15 @@ def test_validation_labels_are_the_context_tokens_of_the_answer_or_cls_outside_t
         {"id": "in", "answers": {"text": ["cat sat"], "answer_start": [4]}},
         {"id": "out", "answers": {"text": ["mat"], "answer_start": [20]}},
     ]
-    assert ValidationSet(features, examples).answer_positions.tolist() == [[4, 5], [0, 0]]
+    assert answer_positions(examples, features).tolist() == [[4, 5], [0, 0]]
 
 
 def test_early_stopping_ends_after_the_patience_and_the_best_checkpoint_is_the_saved_model(stopped_early):
     work, run = stopped_early
     *during, final = evaluations(work)
-    assert all(set(entry) == {LOG_STEP, LOG_EPOCH, LOG_TIME, *EVAL_LOG_KEYS} for entry in during)
+    assert all(
+        set(entry) == {LOG_STEP, LOG_EPOCH, LOG_TIME, *eval_log_keys(question_answering.METRICS)} for entry in during
+    )
     assert [entry["step"] for entry in during] == list(range(2, during[-1]["step"] + 1, 2))  # every 2 steps
     stop, best = expected_stop(during, 2)  # EARLY_STOPPING_RUN's patience
     assert stop < 12, "the run must stop early for this test to mean anything"
@@ -124,9 +129,9 @@ def test_early_stopping_ends_after_the_patience_and_the_best_checkpoint_is_the_s
     assert model_weights(step_dir(work / "checkpoints", best)).is_file()
     assert same_tensors(saved_weights(work / "model"), kept)
     [best_entry] = [entry for entry in during if entry["step"] == best]
-    assert final["step"] == best and final[LOG_EVAL_F1] == pytest.approx(best_entry[LOG_EVAL_F1])
+    assert final["step"] == best and final[EVAL_F1] == pytest.approx(best_entry[EVAL_F1])
     [line] = run.lines("evaluation: ")
-    assert line.endswith(f"f1={best_entry[LOG_EVAL_F1]:.4f}")
+    assert line.endswith(f"f1={best_entry[EVAL_F1]:.4f}")
 
 
 def test_the_evaluation_loss_is_in_the_tensorboard_curves_at_each_evaluation(stopped_early):

@@ -8,28 +8,27 @@ import shutil
 import tarfile
 
 import pytest
-from qa.answering import QuestionAnswerer, stack_logits, window_logits
-from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches, score
+from qa.evaluation import Evaluation, ValidationSet, length_sorted_batches
 from qa.feature_files import EXAMPLES_FILE, FEATURES_FILE
 from qa.metrics import squad_scores
 from qa.outputs import (
-    EVALUATION_EXACT_MATCH_PATH,
-    EVALUATION_F1_PATH,
     EVALUATION_FILE,
-    EVALUATION_METRIC_REGEXES,
-    METRIC_EVAL_EXACT_MATCH,
-    METRIC_EVAL_F1,
+    EVALUATION_PREFIX,
     PREDICTIONS_FILE,
     SAGEMAKER_PROGRAM_ENV,
     SERVING_PROGRAM,
     STATS_FILE,
     STATS_OUTPUT,
     VALIDATION_CHANNEL,
+    evaluation_metric_path,
+    metric_name,
+    metric_regexes,
 )
+from tasks import question_answering
 
 from local_runner.serving import LocalEndpoint
 from tests.training_code.conftest import FINISHED_RUN
-from tests.training_code.runner import run_training
+from tests.training_code.runner import run_training, single_process_evaluation
 
 
 def json_path(document: dict, dotted: str):
@@ -45,13 +44,14 @@ def test_batches_are_length_sorted_and_cover_every_feature_once():
 
 
 def test_the_report_and_the_line_carry_the_contract_paths_and_metric_regexes():
-    evaluation = Evaluation(exact_match=61.904761, f1=70.123456, predictions={"a": "x", "b": ""})
+    evaluation = Evaluation({"exact_match": 61.904761, "f1": 70.123456}, predictions={"a": "x", "b": ""})
     report = evaluation.report()
-    assert json_path(report, EVALUATION_F1_PATH) == 70.1235
-    assert json_path(report, EVALUATION_EXACT_MATCH_PATH) == 61.9048
+    assert json_path(report, evaluation_metric_path("f1")) == 70.1235
+    assert json_path(report, evaluation_metric_path("exact_match")) == 61.9048
     assert report["examples"] == 2
     line = evaluation.line()
-    f1, exact_match = (re.search(EVALUATION_METRIC_REGEXES[m], line) for m in (METRIC_EVAL_F1, METRIC_EVAL_EXACT_MATCH))
+    regexes = metric_regexes(EVALUATION_PREFIX, question_answering.METRICS)
+    f1, exact_match = (re.search(regexes[metric_name(EVALUATION_PREFIX, m)], line) for m in ("f1", "exact_match"))
     assert f1 is not None and f1.group(1) == "70.1235"
     assert exact_match is not None and exact_match.group(1) == "61.9048"
 
@@ -59,15 +59,6 @@ def test_the_report_and_the_line_carry_the_contract_paths_and_metric_regexes():
 def test_a_validation_channel_without_the_preprocessed_files_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=rf"has no {FEATURES_FILE} and no {EXAMPLES_FILE}: give it"):
         ValidationSet.load(tmp_path)
-
-
-def single_process_evaluation(model_dir, validation_dir, batch_size: int) -> Evaluation:
-    """What one process computes over the saved model: every length-sorted batch, in order."""
-    validation = ValidationSet.load(validation_dir)
-    answerer = QuestionAnswerer(model_dir, "cpu")
-    batches = length_sorted_batches(validation.features, batch_size)
-    logits = window_logits(answerer.model, answerer.collator, validation.features, batches, "cpu")
-    return score(validation, *stack_logits(logits, len(validation.features)))
 
 
 @pytest.mark.slow
@@ -96,7 +87,7 @@ def test_the_gate_f1_is_the_f1_of_the_model_the_endpoint_serves(finished_run, sa
     The run is the 2-process one: the gate's logits were gathered from both ranks."""
     work, run = finished_run(2)
     [line] = run.lines("evaluation: ")
-    gate_f1 = re.search(EVALUATION_METRIC_REGEXES[METRIC_EVAL_F1], line)
+    gate_f1 = re.search(metric_regexes(EVALUATION_PREFIX, question_answering.METRICS)["eval:f1"], line)
     assert gate_f1 is not None
     report = json.loads((work / "model" / EVALUATION_FILE).read_text())
     gate_predictions = json.loads((work / "output-data" / PREDICTIONS_FILE).read_text())
@@ -119,7 +110,7 @@ def test_the_gate_f1_is_the_f1_of_the_model_the_endpoint_serves(finished_run, sa
 
     assert served == gate_predictions and any(served.values())
     assert f"{served_f1:.4f}" == gate_f1.group(1)
-    assert round(served_f1, 4) == json_path(report, EVALUATION_F1_PATH)
+    assert round(served_f1, 4) == json_path(report, evaluation_metric_path("f1"))
 
 
 def test_an_empty_validation_channel_stops_the_job_before_training(tmp_path, tiny_model_dir, sample_features):

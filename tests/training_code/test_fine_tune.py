@@ -18,9 +18,11 @@ from accelerate.state import AcceleratorState
 from qa import checkpoints, fine_tune
 from qa.answering import window_logits
 from qa.base_model import load_question_answering_model
+from qa.batching import model_outputs
 from qa.evaluation import ValidationSet
 from qa.fine_tune import LossInterval, Progress, Schedule, batch_collator, evaluate, resume
 from qa.outputs import VALIDATION_CHANNEL
+from tasks import question_answering
 
 
 @dataclass
@@ -187,13 +189,15 @@ def test_evaluation_scores_in_float32_as_the_endpoint_serves_and_training_keeps_
 
     evaluated, tf32_while_evaluating = [], []
 
-    def recording_window_logits(*args):
+    def recording_model_outputs(*args):
         tf32_while_evaluating.append(torch.backends.cuda.matmul.allow_tf32)
-        evaluated.extend(window_logits(*args))
+        evaluated.extend(model_outputs(*args))
         return evaluated
 
-    monkeypatch.setattr(fine_tune, "window_logits", recording_window_logits)
+    monkeypatch.setattr(fine_tune, "model_outputs", recording_model_outputs)
     run = SimpleNamespace(
+        task=question_answering,
+        label_names=None,
         validation=ValidationSet(features, examples),
         benchmark=None,
         accelerator=accelerator,
@@ -213,7 +217,7 @@ def test_evaluation_scores_in_float32_as_the_endpoint_serves_and_training_keeps_
     assert set(head_dtypes) == {torch.float32} and tf32_while_evaluating == [False]
     by_feature = {index: (starts, ends) for index, starts, ends in expected}
     assert len(evaluated) == len(features)
-    for index, starts, ends in evaluated:
+    for index, (starts, ends) in evaluated:
         assert np.array_equal(starts, by_feature[index][0]) and np.array_equal(ends, by_feature[index][1])
 
     # Training goes on as before the evaluation: train mode, autocast, TF32 as `build` set it.

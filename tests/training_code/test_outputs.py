@@ -13,8 +13,7 @@ from qa.outputs import (
     CHECKPOINT_SAVED_LOG,
     CHECKPOINT_WRITING,
     CHECKPOINT_WRITING_LOG,
-    EVALUATION_EXACT_MATCH_PATH,
-    EVALUATION_F1_PATH,
+    EVALUATION_PREFIX,
     LOG_EPOCH,
     LOG_GRAD_NORM,
     LOG_STEP,
@@ -22,8 +21,12 @@ from qa.outputs import (
     TRAINING_LINE,
     TRAINING_METRIC_REGEXES,
     TRAINING_STEP,
+    evaluation_line,
+    evaluation_metric_path,
+    metric_regexes,
     model_quality_metrics,
 )
+from tasks import TASK_NAMES, task
 
 
 def captured(pattern: str, text: str) -> str:
@@ -50,9 +53,18 @@ def test_the_checkpoint_lines_are_read_back_by_their_patterns():
 
 def test_the_model_quality_report_holds_each_metric_at_its_json_path():
     report = model_quality_metrics({"f1": 88.5, "exact_match": 80.25})
-    for path, value in ((EVALUATION_F1_PATH, 88.5), (EVALUATION_EXACT_MATCH_PATH, 80.25)):
+    for path, value in ((evaluation_metric_path("f1"), 88.5), (evaluation_metric_path("exact_match"), 80.25)):
         node = report
         for key in path.split("."):
             node = node[key]
         assert node == value, path
     assert report == {"metrics": {"f1": {"value": 88.5}, "exact_match": {"value": 80.25}}}  # SageMaker's shape
+
+
+def test_every_tasks_evaluation_line_is_read_back_metric_by_metric():
+    for name in TASK_NAMES:
+        metrics = task(name).METRICS
+        values = {metric: 10.0 * index + 0.123456 for index, metric in enumerate(metrics, start=1)}
+        line = evaluation_line(EVALUATION_PREFIX, values)
+        read = {key: float(captured(regex, line)) for key, regex in metric_regexes(EVALUATION_PREFIX, metrics).items()}
+        assert read == {f"eval:{metric}": round(value, 4) for metric, value in values.items()}, name

@@ -15,7 +15,7 @@ import pipeline_functions as functions
 import pytest
 from botocore.stub import Stubber
 from qa.cost import UNKNOWN_COST_USD, run_estimate
-from qa.outputs import LOCAL_EXECUTIONS_ENV, LOCAL_S3_ROOT_ENV, MANIFEST_V2_FORMAT, MANIFEST_VERSION_UNSET
+from qa.outputs import LOCAL_EXECUTIONS_ENV, LOCAL_S3_ROOT_ENV, MANIFEST_V2_FORMAT, MANIFEST_VERSION_UNSET, TASK_FILE
 
 from tests.conftest import aws_environment, pointed_at
 from tests.training_code.claim_inputs import CONTROLS
@@ -505,13 +505,16 @@ def test_on_s3_an_overwritten_or_corrupt_claim_is_an_error_and_a_nested_manifest
         assert len(claims) == 2
 
 
-def upload_declaring(store, task_name: str) -> str:
-    """A v2 manifest that declares its records' task (manifest v2's optional `task`); its version id."""
+def upload_declaring(store, task_name: str, label_names: list[str] | None = None) -> str:
+    """A v2 manifest of the SQuAD records DATA that declares a task (manifest v2's optional `task`) and, when given,
+    label names; its version id."""
     listed = [
         {"key": k, "version_id": store.put("datasets", f"datasets/squad/v1/{k}", b), "size": len(b)}
         for k, b in DATA.items()
     ]
     manifest = {"format": MANIFEST_V2_FORMAT, "dataset": "squad", "version": "v1", "task": task_name, "files": listed}
+    if label_names is not None:
+        manifest["label_names"] = label_names
     return store.put("datasets", KEY, json.dumps(manifest).encode())
 
 
@@ -528,12 +531,21 @@ def test_a_manifest_of_another_task_is_refused_in_one_line_and_claims_nothing(tm
     assert same["ParameterError"] == "" and same["InputUri"]
 
 
-def test_a_pipeline_task_the_jobs_do_not_train_yet_is_refused_before_anything_is_claimed(tmp_path, local):
-    version = upload_declaring(local, "token-classification")
-    result = functions.claim_handler(event("a", version, Task="token-classification"))
-    assert result["ParameterError"].startswith("task token-classification: its module validates, tokenizes, scores")
-    assert "FineTune job trains only question-answering" in result["ParameterError"]
-    assert not (tmp_path / "s3" / "artifacts").exists()
+def test_the_claim_pins_the_task_and_its_label_names_and_validates_records_as_the_tasks(tmp_path, local):
+    """Beside the pinned manifest, the task file names the pipeline's task and the manifest's label names (what the
+    jobs build the head from); a validating claim reads the records as that task's, here SQuAD records under token
+    classification: refused in one line per record, naming the field, before any job."""
+    names = ["O", "B-PER", "I-PER"]
+    version = upload_declaring(local, "token-classification", names)
+    validating = event("a", version, Task="token-classification", ValidateRecords="true", MaxWindowsPerExample=100)
+    result = functions.claim_handler({**validating, "SkipInvalidRecords": "false"})
+    assert result["ParameterError"] == "" and result["InputUri"]
+    pinned = result["InputUri"].removeprefix("s3://artifacts/")
+    assert json.loads(local.get("artifacts", pinned + TASK_FILE)[0]) == {
+        "task": "token-classification",
+        "label_names": names,
+    }
+    assert "field=tokens: must be a non-empty list of words" in result["DatasetError"]
 
 
 def test_the_record_names_each_metric_of_the_task_gate_first_and_refuses_a_missing_one(local):

@@ -14,7 +14,14 @@ import numpy as np
 import preprocess
 import pytest
 from qa.data import SPLITS, load_dataset_files, read_manifest
-from qa.feature_files import EXAMPLE_IDS_FILE, FEATURES_FILE, NO_OFFSET, read_features, write_features
+from qa.feature_files import (
+    EXAMPLE_IDS_FILE,
+    FEATURES_FILE,
+    NO_OFFSET,
+    PER_FEATURE_COLUMNS,
+    read_features,
+    write_features,
+)
 from qa.features import prepare_train_features, prepare_validation_features
 from qa.outputs import EVALUATION_FILE
 
@@ -34,7 +41,7 @@ def sample_records() -> dict[str, list[dict]]:
 
 
 def tokenize_args(num_workers: int = 1) -> Namespace:
-    return Namespace(max_seq_length=48, doc_stride=16, num_workers=num_workers)
+    return Namespace(task="question-answering", max_seq_length=48, doc_stride=16, num_workers=num_workers)
 
 
 def datasets_map_features(split: str, records: list[dict], tokenizer, args: Namespace) -> dict[str, list]:
@@ -102,7 +109,9 @@ def test_feature_files_hold_plain_arrays_and_read_back_as_written(tmp_path, samp
     write_features(tmp_path, features)
     assert read_features(tmp_path) == features
     with np.load(tmp_path / FEATURES_FILE, allow_pickle=False) as stored:
-        assert all(stored[name].dtype.kind in "iu" for name in stored.files)  # no object arrays
+        # No object arrays: integers, and the names of the per-feature columns as a fixed-width string array.
+        assert all(stored[name].dtype.kind in "iu" for name in stored.files if name != PER_FEATURE_COLUMNS)
+        assert stored[PER_FEATURE_COLUMNS].dtype.kind == "U"
         if split == "validation":
             assert (stored["offset_mapping"] == NO_OFFSET).any()  # None offsets stored as -1
     assert json.loads((tmp_path / EXAMPLE_IDS_FILE).read_text()) == features["example_id"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,8 @@ import torch
 
 from qa.feature_files import read_features
 from qa.features import LABELS, MODEL_INPUTS
+
+IGNORED_LABEL = -100  # a token label the loss skips: the padding of token-level label columns (transformers' default)
 
 
 class FeatureDataset(torch.utils.data.Dataset):
@@ -22,9 +24,9 @@ class FeatureDataset(torch.utils.data.Dataset):
         self.lengths = [len(ids) for ids in columns["input_ids"]]
 
     @classmethod
-    def load(cls, directory: Path) -> FeatureDataset:
-        """The model inputs and labels of a split folder preprocess.py wrote (qa.feature_files)."""
-        return cls(read_features(directory, (*MODEL_INPUTS, *LABELS)))
+    def load(cls, directory: Path, label_columns: tuple[str, ...]) -> FeatureDataset:
+        """The model inputs and the task's label columns of a split folder preprocess.py wrote (qa.feature_files)."""
+        return cls(read_features(directory, (*MODEL_INPUTS, *label_columns)))
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -105,9 +107,10 @@ class DynamicPaddingCollator:
 
     The same model inputs as transformers' DataCollatorWithPadding for tokenized features, built with one
     numpy array per column instead of `tokenizer.pad` (measured ~18x faster on a batch of 8; it runs on the
-    training process between steps). Scalar columns become 1-D tensors. Unlike DataCollatorWithPadding, the
-    answer positions (`start_positions`, `end_positions`) move with their tokens when padding goes on the
-    left, so they keep pointing at the answer.
+    training process between steps). Scalar columns become 1-D tensors; a label per token (token classification)
+    is padded with IGNORED_LABEL, as transformers' DataCollatorForTokenClassification pads it. Unlike
+    DataCollatorWithPadding, the answer positions (`start_positions`, `end_positions`) move with their tokens when
+    padding goes on the left, so they keep pointing at the answer.
 
     `sdpa_masks` (for models that `builds_sdpa_masks`): the attention mask the model would build itself. From a
     2-D mask, transformers' masking_utils asks the device whether any token is padding (`padding_mask.all()`,
@@ -165,6 +168,12 @@ class DynamicPaddingCollator:
         batch = {}
         for name in features[0]:
             values = [feature[name] for feature in features]
+            if name not in MODEL_INPUTS and isinstance(values[0], list):  # a label per token
+                labels = np.full((len(values), width), IGNORED_LABEL, dtype=np.int64)
+                for row, sequence in enumerate(values):
+                    labels[row, self.tokens(len(sequence), width)] = sequence
+                batch[name] = torch.from_numpy(labels)
+                continue
             if name not in MODEL_INPUTS:
                 column = np.asarray(values, dtype=np.int64)
                 if name in LABELS and self.left:
@@ -207,3 +216,31 @@ def builds_sdpa_masks(model: torch.nn.Module) -> bool:
         and not getattr(config, "is_decoder", False)
         and hasattr(modeling, "create_bidirectional_mask")
     )
+
+
+FeatureOutput = Callable[[Mapping[str, Any], int, slice], Any]  # a task's feature_output
+
+
+def model_outputs(
+    model: torch.nn.Module,
+    collator: DynamicPaddingCollator,
+    features: Sequence[dict[str, Any]],
+    batches: Sequence[Sequence[int]],
+    device: torch.device | str,
+    feature_output: FeatureOutput,
+) -> list[tuple[int, Any]]:
+    """(feature index, its output) for the features in `batches` (lists of indices into `features`): one forward
+    pass per batch in full precision (the weights as they are saved and served), the model's outputs as float32
+    numpy arrays, each feature's cut to its tokens by the task's `feature_output(outputs, row, tokens)`."""
+    results = []
+    with torch.inference_mode():
+        for indices in batches:
+            chunk = [features[index] for index in indices]
+            batch = collator([{k: f[k] for k in MODEL_INPUTS if k in f} for f in chunk])
+            out = model(**{k: v.to(device) for k, v in batch.items()})
+            arrays = {name: value.float().cpu().numpy() for name, value in out.items() if torch.is_tensor(value)}
+            width = batch["input_ids"].shape[1]
+            for row, (index, feature) in enumerate(zip(indices, chunk, strict=True)):
+                tokens = collator.tokens(len(feature["input_ids"]), width)
+                results.append((index, feature_output(arrays, row, tokens)))
+    return results

@@ -42,9 +42,10 @@ class LoopState:
     epoch: int
     batches_in_epoch: int  # batches of the current epoch already consumed by this rank
     samples_seen: int
-    # Early stopping (qa/fine_tune.py): the best validation F1 so far, the step of its checkpoint (kept by `prune`:
-    # the model saved at the end), evaluations since. Defaults: a checkpoint written before they were recorded.
-    best_f1: float | None = None
+    # Early stopping (qa/fine_tune.py): the best validation score of the task's gate metric so far, the step of its
+    # checkpoint (kept by `prune`: the model saved at the end), evaluations since. Defaults: a checkpoint written
+    # before they were recorded.
+    best_score: float | None = None
     best_step: int | None = None
     evaluations_since_best: int = 0
 

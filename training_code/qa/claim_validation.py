@@ -9,7 +9,8 @@ bounded or estimated from words:
   they drop, controls and format characters, make no token, and a word with a letter or digit keeps it), and a
   BERT-style pair has 3 special tokens ([CLS] q [SEP] context [SEP]); fewer tokens make fewer windows, so the
   bound never refuses a record that FineTune's exact check (the tokenizer) accepts;
-- an estimate (the stats): words x WORDPIECES_PER_*_WORD, windowed as qa/features.py windows them.
+- an estimate (the stats): words x WordPieces per word, windowed as the task's features are.
+Both come from the task's claim_features (training_code/tasks/); question answering's are here.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from qa.data import (
@@ -36,10 +38,7 @@ from qa.outputs import SPLITS
 WORDPIECES_PER_QUESTION_WORD = 1.547
 WORDPIECES_PER_CONTEXT_WORD = 1.470
 PAIR_SPECIAL_TOKENS = 3  # [CLS] question [SEP] context [SEP] (BERT; RoBERTa's 4 only make more windows)
-ESTIMATE_METHOD = (
-    f"words x WordPieces per word measured on data/sample-squad (questions {WORDPIECES_PER_QUESTION_WORD}, "
-    f"contexts {WORDPIECES_PER_CONTEXT_WORD}), windowed as qa/features.py windows them"
-)
+ESTIMATE_METHOD = "words x WordPieces per word measured on the task's sample, windowed as its features are ({})"
 
 # Validation throughput of validate_dataset on one core, measured on this project's VM (2 shared cores, CPython
 # 3.11, the venv's; the Lambda runtime is 3.12) with `python -m bench.claim_validation_throughput` (the sample
@@ -160,38 +159,38 @@ def validate_dataset(
     max_windows_per_example: int,
     skip_invalid: bool,
     manifest_version: str | None = None,
+    task: ModuleType | None = None,
+    label_names: tuple[str, ...] | None = None,
 ) -> ClaimValidation:
     """Validate every record of `files` (split -> paths under `root`, as the pinned folder lays them out) as
-    preprocess.py does, in its order: whole files and records, a split with no valid record, records certainly over
+    records of `task` (default question answering) with the manifest's `label_names`, as preprocess.py does, in its
+    order: the label names, whole files and records, a split with no valid record, records certainly over
     max_windows_per_example, a split with none left. With skip_invalid, record-level problems drop their record."""
+    from qa.data import default_task
+
+    task = task or default_task()
+    names_problems = task.label_names_problems(label_names, "manifest.json")
+    if names_problems:
+        return ClaimValidation(str(rejection(names_problems, skip_invalid)), None)
     unreadable = columnar_reader_missing(files, pyarrow=False)  # the Lambda runtime has no pyarrow
     if unreadable:
         return ClaimValidation(f"error: {unreadable}", None)
     over: list[tuple[str, str, int]] = []  # (split, record id, windows at least): records certainly over the limit
     splits = {split: _Split() for split in SPLITS}
 
-    last: list[Any] = [None, 0, 0]  # SQuAD JSON gives a paragraph's questions one context object: counted once
+    estimate = task.claim_features(max_seq_length, doc_stride)
 
     def count(split: str, record: dict[str, Any]) -> None:
-        question, context = record["question"].lstrip(), record["context"]
-        if context is not last[0]:
-            last[:] = [context, certain_tokens(context), estimated_tokens(context, WORDPIECES_PER_CONTEXT_WORD)]
-        lower = windows(certain_tokens(question), last[1], max_seq_length, doc_stride)
+        lower, lengths = estimate(record)
         if lower > max_windows_per_example:
             over.append((split, record["id"], lower))
             return
-        lengths = feature_lengths(
-            estimated_tokens(question, WORDPIECES_PER_QUESTION_WORD),
-            last[2],
-            max_seq_length,
-            doc_stride,
-        )
         accumulated = splits[split]
         accumulated.lengths.update(lengths)
         accumulated.examples += 1
         accumulated.windowed += len(lengths) > 1
 
-    report = load_dataset_files(files, root, keep_records=False, on_valid=count)
+    report = load_dataset_files(files, root, keep_records=False, on_valid=count, task=task, label_names=label_names)
     refusal = rejection(report.problems, skip_invalid) or none_left_error(report.valid_records)
     if refusal:
         return ClaimValidation(refusal, None)
@@ -209,7 +208,7 @@ def validate_dataset(
         return ClaimValidation(refusal, None)
     stats = {
         "estimated": True,
-        "method": ESTIMATE_METHOD,
+        "method": ESTIMATE_METHOD.format(task.claim_features.__module__),
         "manifest_version": manifest_version,
         "max_seq_length": max_seq_length,
         "doc_stride": doc_stride,

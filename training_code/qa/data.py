@@ -1,11 +1,13 @@
-"""Load SQuAD-format datasets and validate every record, collecting all problems at once.
+"""Load datasets and validate every record as its task's (training_code/tasks/), collecting all problems at once.
 
-Accepted files (ACCEPTED_FORMATS), one SQuAD record per question (`id, title, context, question,
-answers{text[], answer_start[]}`):
-- SQuAD v1.1 JSON (`.json`, `data[].paragraphs[].qas[]`), parsed whole: at most MAX_JSON_FILE_BYTES;
+Accepted files (ACCEPTED_FORMATS), one record per example, with the task's fields (question answering: one SQuAD
+record per question, `id, title, context, question, answers{text[], answer_start[]}`):
+- SQuAD v1.1 JSON (`.json`, `data[].paragraphs[].qas[]`, question answering; other tasks read `.json` as JSON
+  Lines), parsed whole: at most MAX_JSON_FILE_BYTES;
 - JSON Lines (`.jsonl`, `.ndjson`), one record per line, read a line at a time;
-- CSV (`.csv`) with those columns, `answers` a JSON object per cell, read a row at a time (stdlib `csv`);
-- Parquet (`.parquet`) with those columns (`answers` a struct of two lists), read a row group at a time;
+- CSV (`.csv`) with the task's RECORD_COLUMNS, its JSON_COLUMNS a JSON value per cell, read a row at a time (stdlib
+  `csv`);
+- Parquet (`.parquet`) with those columns (e.g. `answers` a struct of two lists), read a row group at a time;
 - a `datasets` `Dataset.save_to_disk` folder (its `state.json` names the Arrow files), or one of its `.arrow`
   files, read a record batch at a time.
 The columnar formats (Parquet, Arrow) need pyarrow, which loads only for them: the upload tool has it and
@@ -26,6 +28,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from qa.outputs import MANIFEST_V2_FORMAT, SPLITS, manifest_key_split
@@ -248,7 +251,7 @@ def columnar_reader_missing(files: dict[str, list[Path]], pyarrow: bool | None =
     )
 
 
-def _flatten_squad_json(document: Any, file: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
+def flatten_squad_json(document: Any, file: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
     """(record path, flattened record) for every question of a SQuAD v1.1 JSON document."""
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
         problems.append(
@@ -297,10 +300,12 @@ class UnparsableLine:
     message: str
 
 
-def _read_records(path: Path, display: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
-    """(location, raw record) pairs from one file or saved-dataset folder; unreadable content becomes problems."""
+def _read_records(path: Path, display: str, problems: list[Problem], task: ModuleType) -> Iterator[tuple[str, Any]]:
+    """(location, raw record) pairs from one file or saved-dataset folder; unreadable content becomes problems. A
+    `.json` file is a document the task reads (its json_document_records: SQuAD v1.1 JSON), else JSON Lines (what
+    `datasets`' to_json writes)."""
     if path.is_dir():
-        yield from _saved_dataset_records(path, display, problems)
+        yield from _saved_dataset_records(path, display, problems, task)
         return
     if path.stat().st_size == 0:
         problems.append(Problem.whole_file(display, "file is empty", "upload the complete file"))
@@ -314,12 +319,12 @@ def _read_records(path: Path, display: str, problems: list[Problem]) -> Iterator
                 f"name the folder ({path.parent.name}/) in the manifest instead of the files in it",
             )
         )
-    elif suffix == ".json":
-        yield from _squad_json_records(path, display, problems)
-    elif suffix in (".jsonl", ".ndjson"):
+    elif suffix == ".json" and hasattr(task, "json_document_records"):
+        yield from _json_document_records(path, display, problems, task)
+    elif suffix in (".json", ".jsonl", ".ndjson"):
         yield from _json_lines_records(path, display, problems)
     elif suffix in (".parquet", ".csv", ".arrow"):
-        yield from _tabular_records(path, display, problems)
+        yield from _tabular_records(path, display, problems, task)
     else:
         problems.append(
             Problem.whole_file(
@@ -330,7 +335,9 @@ def _read_records(path: Path, display: str, problems: list[Problem]) -> Iterator
         )
 
 
-def _squad_json_records(path: Path, display: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
+def _json_document_records(
+    path: Path, display: str, problems: list[Problem], task: ModuleType
+) -> Iterator[tuple[str, Any]]:
     size = path.stat().st_size
     if size > MAX_JSON_FILE_BYTES:
         problems.append(
@@ -359,7 +366,7 @@ def _squad_json_records(path: Path, display: str, problems: list[Problem]) -> It
             Problem(display, f"line {err.lineno}", None, None, f"invalid JSON: {err.msg}", "fix the JSON syntax")
         )
         return
-    yield from _flatten_squad_json(document, display, problems)
+    yield from task.json_document_records(document, display, problems)
 
 
 def _json_lines_records(path: Path, display: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
@@ -387,7 +394,9 @@ def _json_lines_records(path: Path, display: str, problems: list[Problem]) -> It
         problems.append(Problem.whole_file(display, "file is empty", "upload the complete file"))
 
 
-def _saved_dataset_records(path: Path, display: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
+def _saved_dataset_records(
+    path: Path, display: str, problems: list[Problem], task: ModuleType
+) -> Iterator[tuple[str, Any]]:
     """A `Dataset.save_to_disk` folder: its Arrow files, in the order its state.json lists them."""
     state_path = path / SAVED_DATASET_STATE
     if not state_path.is_file():
@@ -408,13 +417,13 @@ def _saved_dataset_records(path: Path, display: str, problems: list[Problem]) ->
         )
         return
     for filename in data_files:
-        yield from _tabular_records(path / filename, f"{display}/{filename}", problems)
+        yield from _tabular_records(path / filename, f"{display}/{filename}", problems, task)
 
 
-def _tabular_records(path: Path, display: str, problems: list[Problem]) -> Iterator[tuple[str, Any]]:
-    """Rows of a Parquet, CSV or Arrow (save_to_disk) file with the SQuAD columns, a batch at a time."""
+def _tabular_records(path: Path, display: str, problems: list[Problem], task: ModuleType) -> Iterator[tuple[str, Any]]:
+    """Rows of a Parquet, CSV or Arrow (save_to_disk) file with the task's RECORD_COLUMNS, a batch at a time."""
     try:
-        names, rows = _csv_rows(path) if path.suffix.lower() == ".csv" else _columnar_rows(path)
+        names, rows = _csv_rows(path, task.JSON_COLUMNS) if path.suffix.lower() == ".csv" else _columnar_rows(path)
     except Exception as err:  # pyarrow raises its own error types per format
         problems.append(
             Problem.whole_file(
@@ -427,7 +436,7 @@ def _tabular_records(path: Path, display: str, problems: list[Problem]) -> Itera
     if not names:
         problems.append(Problem.whole_file(display, "file is empty", "upload the complete file"))
         return
-    missing = [name for name in COLUMNS if name not in names and name != "title"]
+    missing = [name for name in task.RECORD_COLUMNS if name not in names]
     if missing:
         problems.append(
             Problem(
@@ -436,7 +445,7 @@ def _tabular_records(path: Path, display: str, problems: list[Problem]) -> Itera
                 None,
                 ",".join(missing),
                 f"no column {', '.join(missing)} (has {', '.join(names)})",
-                f"use the SQuAD columns {', '.join(COLUMNS)}; or {CONVERSION_HINT}",
+                f"use the {task.NAME} columns {', '.join(task.RECORD_COLUMNS)}; or {CONVERSION_HINT}",
             )
         )
         return
@@ -444,9 +453,9 @@ def _tabular_records(path: Path, display: str, problems: list[Problem]) -> Itera
         yield f"row {row}", record
 
 
-def _csv_rows(path: Path) -> tuple[list[str], Iterator[dict[str, Any]]]:
-    """The header and the rows of a CSV file (every cell text, so ids like "001" stay strings; `answers` parsed
-    per cell), with the standard library only."""
+def _csv_rows(path: Path, json_columns: tuple[str, ...]) -> tuple[list[str], Iterator[dict[str, Any]]]:
+    """The header and the rows of a CSV file (every cell text, so ids like "001" stay strings; the task's
+    `json_columns` parsed per cell), with the standard library only."""
     csv.field_size_limit(CSV_FIELD_LIMIT)
     handle = path.open(newline="", encoding="utf-8-sig")
     try:
@@ -459,7 +468,7 @@ def _csv_rows(path: Path) -> tuple[list[str], Iterator[dict[str, Any]]]:
     def rows() -> Iterator[dict[str, Any]]:
         with handle:
             for record in reader:
-                yield {**record, "answers": _json_cell(record.get("answers"))}
+                yield {**record, **{name: _json_cell(record.get(name)) for name in json_columns if name in record}}
 
     return names, rows()
 
@@ -497,8 +506,9 @@ def _json_cell(value: Any) -> Any:
         return value
 
 
-def validate_record(record: Any, file: str, location: str) -> list[Problem]:
-    """Every problem of one flattened record (empty when the record is usable)."""
+def validate_squad_record(record: Any, file: str, location: str) -> list[Problem]:
+    """Every problem of one flattened SQuAD record (empty when the record is usable): question answering's
+    validate_record."""
     if isinstance(record, UnparsableLine):
         return [Problem(file, location, None, None, record.message, "one JSON object per line", record_level=True)]
     if not isinstance(record, dict):
@@ -626,24 +636,37 @@ def given_id(record: Any) -> str | None:
     return None
 
 
+def default_task() -> ModuleType:
+    """The task of a caller that names none: question answering, the pipeline's default."""
+    from tasks import DEFAULT_TASK, task
+
+    return task(DEFAULT_TASK)
+
+
 def load_dataset_files(
     files: dict[str, list[Path]],
     root: Path,
     keep_records: bool = True,
     on_valid: Callable[[str, dict[str, Any]], None] | None = None,
+    *,
+    task: ModuleType | None = None,
+    label_names: tuple[str, ...] | None = None,
 ) -> LoadReport:
-    """Read and validate every file; valid records are normalized to the flattened schema and kept in the
-    report. With `keep_records=False` (validation only) they are counted, not kept: memory then stays
-    bounded by one record (plus where each id was first seen: the duplicate check) for every streamed format.
-    `on_valid(split, record)` sees each valid record as it is read."""
+    """Read and validate every file as records of `task` (a tasks module; default question answering) with the
+    manifest's `label_names`; valid records are normalized by the task and kept in the report. With
+    `keep_records=False` (validation only) they are counted, not kept: memory then stays bounded by one record (plus
+    where each id was first seen: the duplicate check) for every streamed format. `on_valid(split, record)` sees each
+    valid record, normalized, as it is read. A record without an id of its own (the tasks where ids are optional)
+    is named by its file and location."""
+    task = task or default_task()
     report = LoadReport()
     for split in SPLITS:
         for path in dataset_entries(files.get(split, [])):
             display = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
-            for location, record in _read_records(path, display, report.problems):
-                problems = validate_record(record, display, location)
-                record_id = record.get("id") if isinstance(record, dict) else None
-                if isinstance(record_id, str) and record_id in report.sources:
+            for location, record in _read_records(path, display, report.problems, task):
+                problems = task.validate_record(record, display, location, label_names)
+                record_id = given_id(record)
+                if record_id is not None and record_id in report.sources:
                     problems.append(
                         Problem(
                             display,
@@ -655,23 +678,27 @@ def load_dataset_files(
                             record_level=True,
                         )
                     )
-                elif isinstance(record_id, str):
+                elif record_id is not None:
                     report.sources[record_id] = (display, location)
                 if problems:
                     report.problems.extend(problems)
                     report.invalid_records[split] += 1
                     continue
                 report.valid_records[split] += 1
-                if on_valid is not None:
-                    on_valid(split, record)
-                if not keep_records:
+                if on_valid is None and not keep_records:
                     continue
-                report.records[split].append(normalized(record))
+                canonical = task.normalized(record, label_names, f"{display}:{location}")
+                report.sources.setdefault(canonical["id"], (display, location))
+                if on_valid is not None:
+                    on_valid(split, canonical)
+                if keep_records:
+                    report.records[split].append(canonical)
     return report
 
 
-def normalized(record: dict[str, Any]) -> dict[str, Any]:
-    """A valid record in the flattened schema (COLUMNS), whatever file it came from."""
+def normalized_squad_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A valid SQuAD record in the flattened schema (COLUMNS), whatever file it came from: question answering's
+    normalized."""
     return {
         "id": record["id"],
         "title": str(record.get("title") or ""),
@@ -684,21 +711,28 @@ def normalized(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def entry_records(entry: Path) -> Iterator[dict[str, Any]]:
-    """The normalized records of one entry (a file, or a save_to_disk folder) that validated, streamed;
+def entry_records(
+    entry: Path, task: ModuleType | None = None, label_names: tuple[str, ...] | None = None
+) -> Iterator[dict[str, Any]]:
+    """The normalized records of one entry (a file, or a save_to_disk folder) that validated as `task`'s, streamed;
     raises ValueError naming the first problem if it does not."""
+    task = task or default_task()
     problems: list[Problem] = []
-    for location, record in _read_records(entry, entry.name, problems):
-        problems += validate_record(record, entry.name, location)
+    for location, record in _read_records(entry, entry.name, problems, task):
+        problems += task.validate_record(record, entry.name, location, label_names)
         if problems:
             break
-        yield normalized(record)
+        yield task.normalized(record, label_names, f"{entry.name}:{location}")
     if problems:
         raise ValueError(f"{entry} is not a valid dataset file: {problems[0]}")
 
 
 def convert_columnar(
-    dataset_dir: Path, files: list[tuple[Path, str]], workdir: Path
+    dataset_dir: Path,
+    files: list[tuple[Path, str]],
+    workdir: Path,
+    task: ModuleType | None = None,
+    label_names: tuple[str, ...] | None = None,
 ) -> tuple[list[tuple[Path, str]], dict[str, dict[str, str]]]:
     """Replace each validated Parquet/Arrow file and save_to_disk folder by a JSON Lines file of its records
     (`<split>/<name>.jsonl` beside where it was; inside a split folder that is itself a save_to_disk folder, as
@@ -716,7 +750,7 @@ def convert_columnar(
             kept.append((path, key))
         elif entry not in done:
             done.add(entry)
-            kept.append(convert_entry(dataset_dir, entry, workdir, converted))
+            kept.append(convert_entry(dataset_dir, entry, workdir, converted, task, label_names))
     keys = [key for _, key in kept]
     twice = next((key for key in converted if keys.count(key) > 1), None)
     if twice is not None:
@@ -727,7 +761,12 @@ def convert_columnar(
 
 
 def convert_entry(
-    dataset_dir: Path, entry: Path, workdir: Path, converted: dict[str, dict[str, str]]
+    dataset_dir: Path,
+    entry: Path,
+    workdir: Path,
+    converted: dict[str, dict[str, str]],
+    task: ModuleType | None = None,
+    label_names: tuple[str, ...] | None = None,
 ) -> tuple[Path, str]:
     """Write one Parquet/Arrow file or save_to_disk folder's records as `workdir/<its key>.jsonl`; record the
     source in `converted`; (the JSON Lines file, its key)."""
@@ -740,7 +779,7 @@ def convert_entry(
     target = workdir / key
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("w", encoding="utf-8") as out:
-        for record in entry_records(entry):
+        for record in entry_records(entry, task, label_names):
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
     fmt = "save_to_disk" if entry.is_dir() else entry.suffix.lower().lstrip(".")
     converted[key] = {"key": source, "format": fmt}

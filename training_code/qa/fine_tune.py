@@ -4,12 +4,14 @@
 stands: restored by `resume`, advanced by `train`, recorded in every checkpoint. Imported only once the
 launcher's variables are translated (qa.distributed.prepare_environment): Accelerate reads them.
 
-Evaluation during training (--evaluation_strategy steps|epoch) scores the validation split as the final
-evaluation does and records its loss, exact match and F1 in the curves. Early stopping and the model kept both
-follow the validation F1, the metric of the pipeline's gate without a benchmark; with evaluation.benchmark the gate
-reads the operator's benchmark, which is never used to choose the model (choosing on it would make the gate's F1
-optimistic). Each new best is saved as a checkpoint at once (kept by pruning), and the loop state records it with
-the evaluations since it, so a resumed run keeps both; at the end the best checkpoint's weights become the model.
+The task (--task, a training_code/tasks module, with the label names preprocess.py wrote beside the features) gives
+the model's head, what each feature's output is and how the validation split is scored. Evaluation during training
+(--evaluation_strategy steps|epoch) scores the validation split as the final evaluation does and records its loss
+and the task's metrics in the curves. Early stopping and the model kept both follow the validation score of the
+task's gate metric (GATE_METRIC), the pipeline's gate without a benchmark; with evaluation.benchmark the gate reads
+the operator's benchmark, which is never used to choose the model (choosing on it would make the gate optimistic).
+Each new best is saved as a checkpoint at once (kept by pruning), and the loop state records it with the evaluations
+since it, so a resumed run keeps both; at the end the best checkpoint's weights become the model.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -32,13 +35,12 @@ from accelerate.data_loader import DataLoaderShard
 from accelerate.scheduler import AcceleratedScheduler
 from accelerate.utils import DataLoaderConfiguration, broadcast_object_list, gather_object, set_seed
 from safetensors.torch import load_file
+from tasks import task as task_module
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase, get_linear_schedule_with_warmup
 
 from qa import checkpoints, recipe, serving_code
-from qa.answering import stack_logits, window_logits
-from qa.base_model import load_question_answering_model
-from qa.batching import DynamicPaddingCollator, FeatureDataset, LengthGroupedSampler, builds_sdpa_masks
+from qa.batching import DynamicPaddingCollator, FeatureDataset, LengthGroupedSampler, builds_sdpa_masks, model_outputs
 from qa.cli import setup_logging
 from qa.cost import ModelShape
 from qa.digest import parameter_digest
@@ -49,13 +51,12 @@ from qa.loop_control import CheckpointTimer, Deadline, StopRequest, any_rank, st
 from qa.memory import CPU_PER_DEVICE_BATCH, GIB, batch_fit_error, per_device_batch
 from qa.optimizer import build_optimizer
 from qa.outputs import (
-    BENCHMARK_LINE,
+    BENCHMARK_PREFIX,
     CHECKPOINT_SAVED_LOG,
     CHECKPOINT_WRITING_LOG,
+    EVAL_LOG_PREFIX,
     EVALUATION_FILE,
     LOG_EPOCH,
-    LOG_EVAL_EXACT_MATCH,
-    LOG_EVAL_F1,
     LOG_EVAL_LOSS,
     LOG_GRAD_NORM,
     LOG_HISTORY_FILE,
@@ -67,17 +68,18 @@ from qa.outputs import (
     TENSORBOARD_RUN,
     TRAIN_LOG_KEYS,
     TRAINING_LINE,
+    metric_values,
 )
 from qa.precision import resolve_precision
 from qa.rng_state import capture_rng, restore_rng
+from qa.task_file import TaskFile, read_task_file
 
 log = logging.getLogger("qa")  # the job's log, configured by setup_logging
 # Why `train` ended: all its steps, early stopping, --stop_after_seconds, or a SIGTERM (after a checkpoint).
 FINISHED, EARLY_STOPPED, DEADLINE, INTERRUPTED = "finished", "early stopping", "deadline", "interrupted"
-# The line of an evaluation during training (not EVALUATION_LINE: the metric definitions read only the final one).
-IN_TRAINING_EVALUATION_LINE = (
-    "evaluation during training: step={step} loss={loss:.4f} exact_match={exact_match:.4f} f1={f1:.4f}"
-)
+# The line of an evaluation during training (not the evaluation line: the metric definitions read only the final
+# one): "evaluation during training: step=<step> loss=<loss> <metric>=<value> ...".
+IN_TRAINING_EVALUATION_PREFIX = "evaluation during training"
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ class TrainingRun:
     """What `build` prepares for the other phases: the same for the whole run."""
 
     args: argparse.Namespace
+    task: ModuleType  # the tasks module of --task
+    label_names: tuple[str, ...] | None  # the dataset's (preprocess.py's task file), for the head and the scores
     accelerator: Accelerator
     stop: StopRequest | None  # None with --control_steps 0: SIGTERM is then not caught
     tokenizer: PreTrainedTokenizerBase
@@ -129,13 +133,13 @@ class Progress:
     complete_steps: list[int] = field(default_factory=list)  # checkpoints known complete: resumed and saved
     history: list[dict[str, float]] = field(default_factory=list)  # LOG_HISTORY_FILE entries so far
     resume_rng: dict[str, Any] | None = None  # RNG state to re-apply after the first resumed batch
-    best_f1: float | None = None  # early stopping: the best validation F1 evaluated so far
+    best_score: float | None = None  # early stopping: the best validation score of the gate metric so far
     best_step: int | None = None  # and the step of its checkpoint
     evaluations_since_best: int = 0
 
     def position(self, batches_per_epoch: int) -> checkpoints.LoopState:
         """What a checkpoint taken now records: at the end of an epoch, a resume starts the next one."""
-        best = (self.best_f1, self.best_step, self.evaluations_since_best)
+        best = (self.best_score, self.best_step, self.evaluations_since_best)
         if self.batches_in_epoch >= batches_per_epoch:
             return checkpoints.LoopState(self.global_step, self.epoch + 1, 0, self.samples_seen, *best)
         return checkpoints.LoopState(self.global_step, self.epoch, self.batches_in_epoch, self.samples_seen, *best)
@@ -198,8 +202,17 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
     if torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = True
 
+    declared = read_task_file(args.train_dir, args.task)
+    if declared.task != args.task:
+        print(
+            f"error: the train channel's features are for task {declared.task}, this job's --task is {args.task}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+    task = task_module(args.task)
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
-    dataset = FeatureDataset.load(args.train_dir)
+    dataset = FeatureDataset.load(args.train_dir, task.LABEL_COLUMNS)
     try:
         validation = load_validation(args.validation_dir, accelerator)
         benchmark = ValidationSet.load(args.benchmark_dir) if args.benchmark_dir.is_dir() else None
@@ -222,7 +235,7 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
     except ValueError as err:  # the model does not fit this GPU
         print(f"error: {err}", file=sys.stderr, flush=True)
         return None
-    model = load_question_answering_model(args.model_name_or_path, log)
+    model = task.load_model(args.model_name_or_path, declared.label_names, log)
     if args.compile is True:
         # dynamic=True: one graph symbolic in batch and sequence length, so exact-length batches of ~300
         # distinct lengths do not each recompile (a guard failure still may; torch logs recompiles).
@@ -241,6 +254,8 @@ def build(args: argparse.Namespace) -> TrainingRun | None:
         log.info("ddp: %s", describe_ddp(model))
     return TrainingRun(
         args=args,
+        task=task,
+        label_names=declared.label_names,
         accelerator=accelerator,
         stop=stop,
         tokenizer=tokenizer,
@@ -382,7 +397,7 @@ def load_validation(directory: Path, accelerator: Accelerator) -> ValidationSet 
     if accelerator.is_main_process:
         log.warning(
             "no validation channel at %s: the model will not be evaluated (no %s, no evaluation line for the "
-            "pipeline's F1 gate)",
+            "pipeline's gate)",
             directory,
             EVALUATION_FILE,
         )
@@ -409,7 +424,7 @@ def resume(accelerator: Accelerator, checkpoint_dir: Path) -> Progress:
         history=checkpoints.read_log_history(latest),
         # Creating the resumed iterator draws from the RNG; re-apply the saved state after its first batch.
         resume_rng=capture_rng() if saved.batches_in_epoch else None,
-        best_f1=saved.best_f1,
+        best_score=saved.best_score,
         best_step=saved.best_step,
         evaluations_since_best=saved.evaluations_since_best,
     )
@@ -510,32 +525,30 @@ def evaluation_due(run: TrainingRun, progress: Progress) -> bool:
 
 
 def evaluate_in_training(run: TrainingRun, progress: Progress) -> bool:
-    """Score the validation split now, record it in the curves, and keep a new best F1 as a checkpoint (saved
-    now: the model kept at the end). True when early stopping ends training: --early_stopping_patience
-    evaluations in a row without a better F1."""
+    """Score the validation split now, record it in the curves, and keep a new best score of the task's gate metric
+    as a checkpoint (saved now: the model kept at the end). True when early stopping ends training:
+    --early_stopping_patience evaluations in a row without a better one."""
     assert run.validation is not None
-    step = progress.global_step
+    step, gate = progress.global_step, run.task.GATE_METRIC
     evaluation = score_on(run, run.validation)
     if evaluation is not None:
         record_evaluation(run, progress, step, evaluation)
-        print(
-            IN_TRAINING_EVALUATION_LINE.format(
-                step=step, loss=evaluation.loss, exact_match=evaluation.exact_match, f1=evaluation.f1
-            ),
-            flush=True,
-        )
-    [f1] = broadcast_object_list([evaluation.f1 if evaluation is not None else None])  # the main process's
-    if progress.best_f1 is None or f1 > progress.best_f1:
-        progress.best_f1, progress.best_step, progress.evaluations_since_best = f1, step, 0
+        line = f"{IN_TRAINING_EVALUATION_PREFIX}: step={step} loss={evaluation.loss:.4f}"
+        print(f"{line} {metric_values(evaluation.metrics)}", flush=True)
+    # The main process's score, on every process.
+    [best] = broadcast_object_list([evaluation.metrics[gate] if evaluation is not None else None])
+    if progress.best_score is None or best > progress.best_score:
+        progress.best_score, progress.best_step, progress.evaluations_since_best = best, step, 0
         save_checkpoint(run, progress)
         return False
     progress.evaluations_since_best += 1
     patience = run.args.early_stopping_patience
     log.info(
-        "F1 %.4f at step %d: no better than %.4f at step %d (%d evaluation(s))",
-        f1,
+        "%s %.4f at step %d: no better than %.4f at step %d (%d evaluation(s))",
+        gate,
+        best,
         step,
-        progress.best_f1,
+        progress.best_score,
         progress.best_step,
         progress.evaluations_since_best,
     )
@@ -547,7 +560,8 @@ def record_evaluation(
 ) -> None:
     """An evaluation of the model at `step` in the curves (main process): the log history and, with `scalars`,
     TensorBoard's eval/* scalars."""
-    metrics = {LOG_EVAL_EXACT_MATCH: evaluation.exact_match, LOG_EVAL_F1: evaluation.f1, LOG_EVAL_LOSS: evaluation.loss}
+    metrics = {EVAL_LOG_PREFIX + name: value for name, value in evaluation.metrics.items()}
+    metrics[LOG_EVAL_LOSS] = evaluation.loss
     if scalars:
         run.accelerator.log({f"eval/{key.removeprefix('eval_')}": value for key, value in metrics.items()}, step=step)
     progress.history.append({LOG_STEP: step, LOG_EPOCH: run.schedule.epoch_at(step), LOG_TIME: time.time(), **metrics})
@@ -568,9 +582,10 @@ def restore_best(run: TrainingRun, progress: Progress) -> int:
         for tensor in run.model.state_dict().values():
             torch.distributed.broadcast(tensor, src=0)
     log.info(
-        "the model saved is the best evaluated: step %d (F1 %.4f), not the last, %d",
+        "the model saved is the best evaluated: step %d (%s %.4f), not the last, %d",
         best,
-        progress.best_f1,
+        run.task.GATE_METRIC,
+        progress.best_score,
         progress.global_step,
     )
     return best
@@ -660,6 +675,7 @@ def save(run: TrainingRun, progress: Progress, model_step: int, ended: str = FIN
     if accelerator.is_main_process:
         run.tokenizer.save_pretrained(output_dir)
         serving_code.copy_into(output_dir)  # the endpoint's entry point travels inside model.tar.gz
+        TaskFile(run.task.NAME, run.label_names).write(output_dir)  # the endpoint's task (inference.py)
         summary = {
             "global_step": progress.global_step,
             "model_step": model_step,  # the best evaluated step's weights (restore_best), else the last step's
@@ -698,7 +714,7 @@ def served_precision(accelerator: Accelerator, prepared: torch.nn.Module) -> Ite
 
 
 def evaluate(run: TrainingRun, progress: Progress, model_step: int) -> Evaluation | None:
-    """SQuAD EM/F1 of the trained model on the validation set in the precision the endpoint serves (see
+    """The task's metrics of the trained model on the validation set in the precision the endpoint serves (see
     served_precision), data-parallel over every process (see qa.evaluation): the main process prints the
     evaluation line once, writes the evaluation report into the model dir and the predictions into the output
     data dir, logs the scores to TensorBoard and the log history, and returns them (None elsewhere). Then the
@@ -723,8 +739,8 @@ def evaluate(run: TrainingRun, progress: Progress, model_step: int) -> Evaluatio
     if run.benchmark is not None:
         graded = score_on(run, run.benchmark)
         if graded is not None:
-            print(graded.line(BENCHMARK_LINE), flush=True)
-            accelerator.log({"benchmark/exact_match": graded.exact_match, "benchmark/f1": graded.f1}, step=step)
+            print(graded.line(BENCHMARK_PREFIX), flush=True)
+            accelerator.log({f"benchmark/{name}": value for name, value in graded.metrics.items()}, step=step)
     accelerator.wait_for_everyone()
     return evaluation
 
@@ -736,5 +752,10 @@ def score_on(run: TrainingRun, validation: ValidationSet) -> Evaluation | None:
     mine = batches[accelerator.process_index :: accelerator.num_processes]
     with served_precision(accelerator, run.model) as model:
         collator = batch_collator(run.tokenizer, model)
-        logits = gather_object(window_logits(model, collator, features, mine, accelerator.device))
-    return score(validation, *stack_logits(logits, len(features))) if accelerator.is_main_process else None
+        gathered = gather_object(
+            model_outputs(model, collator, features, mine, accelerator.device, run.task.feature_output)
+        )
+    if not accelerator.is_main_process:
+        return None
+    outputs = [output for _, output in sorted(gathered, key=lambda pair: pair[0])]
+    return score(run.task, validation, outputs, run.label_names)

@@ -121,30 +121,40 @@ SERVING_PROGRAM = "inference.py"
 SAGEMAKER_PROGRAM_ENV = "SAGEMAKER_PROGRAM"
 
 # Files the training job writes into the model directory (so into model.tar.gz), beside the weights.
-EVALUATION_FILE = "evaluation.json"  # SQuAD EM/F1 on the validation set (SageMaker model-quality shape)
+EVALUATION_FILE = "evaluation.json"  # the task's METRICS on the validation set (SageMaker model-quality shape)
 LOG_HISTORY_FILE = "log_history.json"  # one entry per logging step and per evaluation, Trainer-like
 # LOG_HISTORY_FILE is a JSON list of {LOG_STEP, LOG_EPOCH, LOG_TIME, *TRAIN_LOG_KEYS} per logging step and
-# {LOG_STEP, LOG_EPOCH, LOG_TIME, *EVAL_LOG_KEYS} per evaluation (during training per --evaluation_strategy, then of
-# the saved model, at the step it was taken; LOG_TIME: the wall time it was logged, Unix seconds; the experiment
-# tracker stamps each curve point with it). The same values go to TensorBoard as scalars tagged
-# "train/<key>" and "eval/<key without eval_>" (TENSORBOARD_RUN's event files under TENSORBOARD_DIR).
+# {LOG_STEP, LOG_EPOCH, LOG_TIME, *eval_log_keys(<the task's METRICS>)} per evaluation (during training per
+# --evaluation_strategy, then of the saved model, at the step it was taken; LOG_TIME: the wall time it was logged,
+# Unix seconds; the experiment tracker stamps each curve point with it). The same values go to TensorBoard as scalars
+# tagged "train/<key>" and "eval/<key without eval_>" (TENSORBOARD_RUN's event files under TENSORBOARD_DIR).
 LOG_STEP, LOG_EPOCH, LOG_TIME = "step", "epoch", "time"
 LOG_LOSS, LOG_LEARNING_RATE, LOG_GRAD_NORM = "loss", "learning_rate", "grad_norm"
 LOG_SAMPLES_PER_SECOND = "samples_per_second"
 TRAIN_LOG_KEYS = (LOG_LOSS, LOG_LEARNING_RATE, LOG_GRAD_NORM, LOG_SAMPLES_PER_SECOND)
-LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1 = "eval_exact_match", "eval_f1"
-LOG_EVAL_LOSS = "eval_loss"  # the QA loss (mean of start and end cross-entropy) on the validation split
-EVAL_LOG_KEYS = (LOG_EVAL_EXACT_MATCH, LOG_EVAL_F1, LOG_EVAL_LOSS)
+EVAL_LOG_PREFIX = "eval_"  # an evaluation's task metric <name> (a task's METRICS): eval_<name>
+LOG_EVAL_LOSS = "eval_loss"  # the task's training loss on the validation split (for QA: start and end cross-entropy)
+
+
+def eval_log_keys(metrics: tuple[str, ...]) -> tuple[str, ...]:
+    """An evaluation entry's keys besides step, epoch and time: eval_<metric> for each of a task's METRICS, then
+    LOG_EVAL_LOSS."""
+    return (*(EVAL_LOG_PREFIX + name for name in metrics), LOG_EVAL_LOSS)
+
+
 TENSORBOARD_RUN = "fine-tune"
-PREDICTIONS_FILE = "predictions.json"  # example id -> predicted answer text, in OUTPUT_DATA_DIR
-EVALUATION_F1_PATH = "metrics.f1.value"  # JSON path of F1 in evaluation.json
-EVALUATION_EXACT_MATCH_PATH = "metrics.exact_match.value"
+PREDICTIONS_FILE = "predictions.json"  # example id -> the task's prediction (QA: the answer text), in OUTPUT_DATA_DIR
+
+
+def evaluation_metric_path(metric: str) -> str:
+    """The JSON path of a task metric's value in evaluation.json (model_quality_metrics): metrics.<metric>.value."""
+    return f"metrics.{metric}.value"
 
 
 def model_quality_metrics(metrics: Mapping[str, float]) -> dict[str, Any]:
-    """SageMaker's model-quality statistics shape, {"metrics": {name: {"value": value}}} in the given order (QA's F1
-    at EVALUATION_F1_PATH): what the training job writes into evaluation.json and RecordModel into the report that
-    the registered package links."""
+    """SageMaker's model-quality statistics shape, {"metrics": {name: {"value": value}}} in the given order (each at
+    evaluation_metric_path(name)): what the training job writes into evaluation.json and RecordModel into the report
+    that the registered package links."""
     return {"metrics": {name: {"value": value} for name, value in metrics.items()}}
 
 
@@ -170,26 +180,13 @@ CHECKPOINT_WRITING = r"writing checkpoint step-(\d+)"
 CHECKPOINT_SAVED_LOG = "checkpoint saved: step %d in %.1f s"
 CHECKPOINT_SAVED = r"checkpoint saved: step \d+ in ([0-9.]+) s"
 
-# The one line the training job prints after evaluating; the metric definitions below parse it, and the
-# pipeline reads the values back as FineTune.properties.FinalMetricDataList['eval:f1'].Value.
-EVALUATION_LINE = "evaluation: exact_match={exact_match:.4f} f1={f1:.4f}"
-METRIC_EVAL_F1 = "eval:f1"
-METRIC_EVAL_EXACT_MATCH = "eval:exact_match"
-EVALUATION_METRIC_REGEXES = {
-    METRIC_EVAL_EXACT_MATCH: r"evaluation: exact_match=([0-9.]+)",
-    METRIC_EVAL_F1: r"evaluation: exact_match=[0-9.]+ f1=([0-9.]+)",
-}
-# The same line for the operator's benchmark (BENCHMARK_CHANNEL), printed after it: CheckF1's gate metric when
-# evaluation.benchmark is set (the uploader's validation split is then reported, not gated on).
-BENCHMARK_LINE = "benchmark: exact_match={exact_match:.4f} f1={f1:.4f}"
-METRIC_BENCHMARK_F1 = "benchmark:f1"
-METRIC_BENCHMARK_EXACT_MATCH = "benchmark:exact_match"
-BENCHMARK_METRIC_REGEXES = {
-    METRIC_BENCHMARK_EXACT_MATCH: r"benchmark: exact_match=([0-9.]+)",
-    METRIC_BENCHMARK_F1: r"benchmark: exact_match=[0-9.]+ f1=([0-9.]+)",
-}
-# Line prefix -> the metric definitions' name prefix (eval:<metric>, benchmark:<metric>); the builders below are
-# those of issue 33's core helper (the integrator keeps that one copy).
+# The one line the training job prints after evaluating, its task's METRICS in order (evaluation_line), e.g.
+#   evaluation: exact_match=80.1234 f1=88.5678
+# The metric definitions (metric_regexes) parse it, and the pipeline reads the values back as
+# FineTune.properties.FinalMetricDataList['eval:<metric>'].Value. The same line for the operator's benchmark
+# (BENCHMARK_CHANNEL), printed after it, starts with BENCHMARK_PREFIX: the gate's line when evaluation.benchmark is set
+# (the uploader's validation split is then reported, not gated on).
+# Line prefix -> the metric definitions' name prefix (eval:<metric>, benchmark:<metric>).
 EVALUATION_PREFIX = "evaluation"
 BENCHMARK_PREFIX = "benchmark"
 METRIC_NAME_PREFIXES = {EVALUATION_PREFIX: "eval", BENCHMARK_PREFIX: "benchmark"}
@@ -198,6 +195,16 @@ METRIC_NAME_PREFIXES = {EVALUATION_PREFIX: "eval", BENCHMARK_PREFIX: "benchmark"
 def metric_name(prefix: str, metric: str) -> str:
     """The metric definition's name of `metric` on the line of `prefix`: eval:f1, benchmark:f1."""
     return f"{METRIC_NAME_PREFIXES[prefix]}:{metric}"
+
+
+def metric_values(metrics: Mapping[str, float]) -> str:
+    """Each metric as name=value, four decimals, in the given order (a task's METRICS)."""
+    return " ".join(f"{name}={value:.4f}" for name, value in metrics.items())
+
+
+def evaluation_line(prefix: str, metrics: Mapping[str, float]) -> str:
+    """The line of an evaluation (`prefix` EVALUATION_PREFIX or BENCHMARK_PREFIX), as metric_regexes reads it."""
+    return f"{prefix}: {metric_values(metrics)}"
 
 
 def metric_regexes(prefix: str, names: tuple[str, ...]) -> dict[str, str]:
@@ -252,6 +259,8 @@ def same_s3_checksum(stored: str | None, expected: str) -> bool:
 # ClaimManifest copies the manifest's files at their versions under s3://<artifacts>/inputs/<claim digest>/ and
 # writes this file there last (SageMaker's ManifestFile format, prefix = that folder): what preprocess.py reads.
 PINNED_MANIFEST_FILE = "manifest.json"
+# Beside the pinned manifest, in each feature split and in the model folder: {"task", "label_names"} (qa/task_file.py).
+TASK_FILE = "task.json"
 STATS_FILE = "stats.json"  # ValidateAndTokenize's dataset statistics (its `stats` output), read by the estimate
 # ClaimManifest's estimated statistics (fine_tune mode): <inputs>/CLAIM_STATS_FOLDER/<claim digest>/STATS_FILE, beside
 # the pinned folders (<inputs>/<claim digest>/, 64 hex digits: never this name), outside FineTune's data channel.

@@ -77,3 +77,52 @@ def best_spans(
         first, last = offsets[start][0], offsets[end][1]
         spans[example["id"]] = Span(context[first:last], first, last, float(probability))
     return spans
+
+
+# Logit rows are padded beyond each feature's length with this: never a best start or end.
+PADDING_LOGIT = -1e4
+
+
+def padded_logits(outputs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end logits, row i for feature i, from each feature's (2, its tokens) array (the task's
+    feature_output), padded with PADDING_LOGIT to the longest."""
+    longest = max((output.shape[1] for output in outputs), default=0)
+    starts = np.full((len(outputs), longest), PADDING_LOGIT, dtype=np.float32)
+    ends = np.full_like(starts, PADDING_LOGIT)
+    for index, output in enumerate(outputs):
+        starts[index, : output.shape[1]] = output[0]
+        ends[index, : output.shape[1]] = output[1]
+    return starts, ends
+
+
+def answer_positions(examples: Sequence[dict[str, Any]], features: Sequence[dict[str, Any]]) -> np.ndarray:
+    """(start, end) token of each feature's first gold answer, labelled as qa.features labels training windows: the
+    context tokens that hold the answer's first and last characters, or (0, 0) (the [CLS]/<s> token, first in BERT
+    and RoBERTa inputs) when the answer is not wholly inside the window."""
+    answers = {e["id"]: e["answers"] for e in examples}
+    positions = np.zeros((len(features), 2), dtype=np.int64)
+    for row, feature in enumerate(features):
+        gold = answers[feature["example_id"]]
+        start_char = gold["answer_start"][0]
+        end_char = start_char + len(gold["text"][0])
+        context = [(k, offset) for k, offset in enumerate(feature["offset_mapping"]) if offset is not None]
+        if not context or not (context[0][1][0] <= start_char and context[-1][1][1] >= end_char):
+            continue
+        start = max(k for k, offset in context if offset[0] <= start_char)
+        end = min(k for k, offset in context if offset[1] >= end_char)
+        positions[row] = (start, end)
+    return positions
+
+
+def question_answering_loss(start_logits: np.ndarray, end_logits: np.ndarray, positions: np.ndarray) -> float:
+    """The loss transformers' question-answering heads train on, over all features: the mean of the start and end
+    tokens' cross-entropy. Logit rows padded beyond a feature with PADDING_LOGIT add nothing."""
+
+    def cross_entropy(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        logits = logits.astype(np.float64)
+        peak = logits.max(axis=1, keepdims=True)
+        log_total = np.log(np.exp(logits - peak).sum(axis=1)) + peak[:, 0]
+        return log_total - logits[np.arange(len(targets)), targets]
+
+    starts, ends = cross_entropy(start_logits, positions[:, 0]), cross_entropy(end_logits, positions[:, 1])
+    return float(np.mean((starts + ends) / 2))

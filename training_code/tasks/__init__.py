@@ -16,10 +16,6 @@ from types import ModuleType
 
 TASK_NAMES = ("question-answering", "text-classification", "token-classification")
 DEFAULT_TASK = "question-answering"
-# The tasks the training job's loop (qa/fine_tune.py) and preprocess.py run in this version. The other modules are
-# complete and tested on their own (records, features, head, metrics, serving); their wiring into the loop is the
-# rest of issue 33. ClaimManifest and the job entry points refuse the others in one line before any cost.
-TRAINED_TASKS = (DEFAULT_TASK,)
 
 
 def task(name: str) -> ModuleType:

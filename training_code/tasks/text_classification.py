@@ -32,6 +32,8 @@ USES_LABEL_NAMES = True
 SAMPLE_DATASET = "sample-text-classification"
 # The columns a Parquet, CSV or Arrow file must have (`text_pair` and `id` are optional).
 RECORD_COLUMNS = ("text", "label")
+JSON_COLUMNS = ("label",)  # a CSV cell's label: an index (a JSON number) or a name (any other text)
+AUTO_MODEL = "AutoModelForSequenceClassification"  # the transformers class the endpoint loads the model with
 # What a request's "parameters" may set: top_k (labels per input, the best first; null for all of them) and the
 # tokens an input is cut at.
 PARAMETERS = ("top_k", "max_seq_length")
@@ -152,8 +154,13 @@ def _encode(records: list[dict[str, Any]], tokenizer: Any, max_seq_length: int) 
 def train_features(
     records: list[dict[str, Any]], tokenizer: Any, max_seq_length: int, doc_stride: int
 ) -> dict[str, list[Any]]:
-    """One feature per record, cut at max_seq_length (doc_stride unused), with its label index (`labels`)."""
-    return {**_encode(records, tokenizer, max_seq_length), "labels": [record["label"] for record in records]}
+    """One feature per record, cut at max_seq_length (doc_stride unused), with its label index (`labels`) and the
+    id of its record."""
+    return {
+        **_encode(records, tokenizer, max_seq_length),
+        "labels": [record["label"] for record in records],
+        "example_id": [record["id"] for record in records],
+    }
 
 
 def validation_features(

@@ -31,6 +31,9 @@ LABEL_COLUMNS = ("labels",)
 USES_LABEL_NAMES = True
 SAMPLE_DATASET = "sample-token-classification"
 PARAMETERS = ("max_seq_length",)  # what a request's "parameters" may set
+RECORD_COLUMNS = ("tokens", "ner_tags")  # the columns a Parquet, CSV or Arrow file must have (`id` is optional)
+JSON_COLUMNS = ("tokens", "ner_tags")  # CSV cells holding JSON lists
+AUTO_MODEL = "AutoModelForTokenClassification"  # the transformers class the endpoint loads the model with
 DEFAULT_MAX_SEQ_LENGTH = 512
 HEAD = "classifier."  # the layer AutoModelForTokenClassification adds to a BERT-style encoder
 IGNORED = -100  # the label of sub-tokens the loss skips (special tokens, a word's second and later pieces)
@@ -170,12 +173,13 @@ def train_features(
     records: list[dict[str, Any]], tokenizer: Any, max_seq_length: int, doc_stride: int
 ) -> dict[str, list[Any]]:
     """One feature per record, cut at max_seq_length (later words are not trained on; doc_stride unused), `labels`
-    the tag of each word's first sub-token, -100 elsewhere."""
+    the tag of each word's first sub-token, -100 elsewhere, and the id of its record."""
     columns, firsts = _encode([record["tokens"] for record in records], tokenizer, max_seq_length)
     columns["labels"] = [
         [IGNORED if word == NOT_A_WORD else record["ner_tags"][word] for word in first]
         for record, first in zip(records, firsts, strict=True)
     ]
+    columns["example_id"] = [record["id"] for record in records]
     return columns
 
 
