@@ -823,7 +823,8 @@ class Settings(StrictModel):
 
     @property
     def pipeline_name(self) -> str:
-        return f"{self.name_prefix}-qa-fine-tuning"
+        """<prefix>-<the task's RESOURCE_NAME>-fine-tuning (question answering's stays <prefix>-qa-fine-tuning)."""
+        return f"{self.name_prefix}-{self.task_facts.RESOURCE_NAME}-fine-tuning"
 
     @property
     def notification_topic_name(self) -> str:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from tasks import DEFAULT_TASK, TASK_NAMES
 
 from config import Settings

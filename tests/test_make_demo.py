@@ -20,7 +20,6 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
 from tasks import task as task_module
 
 from config import load_settings

@@ -21,6 +21,7 @@ import boto3
 import pipeline_functions
 import pytest
 from qa.outputs import LOCAL_VERSIONS_DIR, MANIFEST_V2_FORMAT, same_s3_checksum
+from tasks import DEFAULT_TASK
 
 from stacks.data import checkpoint_noncurrent_days
 from tests.conftest import ROOT, as_list, aws_environment, pointed_at, resources_of_type
@@ -225,7 +226,13 @@ def test_a_copy_that_keeps_a_multipart_sources_composite_checksum_passes_the_cla
 def pin(store: Any, bucket: str, manifest: dict[str, Any], claim: str = "claim") -> None:
     """ClaimManifest's pinning of `manifest` (written as the current manifest) under inputs/<claim>/."""
     version = store.put(bucket, MANIFEST, json.dumps(manifest).encode())
-    event = {"DatasetBucket": bucket, "ManifestKey": MANIFEST, "ManifestVersionId": version, "InputsPrefix": "inputs"}
+    event = {
+        "DatasetBucket": bucket,
+        "ManifestKey": MANIFEST,
+        "ManifestVersionId": version,
+        "InputsPrefix": "inputs",
+        "Task": DEFAULT_TASK,
+    }
     pipeline_functions.pin_inputs(store, event, f"s3://{bucket}/inputs/{claim}/")
 
 

@@ -531,21 +531,26 @@ def test_a_manifest_of_another_task_is_refused_in_one_line_and_claims_nothing(tm
     assert same["ParameterError"] == "" and same["InputUri"]
 
 
-def test_the_claim_pins_the_task_and_its_label_names_and_validates_records_as_the_tasks(tmp_path, local):
+@pytest.mark.parametrize(
+    ("task_name", "names", "refusal"),
+    [
+        ("token-classification", ["O", "B-PER", "I-PER"], "field=tokens: must be a non-empty list of words"),
+        ("text-classification", ["yes", "no"], "field=text: missing (fix: add 'text')"),
+    ],
+)
+def test_the_claim_pins_the_task_and_its_label_names_and_validates_records_as_the_tasks(
+    local, task_name, names, refusal
+):
     """Beside the pinned manifest, the task file names the pipeline's task and the manifest's label names (what the
-    jobs build the head from); a validating claim reads the records as that task's, here SQuAD records under token
-    classification: refused in one line per record, naming the field, before any job."""
-    names = ["O", "B-PER", "I-PER"]
-    version = upload_declaring(local, "token-classification", names)
-    validating = event("a", version, Task="token-classification", ValidateRecords="true", MaxWindowsPerExample=100)
+    jobs build the head from); a validating claim reads the records as that task's, here SQuAD records: refused
+    with one line per record naming the field, before any job."""
+    version = upload_declaring(local, task_name, names)
+    validating = event("a", version, Task=task_name, ValidateRecords="true", MaxWindowsPerExample=100)
     result = functions.claim_handler({**validating, "SkipInvalidRecords": "false"})
     assert result["ParameterError"] == "" and result["InputUri"]
     pinned = result["InputUri"].removeprefix("s3://artifacts/")
-    assert json.loads(local.get("artifacts", pinned + TASK_FILE)[0]) == {
-        "task": "token-classification",
-        "label_names": names,
-    }
-    assert "field=tokens: must be a non-empty list of words" in result["DatasetError"]
+    assert json.loads(local.get("artifacts", pinned + TASK_FILE)[0]) == {"task": task_name, "label_names": names}
+    assert refusal in result["DatasetError"] and "error: dataset rejected" in result["DatasetError"]
 
 
 def test_the_record_names_each_metric_of_the_task_gate_first_and_refuses_a_missing_one(local):
