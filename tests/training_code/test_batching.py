@@ -9,7 +9,7 @@ from importlib.metadata import version
 import pytest
 import torch
 from packaging.version import Version
-from qa.batching import DynamicPaddingCollator, LengthGroupedSampler, builds_sdpa_masks
+from qa.batching import IGNORED_LABEL, DynamicPaddingCollator, LengthGroupedSampler, builds_sdpa_masks
 from qa.features import LABELS, MODEL_INPUTS
 
 # transformers 5 builds attention masks with masking_utils (`create_bidirectional_mask`), which takes a prepared 4-D
@@ -72,6 +72,22 @@ def test_collator_pads_input_ids_with_the_pad_token():
     )
     assert batch["input_ids"].tolist() == [[1, 2, 3], [4, 7, 7]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
+
+
+@pytest.mark.parametrize(
+    ("padding_side", "expected"),
+    [("right", [[5, -100, 6], [7, -100, -100]]), ("left", [[5, -100, 6], [-100, 7, -100]])],
+)
+def test_token_labels_are_padded_with_the_ignored_label_beside_their_tokens(padding_side, expected):
+    """Token classification's `labels` (one per token, -100 where the loss skips) pad with -100 where the tokens pad,
+    as DataCollatorForTokenClassification does; a scalar label (text classification) stays one per feature."""
+    collator = DynamicPaddingCollator(pad_token_id=0, padding_side=padding_side)
+    batch = collator([{"input_ids": [1, 2, 3], "labels": [5, -100, 6]}, {"input_ids": [4, 4], "labels": [7, -100]}])
+    assert batch["labels"].tolist() == expected and IGNORED_LABEL == -100
+    scalar = DynamicPaddingCollator(pad_token_id=0)(
+        [{"input_ids": [1, 2], "labels": 3}, {"input_ids": [4], "labels": 0}]
+    )
+    assert scalar["labels"].tolist() == [3, 0]
 
 
 def test_collator_pads_token_type_ids_with_the_tokenizers_pad_type():

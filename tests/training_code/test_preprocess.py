@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from argparse import Namespace
@@ -24,8 +25,10 @@ from qa.feature_files import (
 )
 from qa.features import prepare_train_features, prepare_validation_features
 from qa.outputs import EVALUATION_FILE
+from qa.task_file import TaskFile, read_task_file
+from tasks import task as task_module
 
-from config.paths import SAMPLE_DATASET, TRAINING_CODE
+from config.paths import SAMPLE_DATASET, TRAINING_CODE, bundled_model_dir
 from tests.training_code.conftest import preprocess_sample_args
 from tests.training_code.runner import run_training
 from tests.training_code.test_dataset_formats import write_copy
@@ -180,3 +183,32 @@ def test_a_parquet_input_on_the_image_fails_with_one_line_naming_the_conversion(
     assert line.startswith(f"error: {data / 'train' / 'data.parquet'} is Parquet/Arrow data"), line
     assert "python -m tools.upload_dataset" in line and "JSON Lines" in line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("task_name", ["text-classification", "token-classification"])
+def test_a_classification_dataset_is_tokenized_with_its_tasks_features_and_label_names(tmp_path, task_name, capsys):
+    """The pinned folder's task file (ClaimManifest writes it) names the task and label names; preprocess.py writes
+    the task's features and the task file beside each split (what FineTune builds its head from); a task file of
+    another task than --task is refused in one line."""
+    task = task_module(task_name)
+    folder = shutil.copytree(SAMPLE_DATASET.parent / task.SAMPLE_DATASET, tmp_path / "pinned")
+    label_names = tuple(json.loads((folder / "manifest.json").read_text())["label_names"])
+    TaskFile(task_name, label_names).write(folder)
+    out = tmp_path / "out"
+    argv = ["--task", task_name, "--manifest", str(folder / "manifest.json"), "--data-dir", str(folder)]
+    argv += ["--tokenizer-dir", str(bundled_model_dir()), "--output-dir", str(out)]
+    assert preprocess.main(argv) == 0
+    for split in ("train", "validation"):
+        assert read_task_file(out / split, "question-answering") == TaskFile(task_name, label_names)
+        columns = read_features(out / split)
+        lengths = [len(ids) for ids in columns["input_ids"]]
+        assert len(lengths) == sum(1 for line in (folder / split / f"{split}.jsonl").open() if line.strip())
+    train = read_features(out / "train")
+    if task_name == "token-classification":  # a label per token, -100 off the first sub-tokens
+        assert [len(labels) for labels in train["labels"]] == [len(ids) for ids in train["input_ids"]]
+        assert all(labels[0] == -100 for labels in train["labels"])  # [CLS]
+    else:  # a label index per record
+        assert set(train["labels"]) <= set(range(len(label_names)))
+    TaskFile("token-classification" if task_name == "text-classification" else "text-classification").write(folder)
+    assert preprocess.main([*argv[:-1], str(tmp_path / "refused")]) == 1
+    assert f"this job's --task is {task_name}" in capsys.readouterr().err
