@@ -60,10 +60,12 @@ NO_PRICE = "no list price"
 def dataset_lengths(
     dataset: Path, max_seq_length: int, doc_stride: int
 ) -> tuple[dict[int, int], dict[int, int], int, int]:
-    """Feature lengths of each split of a local SQuAD-format dataset, tokenized like preprocess.py does, and its
-    training and total record counts."""
+    """Feature lengths of each split of a local dataset, validated and tokenized as its task's (the folder's
+    declaration, qa.declared_task; none: question answering) like preprocess.py does, and its training and total
+    record counts."""
     from qa.data import SPLITS, load_dataset_files, summarize_problems
-    from qa.features import prepare_train_features
+    from qa.declared_task import declared_task
+    from tasks import DEFAULT_TASK, task
     from transformers import AutoTokenizer
 
     from config.paths import bundled_model_dir
@@ -73,15 +75,18 @@ def dataset_lengths(
     }
     if not all(files.values()):
         raise SystemExit(f"error: {dataset} needs train/ and validation/ folders with .json or .jsonl files")
-    report = load_dataset_files(files, dataset)
+    try:
+        declared = declared_task(dataset)
+        records_task = task(declared.task or DEFAULT_TASK)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+    report = load_dataset_files(files, dataset, task=records_task, label_names=declared.label_names)
     if report.problems:
         raise SystemExit(f"{summarize_problems(report.problems)}\nerror: fix the dataset, then estimate again")
     tokenizer = AutoTokenizer.from_pretrained(str(bundled_model_dir()))
     counts = []
     for split in SPLITS:
-        records = report.records[split]
-        batch = {key: [record[key] for record in records] for key in ("id", "question", "context", "answers")}
-        features = prepare_train_features(batch, tokenizer, max_seq_length, doc_stride)
+        features = records_task.train_features(report.records[split], tokenizer, max_seq_length, doc_stride)
         counts.append(dict(Counter(len(ids) for ids in features["input_ids"])))
     return counts[0], counts[1], len(report.records[SPLITS[0]]), sum(len(r) for r in report.records.values())
 

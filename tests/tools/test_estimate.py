@@ -4,6 +4,7 @@ one-line errors for what a new user mistypes; readable money; the timeline pictu
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 import tools.estimate
 from config import load_settings, read_cdk_json_context
 from config.loader import ConfigError
-from tools.estimate import choices, main, usd
+from tools.estimate import choices, dataset_lengths, main, usd
 
 
 def rows(out: str) -> dict[str, str]:
@@ -463,3 +464,11 @@ def test_the_timeline_shares_one_time_axis_and_says_what_the_seed_article_is(mon
         assert "\\$" in caption, "dollars as text, not matplotlib's mathtext"
     finally:
         plt.close(figure)
+
+
+@pytest.mark.parametrize("sample", ["data/sample-text-classification", "data/sample-token-classification"])
+def test_a_classification_dataset_is_estimated_from_its_tasks_features(sample):
+    """The folder's declared task (its manifest.json) reads and tokenizes the records: one feature per record."""
+    train, validation, train_examples, examples = dataset_lengths(Path(sample), 384, 128)
+    assert sum(train.values()) == train_examples and sum(validation.values()) == examples - train_examples
+    assert 0 < min(train) <= max(train) <= 384
