@@ -219,7 +219,7 @@ def print_summary(result: ExecutionResult, store_root: Path, registry_path: Path
     for step in result.steps:
         print(f"{step.name:28} {step.type:14} {step.status:10} {step.seconds:8.1f}  {step.detail}")
     if result.metrics:
-        print("metrics: " + ", ".join(f"{k}={v:.2f}" for k, v in sorted(result.metrics.items())))
+        print("metrics: " + ", ".join(f"{k}={v:.2f}" for k, v in result.metrics.items()))  # the task's METRICS order
     if result.model_package:
         package = result.model_package
         print(f"registered: {package.arn} ({package.approval_status}), model {package.model_data}")

@@ -355,3 +355,23 @@ def test_each_task_has_its_model_package_group(cdk_context, name):
     settings = load_settings({**cdk_context, "task": name})
     assert settings.model_package_group_name == f"hfqa-dev-{task(name).RESOURCE_NAME}-models"
     assert (settings.model_package_group_name == "hfqa-dev-qa-models") is (name == "question-answering")
+
+
+@pytest.mark.parametrize("name", TASK_NAMES)
+def test_each_tasks_pipeline_name_is_one_sagemaker_accepts_at_the_longest_prefix(cdk_context, name):
+    """<prefix>-<RESOURCE_NAME>-fine-tuning (question answering's unchanged), within API_CreatePipeline's PipelineName
+    (botocore's model: 1-256 characters of the pattern below;
+    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreatePipeline.html) for the longest and the
+    oddest name_prefix its own pattern allows."""
+    import re
+
+    import botocore.session
+
+    shape = botocore.session.get_session().get_service_model("sagemaker").shape_for("PipelineName").metadata
+    for prefix in ("a" * 20, "a-" * 10, "hfqa-dev"):
+        pipeline = load_settings({**cdk_context, "task": name, "name_prefix": prefix}).pipeline_name
+        assert re.fullmatch(shape["pattern"], pipeline) and len(pipeline) <= shape["max"], pipeline
+        assert pipeline == f"{prefix}-{task(name).RESOURCE_NAME}-fine-tuning"
+    assert (load_settings({**cdk_context, "task": name}).pipeline_name == "hfqa-dev-qa-fine-tuning") is (
+        name == "question-answering"
+    )
