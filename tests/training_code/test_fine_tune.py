@@ -16,7 +16,6 @@ import torch
 from accelerate import Accelerator
 from accelerate.state import AcceleratorState
 from qa import checkpoints, fine_tune
-from qa.answering import window_logits
 from qa.base_model import load_question_answering_model
 from qa.batching import model_outputs
 from qa.evaluation import ValidationSet
@@ -181,9 +180,9 @@ def test_evaluation_scores_in_float32_as_the_endpoint_serves_and_training_keeps_
     examples = [e for e in validation.examples if e["id"] in {f["example_id"] for f in features}]
     batches = [list(range(0, 7)), list(range(7, 14))]
     collator = batch_collator(tokenizer, served)
-    expected = window_logits(served, collator, features, batches, "cpu")
+    expected = model_outputs(served, collator, features, batches, "cpu", question_answering.feature_output)
     head_dtypes.clear()
-    autocast = window_logits(prepared, collator, features, batches, "cpu")
+    autocast = model_outputs(prepared, collator, features, batches, "cpu", question_answering.feature_output)
     assert set(head_dtypes) == {torch.bfloat16}
     assert any(not (a[1] == b[1]).all() for a, b in zip(autocast, expected, strict=True))
 
@@ -215,7 +214,7 @@ def test_evaluation_scores_in_float32_as_the_endpoint_serves_and_training_keeps_
     head_dtypes.clear()
     assert evaluate(run, Progress(), model_step=1) is not None  # type: ignore[arg-type]
     assert set(head_dtypes) == {torch.float32} and tf32_while_evaluating == [False]
-    by_feature = {index: (starts, ends) for index, starts, ends in expected}
+    by_feature = {index: (starts, ends) for index, (starts, ends) in expected}
     assert len(evaluated) == len(features)
     for index, (starts, ends) in evaluated:
         assert np.array_equal(starts, by_feature[index][0]) and np.array_equal(ends, by_feature[index][1])

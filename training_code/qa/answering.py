@@ -1,44 +1,17 @@
 """Run a fine-tuned QA model over feature windows: question answering's predict (tasks/question_answering.py, which
-inference.py serves) and the window logits its tests compare with the training job's evaluation."""
+inference.py serves), as the training job's evaluation scores them."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
+from tasks.question_answering import feature_output
 
 from qa.batching import DynamicPaddingCollator, model_outputs
 from qa.features import model_max_length, prepare_validation_features
-from qa.postprocess import PADDING_LOGIT, Span, best_spans, padded_logits
-
-WindowLogits = tuple[int, np.ndarray, np.ndarray]  # feature index, start logits, end logits (its length)
-__all__ = ["PADDING_LOGIT", "QuestionAnswerer", "answer_questions", "stack_logits", "window_logits"]
-
-
-def window_logits(
-    model: torch.nn.Module,
-    collator: DynamicPaddingCollator,
-    features: Sequence[dict[str, Any]],
-    batches: Sequence[Sequence[int]],
-    device: torch.device | str,
-) -> list[WindowLogits]:
-    """Start and end logits of the features in `batches` (qa.batching.model_outputs with question answering's
-    feature_output), each cut to its feature's tokens."""
-    from tasks.question_answering import feature_output
-
-    outputs = model_outputs(model, collator, features, batches, device, feature_output)
-    return [(index, output[0], output[1]) for index, output in outputs]
-
-
-def stack_logits(results: Sequence[WindowLogits], count: int) -> tuple[np.ndarray, np.ndarray]:
-    """`count` rows of start and end logits, row i for feature i, padded with PADDING_LOGIT."""
-    outputs: list[np.ndarray] = [np.zeros((2, 0), dtype=np.float32)] * count
-    for index, starts, ends in results:
-        outputs[index] = np.stack([starts, ends])
-    return padded_logits(outputs)
+from qa.postprocess import Span, best_spans, padded_logits
 
 
 def answer_questions(
@@ -60,8 +33,9 @@ def answer_questions(
     features = [dict(zip(encoded, values, strict=True)) for values in zip(*encoded.values(), strict=True)]
     batches = [range(offset, min(offset + batch_size, len(features))) for offset in range(0, len(features), batch_size)]
     device = next(model.parameters()).device
-    logits = window_logits(model, DynamicPaddingCollator.for_tokenizer(tokenizer), features, batches, device)
-    starts, ends = stack_logits(logits, len(features))
+    collator = DynamicPaddingCollator.for_tokenizer(tokenizer)
+    outputs = model_outputs(model, collator, features, batches, device, feature_output)
+    starts, ends = padded_logits([output for _, output in sorted(outputs, key=lambda pair: pair[0])])
     spans = best_spans(records, features, starts, ends, max_answer_length=max_answer_length)
     return [spans[record["id"]] for record in records]
 
