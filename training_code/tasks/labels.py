@@ -5,7 +5,7 @@ module."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -117,3 +117,23 @@ def id_problem(record: dict[str, Any], record_id: str | None) -> tuple[str, str,
             "give every record a unique id, or none (it is then named by its location)",
         )
     return None
+
+
+FieldProblem = tuple[str, str, str]  # (field, message, hint)
+
+
+def record_problems(
+    record: Any, file: str, location: str, field_problems: Callable[[dict[str, Any]], list[FieldProblem]]
+) -> list[Problem]:
+    """Every problem of one record of a task with optional ids: an unreadable record's one problem, else the id's
+    and `field_problems(record)`'s, each a record-level problem naming the record by its id when it has one."""
+    from qa.data import Problem, given_id
+
+    unread = unreadable(record, file, location)
+    if unread:
+        return unread
+    record_id = given_id(record)
+    bad_id = id_problem(record, record_id)
+    found = [*([bad_id] if bad_id else []), *field_problems(record)]
+    shown = record_id if record_id and record_id.strip() else None
+    return [Problem(file, location, shown, name, message, hint, record_level=True) for name, message, hint in found]

@@ -63,16 +63,11 @@ def _text_problem(record: dict[str, Any], name: str, required: bool) -> tuple[st
 
 def validate_record(record: Any, file: str, location: str, label_names: tuple[str, ...] | None) -> list[Problem]:
     """Every problem of one record, one per bad field (empty when the record is usable)."""
-    from qa.data import Problem, given_id
+    return labels.record_problems(record, file, location, lambda fields: _field_problems(fields, label_names))
 
-    unread = labels.unreadable(record, file, location)
-    if unread:
-        return unread
-    record_id = given_id(record)
+
+def _field_problems(record: dict[str, Any], label_names: tuple[str, ...] | None) -> list[labels.FieldProblem]:
     found = []
-    bad_id = labels.id_problem(record, record_id)
-    if bad_id:
-        found.append(bad_id)
     for name, required in (("text", True), ("text_pair", False)):
         problem = _text_problem(record, name, required)
         if problem:
@@ -84,8 +79,7 @@ def validate_record(record: Any, file: str, location: str, label_names: tuple[st
         problem = label_problem(label, label_names)
     if problem:
         found.append(("label", *problem))
-    shown = record_id if record_id and record_id.strip() else None
-    return [Problem(file, location, shown, name, message, hint, record_level=True) for name, message, hint in found]
+    return found
 
 
 def label_names_problems(label_names: tuple[str, ...] | None, file: str) -> list[Problem]:

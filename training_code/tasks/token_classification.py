@@ -56,16 +56,11 @@ def _tag_names(tags: list[Any], label_names: tuple[str, ...]) -> list[str]:
 
 def validate_record(record: Any, file: str, location: str, label_names: tuple[str, ...] | None) -> list[Problem]:
     """Every problem of one record, one per bad field (empty when the record is usable)."""
-    from qa.data import Problem, given_id
+    return labels.record_problems(record, file, location, lambda fields: _field_problems(fields, label_names))
 
-    unread = labels.unreadable(record, file, location)
-    if unread:
-        return unread
-    record_id = given_id(record)
-    found = []
-    bad_id = labels.id_problem(record, record_id)
-    if bad_id:
-        found.append(bad_id)
+
+def _field_problems(record: dict[str, Any], label_names: tuple[str, ...] | None) -> list[labels.FieldProblem]:
+    found: list[labels.FieldProblem] = []
     tokens, tags = record.get("tokens"), record.get("ner_tags")
     if not isinstance(tokens, list) or not tokens:
         found.append(("tokens", "must be a non-empty list of words", "give 'tokens' as a list of strings"))
@@ -95,8 +90,7 @@ def validate_record(record: Any, file: str, location: str, label_names: tuple[st
                         )
                     )
                     break
-    shown = record_id if record_id and record_id.strip() else None
-    return [Problem(file, location, shown, name, message, hint, record_level=True) for name, message, hint in found]
+    return found
 
 
 def label_names_problems(label_names: tuple[str, ...] | None, file: str) -> list[Problem]:
