@@ -1,9 +1,12 @@
 """Where things live in the artifacts bucket: one definition shared by the stacks (IAM scoping,
 lifecycle rules) and the pipeline definition (S3 URIs)."""
 
-from dataclasses import dataclass, fields
+from __future__ import annotations
 
-from qa.outputs import BENCHMARKS_ROOT, DATASET_MANIFEST_FILE, DATASETS_ROOT, HELD_MANIFEST_FILE
+from dataclasses import dataclass, fields
+from types import ModuleType
+
+from qa.outputs import BENCHMARKS_ROOT, DATASET_MANIFEST_FILE, DATASETS_ROOT, HELD_MANIFEST_FILE, datasets_root
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,11 @@ class DatasetLayout:
     root: str = DATASETS_ROOT
     manifest_name: str = DATASET_MANIFEST_FILE
     held_manifest_name: str = HELD_MANIFEST_FILE  # a held upload's: no trigger matches it (qa.outputs)
+
+    @classmethod
+    def of_task(cls, task: ModuleType) -> DatasetLayout:
+        """The layout of the uploads of `task`'s pipeline: under its own root (qa.outputs.datasets_root)."""
+        return cls(root=datasets_root(task.RESOURCE_INFIX))
 
     def prefix(self, name: str, version: str) -> str:
         return f"{self.root}/{name}/{version}/"

@@ -139,7 +139,14 @@ def load_settings(context: Mapping[str, Any]) -> Settings:
             _set_dotted(values, key, value)
         else:
             values[key] = _parse_cli_value(value)
+    # -c task=<a task of the environment's `pipelines`>: that pipeline alone, as it deploys (`make synth TASK=...`
+    # writes its assembly for a local run); another task replaces the environment's own.
+    selected = str(values["task"]) if "task" in overrides and values["task"] in values.get("pipelines", {}) else None
+    if selected is not None:
+        values.pop("task")
+        values.update({"task": environments[env_name]["task"]} if "task" in environments[env_name] else {})
     try:
-        return Settings.model_validate(values)
+        settings = Settings.model_validate(values)
     except ValidationError as err:
         raise ConfigError(_format_errors(env_name, err)) from None
+    return settings if selected is None else settings.pipeline_of(selected)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import cached_property
 from types import ModuleType
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.json_schema import JsonDict
 from qa import benchmark as benchmark_files
 from qa.features import DEFAULT_MAX_WINDOWS_PER_EXAMPLE
@@ -41,7 +42,7 @@ from config.instance_types import (
     instance_type,
     names_where,
 )
-from config.layout import ArtifactLayout
+from config.layout import ArtifactLayout, DatasetLayout
 
 # SageMaker's own upper bound for MaxRuntimeInSeconds / MaxWaitTimeInSeconds (28 days).
 MAX_JOB_SECONDS = 28 * 24 * 3600
@@ -61,8 +62,30 @@ TaskName = Literal[TASK_NAMES]  # type: ignore[valid-type]
 InterfaceEndpoint = Literal["ecr", "logs", "monitoring", "sts", "sagemaker"]
 
 
-# The folder, under Settings.log_group_root, of the Lambda functions' log groups.
+# The folder, under Settings.log_group_root, of the Lambda functions' log groups (plus the task's RESOURCE_INFIX).
 FUNCTION_LOG_FOLDER = "functions"
+# What the pipelines of one environment share: its stacks' storage, network and lifetimes. A pipeline of
+# Settings.pipelines sets everything else for itself (the task is its key).
+SHARED_KEYS = (
+    "env_name",
+    "name_prefix",
+    "account",
+    "region",
+    "removal_policy",
+    "production",
+    "checkpoint_retention_days",
+    "log_retention_days",
+    "network",
+    "pipelines",
+    "task",
+)
+# Sections a pipeline of Settings.pipelines starts from their defaults rather than from the environment's values:
+# the gate's threshold and benchmark are about the task's metric and data.
+NOT_INHERITED = ("evaluation",)
+# IAM role names are at most 64 characters (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html);
+# RecordModel's role name ends with the region, 14 characters at most in the commercial partition (ap-southeast-5).
+MAX_ROLE_NAME_LENGTH = 64
+LONGEST_REGION_NAME = "ap-southeast-5"
 
 
 # Where a setting takes effect beyond synth (which validates every one), for the README's settings table
@@ -511,6 +534,13 @@ class Settings(StrictModel):
         description="What the pipeline fine-tunes, a Hugging Face pipeline name: its records, head, metrics and the "
         "one the gate compares with F1Threshold (training_code/tasks/).",
     )
+    pipelines: dict[TaskName, dict[str, Any]] = Field(
+        default_factory=dict,
+        json_schema_extra=enforced_by("synth: one pipeline stack per task, its own names and dataset root"),
+        description="More pipelines in this environment, one per task besides `task`: task -> what it sets otherwise "
+        "than the environment (deep-merged; `evaluation` starts from its defaults). Each has its own model package "
+        "group, gate, benchmark, notifications and dataset root (datasets-<task>/); storage and network are shared.",
+    )
     account: str | None = Field(None, pattern=r"^[0-9]{12}$")
     region: str | None = Field(None, pattern=r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
     removal_policy: Literal["destroy", "retain"] = "retain"
@@ -543,6 +573,67 @@ class Settings(StrictModel):
     def task_facts(self) -> ModuleType:
         """The task's module: the facts it declares (NAME, RESOURCE_NAME, METRICS, GATE_METRIC, ...)."""
         return task_module(self.task)
+
+    @model_validator(mode="after")
+    def _pipelines_are_valid(self) -> Settings:
+        """Each pipeline of `pipelines` holds on its own (every rule of a Settings), sets no shared key, and is of
+        another task than the environment's; its names fit AWS's limits (checked by its own validation)."""
+        problems = []
+        for name, overrides in self.pipelines.items():
+            shared = sorted(set(overrides) & set(SHARED_KEYS))
+            if name == self.task:
+                problems.append(f"pipelines.{name}: the environment's own task (task={self.task}) has its pipeline")
+            elif shared:
+                problems.append(
+                    f"pipelines.{name}: {', '.join(shared)} is shared by the environment's pipelines: set it for the "
+                    "environment"
+                )
+            else:
+                try:
+                    pipeline = self._pipeline(name)
+                except ValidationError as err:
+                    problems += [f"pipelines.{name}{problem}" for problem in _problems(err)]
+                    continue
+                if pipeline.layout != self.layout:
+                    problems.append(
+                        f"pipelines.{name}.training.checkpoint_prefix: the artifacts bucket's checkpoint lifecycle "
+                        "is the environment's: set it for the environment"
+                    )
+        if problems:
+            raise ValueError("\n  - ".join(problems))
+        return self
+
+    def _pipeline(self, name: str) -> Settings:
+        """The settings of the environment's pipeline of task `name` (of `pipelines`)."""
+        values = self.model_dump(exclude={"pipelines", *NOT_INHERITED})
+        return Settings.model_validate(_deep_merge(values, {**self.pipelines[name], "task": name}))
+
+    @cached_property
+    def deployed_pipelines(self) -> tuple[Settings, ...]:
+        """The settings of each pipeline this environment deploys: its own task's first, then those of `pipelines`."""
+        return (self, *(self._pipeline(name) for name in self.pipelines))
+
+    def pipeline_of(self, task: str) -> Settings:
+        """The settings of the environment's pipeline that trains `task`; ValueError naming the deployed ones."""
+        for pipeline in self.deployed_pipelines:
+            if pipeline.task == task:
+                return pipeline
+        deployed = ", ".join(p.task for p in self.deployed_pipelines)
+        raise ValueError(
+            f"environment {self.env_name} has no pipeline of task {task} (it deploys: {deployed}); add it to "
+            f"environments.{self.env_name}.pipelines in cdk.json"
+        )
+
+    @property
+    def pipeline_prefix(self) -> str:
+        """The start of the pipeline stack's own resource names: name_prefix and the task's RESOURCE_INFIX
+        (question answering's none, as before tasks existed), so two pipelines of one environment never share one."""
+        return self.name_prefix + self.task_facts.RESOURCE_INFIX
+
+    @property
+    def datasets(self) -> DatasetLayout:
+        """Where this pipeline's uploads live in the datasets bucket (qa.outputs.datasets_root)."""
+        return DatasetLayout.of_task(self.task_facts)
 
     @field_validator("region")
     @classmethod
@@ -583,6 +674,12 @@ class Settings(StrictModel):
             problems.append(
                 "training.use_spot=true needs training.checkpoint_prefix: without checkpoints every spot "
                 "interruption restarts training from scratch"
+            )
+        role = self.record_model_role_name(LONGEST_REGION_NAME)
+        if len(role) > MAX_ROLE_NAME_LENGTH:
+            problems.append(
+                f"name_prefix {self.name_prefix} is too long for the {self.task} pipeline: its RecordModel role "
+                f"{role} has {len(role)} characters, IAM allows {MAX_ROLE_NAME_LENGTH}; shorten name_prefix"
             )
         problems += self._bound_problems(priced=not problems)
         if problems:
@@ -781,8 +878,9 @@ class Settings(StrictModel):
         return None if pinned is None else benchmark_files.prefix(pinned.name, pinned.version)
 
     def stack_name(self, purpose: StackPurpose) -> str:
-        """The CloudFormation stack of `purpose` (stacks/app_builder.py creates them, the tools look them up)."""
-        return f"{self.name_prefix}-{purpose}"
+        """The CloudFormation stack of `purpose` (stacks/app_builder.py creates them, the tools look them up); the
+        pipeline stack's is its pipeline's (pipeline_prefix)."""
+        return f"{self.pipeline_prefix if purpose == 'pipeline' else self.name_prefix}-{purpose}"
 
     @property
     def log_group_root(self) -> str:
@@ -790,10 +888,15 @@ class Settings(StrictModel):
         lets CloudWatch Logs use the key for these log groups only."""
         return f"/{self.name_prefix}/"
 
+    @property
+    def function_log_folder(self) -> str:
+        """The folder, under log_group_root, of this pipeline's Lambda functions' log groups."""
+        return FUNCTION_LOG_FOLDER + self.task_facts.RESOURCE_INFIX
+
     def function_log_group(self, function: str) -> str:
-        """The log group of the project's Lambda function `function` (its construct id: the pipeline step it serves,
+        """The log group of the pipeline's Lambda function `function` (its construct id: the pipeline step it serves,
         e.g. ClaimManifest, or NotifyTopic); the stacks name it, `make runs` and `make logs` read it."""
-        return f"{self.log_group_root}{FUNCTION_LOG_FOLDER}/{function}"
+        return f"{self.log_group_root}{self.function_log_folder}/{function}"
 
     def bucket_name(self, purpose: BucketPurpose, account: str, region: str) -> str:
         """Deterministic bucket names, so IAM policies, the pipeline definition and the upload tools can
@@ -812,8 +915,8 @@ class Settings(StrictModel):
     def record_model_role_name(self, region: str) -> str:
         """RecordModel's function role, named so that the data stack's bucket policy can let it alone write the
         artifacts bucket's registry/ prefix without an export (IAM role names are per account: the region keeps
-        two regions' deployments apart; at most 20 + 14 + 14 of IAM's 64 characters)."""
-        return f"{self.name_prefix}-record-model-{region}"
+        two regions' deployments apart; checked against IAM's 64 characters with the longest region name)."""
+        return f"{self.pipeline_prefix}-record-model-{region}"
 
     @property
     def model_package_group_name(self) -> str:
@@ -829,12 +932,12 @@ class Settings(StrictModel):
     @property
     def notification_topic_name(self) -> str:
         """Fixed, so the key policy (data stack) can name the topic of the pipeline stack without an export."""
-        return f"{self.name_prefix}-notifications"
+        return f"{self.pipeline_prefix}-notifications"
 
     @property
     def trigger_dead_letter_queue_name(self) -> str:
         """Fixed, like the topic's name: the key policy names the queue."""
-        return f"{self.name_prefix}-trigger-dead-letters"
+        return f"{self.pipeline_prefix}-trigger-dead-letters"
 
     @property
     def training_image(self) -> TrainingImage:
@@ -850,7 +953,7 @@ class Settings(StrictModel):
     @property
     def mlflow_server_name(self) -> str:
         """The managed MLflow tracking server's name (tracking.managed_server)."""
-        return f"{self.name_prefix}-mlflow"
+        return f"{self.pipeline_prefix}-mlflow"
 
     @property
     def experiment_name(self) -> str:
@@ -900,3 +1003,26 @@ def _cost_estimate_problem(name: str, usd_per_hour: float | None) -> str | None:
     except KeyError as err:
         return f"{err.args[0]} (the cost guard, MaxTrainingCostUSD, needs it)"
     return None
+
+
+def _deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `overrides` applied: sections merged key by key, anything else replaced."""
+    merged = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _problems(err: ValidationError) -> list[str]:
+    """ ".<dotted key>: <message>" (or ": <message>" for a rule across keys) for each problem `err` holds."""
+    found = []
+    for error in err.errors():
+        where = "".join(f".{part}" for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            found.append(f"{where}: unknown key (check the spelling against config/settings.py)")
+        else:
+            found += [f"{where}: {line}" for line in error["msg"].removeprefix("Value error, ").split("\n  - ")]
+    return found

@@ -34,7 +34,7 @@ from qa.outputs import (
 from qa.task_file import read_task_file
 from tasks import task as task_module
 
-from config.layout import ArtifactLayout
+from config.layout import ArtifactLayout, DatasetLayout
 from config.loader import DEFAULT_ENV
 from config.paths import (
     LOCAL_EXECUTIONS,
@@ -287,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
     """Stage, upload, trigger and run one execution (two with --deliver-event-twice); the exit code."""
     account = LocalAccount()
     try:
-        stack = args.stack or find_pipeline_stack(args.assembly)
+        stack = args.stack or find_pipeline_stack(args.assembly, args.task)
         pipeline = load_synthesized_pipeline(args.assembly, stack, account)
         task = checked_task(pipeline.task, args.task)
     except (FileNotFoundError, UnsupportedDefinition, ValueError) as err:
@@ -321,7 +321,9 @@ def run(args: argparse.Namespace) -> int:
     version = time.strftime("%Y%m%d-%H%M%S")
     bucket = pipeline.datasets_bucket
     try:
-        manifest_key, manifest_version = upload_dataset(store, dataset, bucket, dataset_name, version)
+        manifest_key, manifest_version = upload_dataset(
+            store, dataset, bucket, dataset_name, version, DatasetLayout.of_task(task)
+        )
     except ValueError as err:  # a columnar file that cannot be converted, as `make upload-dataset` says it
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -24,7 +24,7 @@ from stacks.assembly import (
     synthesized_definition,
     synthesized_templates,
 )
-from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
+from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT, TASK_OUTPUT
 
 
 @dataclass(frozen=True)
@@ -165,18 +165,24 @@ def load_synthesized_pipeline(assembly: Path, stack_name: str, account: LocalAcc
     )
 
 
-def find_pipeline_stack(assembly: Path) -> str:
-    """The name of the one stack in the assembly that holds an AWS::SageMaker::Pipeline."""
-    found = [
-        name
+def find_pipeline_stack(assembly: Path, task: str | None = None) -> str:
+    """The name of the stack in the assembly that holds an AWS::SageMaker::Pipeline: the one there is, or the one
+    of `task` (its Task output) where an environment deploys a pipeline per task."""
+    found = {
+        name: template.get("Outputs", {}).get(TASK_OUTPUT, {}).get("Value")
         for name, template in synthesized_templates(assembly).items()
         if any(r["Type"] == PIPELINE_TYPE for r in template.get("Resources", {}).values())
-    ]
+    }
     if not found:
         raise AssemblyNotFound(f"no pipeline stack in {assembly}/: run `{synth_command(assembly)}` first")
-    if len(found) > 1:
-        raise UnsupportedDefinition(f"{assembly}/ holds {len(found)} pipeline stacks {found}: pick one with --stack")
-    return found[0]
+    of_task = [name for name, stack_task in found.items() if task is not None and stack_task == task]
+    if len(found) == 1 or len(of_task) == 1:
+        return next(iter(of_task or found))
+    pipelines = ", ".join(f"{name} ({stack_task})" for name, stack_task in found.items())
+    raise UnsupportedDefinition(
+        f"{assembly}/ holds {len(found)} pipeline stacks: {pipelines}; pick one with --stack, or with --task where "
+        "their tasks differ"
+    )
 
 
 def _file_assets(assembly: Path, stack_name: str) -> dict[str, Any]:

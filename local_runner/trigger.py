@@ -23,14 +23,21 @@ from local_runner.store import LocalObjectStore
 from pipeline_steps import names
 from pipeline_steps.walk import find_step
 
-DATASETS = DatasetLayout()
 
-
-def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name: str, version: str) -> tuple[str, str]:
-    """Copy train/ and validation/ files, then write the manifest (v2: each file's version id) last; the
-    manifest's key and version id. Parquet/Arrow files and save_to_disk folders go up as JSON Lines, as
-    `make upload-dataset` sends them (qa.data.convert_columnar): the processing image has no pyarrow."""
-    prefix = DATASETS.prefix(name, version)
+def upload_dataset(
+    store: LocalObjectStore,
+    dataset_dir: Path,
+    bucket: str,
+    name: str,
+    version: str,
+    datasets: DatasetLayout | None = None,
+) -> tuple[str, str]:
+    """Copy train/ and validation/ files under `datasets`' root (the pipeline's; default question answering's),
+    then write the manifest (v2: each file's version id) last; the manifest's key and version id. Parquet/Arrow
+    files and save_to_disk folders go up as JSON Lines, as `make upload-dataset` sends them
+    (qa.data.convert_columnar): the processing image has no pyarrow."""
+    datasets = datasets or DatasetLayout()
+    prefix = datasets.prefix(name, version)
     found = [
         (path, path.relative_to(dataset_dir).as_posix())
         for split in SPLITS
@@ -52,7 +59,7 @@ def upload_dataset(store: LocalObjectStore, dataset_dir: Path, bucket: str, name
                     size=len(data),
                 )
             )
-    manifest_key = DATASETS.manifest_key(name, version)
+    manifest_key = datasets.manifest_key(name, version)
     manifest = manifest_v2(name, version, files, converted_from, declared.task, declared.label_names)
     manifest_version = store.put_bytes(json.dumps(manifest, indent=1).encode(), f"s3://{bucket}/{manifest_key}")
     return manifest_key, manifest_version

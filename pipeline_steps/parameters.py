@@ -9,8 +9,7 @@ from sagemaker.workflow.parameters import ParameterFloat, ParameterInteger, Para
 
 from config import Settings
 from config.costs import default_learning_rate
-from config.layout import DatasetLayout
-from config.paths import SAMPLE_DATASET_NAME, SAMPLE_DATASET_VERSION
+from config.paths import SAMPLE_DATASET_VERSION
 from pipeline_steps import names
 
 DEFAULT_EVALUATION_STEPS = 500  # EvaluationSteps' default (used only with EvaluationStrategy=steps)
@@ -50,7 +49,8 @@ def build_parameters(settings: Settings, datasets_bucket: str, artifacts_bucket:
     return PipelineParameters(
         dataset_bucket=ParameterString(names.DATASET_BUCKET, default_value=datasets_bucket),
         manifest_key=ParameterString(
-            names.MANIFEST_KEY, default_value=DatasetLayout().manifest_key(SAMPLE_DATASET_NAME, SAMPLE_DATASET_VERSION)
+            names.MANIFEST_KEY,
+            default_value=settings.datasets.manifest_key(settings.task_facts.SAMPLE_DATASET, SAMPLE_DATASET_VERSION),
         ),
         base_model_uri=ParameterString(names.BASE_MODEL_URI, default_value=settings.base_model_uri(artifacts_bucket)),
         manifest_version_id=ParameterString(names.MANIFEST_VERSION_ID, default_value=MANIFEST_VERSION_UNSET),

@@ -17,14 +17,16 @@ from stacks.source_bundle import DEFAULT_BUILD_DIR
 
 @dataclass(frozen=True)
 class ProjectStacks:
-    """The stacks of one environment, wired by passing constructs (never by re-typed names)."""
+    """The stacks of one environment, wired by passing constructs (never by re-typed names): `pipeline` is the
+    pipeline of the environment's task, `more_pipelines` those of its `pipelines` setting, in that order."""
 
     data: DataStack
     network: NetworkStack
     pipeline: PipelineStack
+    more_pipelines: tuple[PipelineStack, ...] = ()
 
     def all(self) -> tuple[cdk.Stack, ...]:
-        return (self.data, self.network, self.pipeline)
+        return (self.data, self.network, self.pipeline, *self.more_pipelines)
 
 
 def build_stacks(
@@ -48,17 +50,20 @@ def build_stacks(
     }
     data = DataStack(app, settings.stack_name("data"), settings=settings, **common)
     network = NetworkStack(app, settings.stack_name("network"), settings=settings, key=data.project_key.key, **common)
-    pipeline = PipelineStack(
-        app,
-        settings.stack_name("pipeline"),
-        settings=settings,
-        data=data,
-        network=network,
-        build_dir=build_dir,
-        definition_cache=definition_cache,
-        **common,
+    pipeline, *more_pipelines = (
+        PipelineStack(
+            app,
+            pipeline_settings.stack_name("pipeline"),
+            settings=pipeline_settings,
+            data=data,
+            network=network,
+            build_dir=build_dir,
+            definition_cache=definition_cache,
+            **common,
+        )
+        for pipeline_settings in settings.deployed_pipelines
     )
-    stacks = ProjectStacks(data=data, network=network, pipeline=pipeline)
+    stacks = ProjectStacks(data=data, network=network, pipeline=pipeline, more_pipelines=tuple(more_pipelines))
     # And in the templates, on every resource with a Tags property (as before the flag).
     for stack in stacks.all():
         for key, value in tags.items():

@@ -15,7 +15,6 @@ from constructs import Construct
 from qa.outputs import SPLITS
 
 from config import Settings
-from config.layout import DatasetLayout
 from config.settings import BUCKET_PURPOSES
 from stacks.nag import add_reviewed_statement
 from stacks.outputs import ARTIFACTS_BUCKET_OUTPUT, DATASETS_BUCKET_OUTPUT
@@ -50,7 +49,7 @@ def statement_id(*words: str) -> str:
 class ProjectKey(Construct):
     """Customer-managed KMS key with yearly rotation, used by every bucket, queue, topic and job.
 
-    `topic_name` names the encrypted topic (of the pipeline stack) whose alarm deliveries may use the key;
+    `topic_names` name the encrypted topics (one per pipeline stack) whose alarm deliveries may use the key;
     `log_group_root` the folder of the log groups CloudWatch Logs may encrypt with it (Settings.log_group_root)."""
 
     def __init__(
@@ -60,7 +59,7 @@ class ProjectKey(Construct):
         *,
         name_prefix: str,
         removal: RemovalPolicy,
-        topic_name: str,
+        topic_names: tuple[str, ...],
         log_group_root: str,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -108,7 +107,7 @@ class ProjectKey(Construct):
             )
         )
 
-        topic_arn = stack.format_arn(service="sns", resource=topic_name)
+        topic_arns = [stack.format_arn(service="sns", resource=name) for name in topic_names]
         # CloudWatch alarms write to the encrypted topic through SNS, which names the topic in the encryption
         # context of every KMS call: that scopes the grant
         # (https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services:
@@ -120,7 +119,7 @@ class ProjectKey(Construct):
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
                 actions=ENCRYPTED_DELIVERY_ACTIONS,
                 resources=["*"],
-                conditions={"StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": topic_arn}},
+                conditions={"StringEquals": {"kms:EncryptionContext:aws:sns:topicArn": _one_or_list(topic_arns)}},
             )
         )
         # EventBridge writes the trigger's dead letters to the encrypted queue: the statement as the SQS developer
@@ -282,7 +281,9 @@ def checkpoint_noncurrent_days(settings: Settings) -> int:
     return math.ceil(attempt_seconds * (training.retry_attempts + 1) / 86400) + 1
 
 
-def require_dataset_writes_as_the_upload_makes_them(datasets: SecureBucket, key_arn: str) -> None:
+def require_dataset_writes_as_the_upload_makes_them(
+    datasets: SecureBucket, key_arn: str, roots: tuple[str, ...]
+) -> None:
     """Bucket-policy denies that make a dataset version stay put in S3 itself, whoever writes.
 
     Conditional writes (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html):
@@ -303,7 +304,7 @@ def require_dataset_writes_as_the_upload_makes_them(datasets: SecureBucket, key_
     (S3 then uses the AWS managed key aws/s3: https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html),
     or another key (the condition compares the key ARN)."""
     objects = datasets.object_arn("*")
-    data_files = [datasets.object_arn(f"{DatasetLayout().root}/*/*/{split}/*") for split in SPLITS]
+    data_files = [datasets.object_arn(f"{root}/*/*/{split}/*") for root in roots for split in SPLITS]
     creates = {"Bool": {"s3:ObjectCreationOperation": "true"}}
     encryption = "s3:x-amz-server-side-encryption"
     denies = {
@@ -342,10 +343,11 @@ def require_dataset_writes_as_the_upload_makes_them(datasets: SecureBucket, key_
         )
 
 
-def protect_registry(bucket: SecureBucket, prefix: str, writer_role_arn: str) -> None:
-    """Bucket-policy denies that keep `prefix`/* as RecordModel wrote it: PutObject for every principal but the role
-    `writer_role_arn` (named, as the role is in another stack), and deletes for everyone but CDK's auto-delete
-    provider where the stack has one (dev, destroyed with its data).
+def protect_registry(bucket: SecureBucket, prefix: str, writer_role_arns: list[str]) -> None:
+    """Bucket-policy denies that keep `prefix`/* as RecordModel wrote it: PutObject for every principal but the roles
+    `writer_role_arns` (one per pipeline, named, as the roles are in other stacks), and deletes for everyone but
+    CDK's auto-delete provider where the stack has one (dev, destroyed with its data). A negated operator with several
+    values matches a request whose key equals none of them.
 
     aws:PrincipalArn is the role's ARN for a session of that role, and is in the request context of every
     IAM-principal request; an AWS service principal's request has none, and the negated operator then denies too
@@ -361,7 +363,7 @@ def protect_registry(bucket: SecureBucket, prefix: str, writer_role_arn: str) ->
             principals=[iam.AnyPrincipal()],
             actions=REGISTRY_WRITE_ACTIONS,
             resources=resources,
-            conditions={"ArnNotEquals": {"aws:PrincipalArn": writer_role_arn}},
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": _one_or_list(writer_role_arns)}},
         )
     )
     provider = cast("CustomResourceProviderBase | None", Stack.of(bucket).node.try_find_child(AUTO_DELETE_PROVIDER_ID))
@@ -375,6 +377,11 @@ def protect_registry(bucket: SecureBucket, prefix: str, writer_role_arn: str) ->
             conditions={"ArnNotEquals": {"aws:PrincipalArn": provider.role_arn}} if provider else None,
         )
     )
+
+
+def _one_or_list(values: list[str]) -> str | list[str]:
+    """A condition value as one environment with one pipeline always had it (a string), else the list."""
+    return values[0] if len(values) == 1 else values
 
 
 def _abort_uploads() -> s3.LifecycleRule:
@@ -395,7 +402,7 @@ class DataStack(Stack):
             "ProjectKey",
             name_prefix=settings.name_prefix,
             removal=removal,
-            topic_name=settings.notification_topic_name,
+            topic_names=tuple(pipeline.notification_topic_name for pipeline in settings.deployed_pipelines),
             log_group_root=settings.log_group_root,
         )
         self.bucket_names = {
@@ -433,7 +440,11 @@ class DataStack(Stack):
             # deletes (data files are written once, below).
             lifecycle_rules=[_abort_uploads()],
         )
-        require_dataset_writes_as_the_upload_makes_them(self.datasets, self.project_key.key.key_arn)
+        require_dataset_writes_as_the_upload_makes_them(
+            self.datasets,
+            self.project_key.key.key_arn,
+            tuple(pipeline.datasets.root for pipeline in settings.deployed_pipelines),
+        )
         # EventBridge delivery straight from S3 (no notification custom resource / Lambda).
         cfn_datasets = cast(s3.CfnBucket, self.datasets.bucket.node.default_child)
         cfn_datasets.add_property_override(
@@ -453,7 +464,9 @@ class DataStack(Stack):
                     id="expire-checkpoints",
                     prefix=f"{layout.checkpoints}/",
                     expiration=Duration.days(settings.checkpoint_retention_days),
-                    noncurrent_version_expiration=Duration.days(checkpoint_noncurrent_days(settings)),
+                    noncurrent_version_expiration=Duration.days(
+                        max(checkpoint_noncurrent_days(pipeline) for pipeline in settings.deployed_pipelines)
+                    ),
                 ),
                 # Per prefix, as a lifecycle filter cannot exclude one: registry/ and evaluation/ (what model
                 # packages reference: ModelDataUrl, ModelMetrics) have no rule, so neither their objects nor their
@@ -471,7 +484,10 @@ class DataStack(Stack):
         protect_registry(
             self.artifacts,
             layout.registry,
-            f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/" + settings.record_model_role_name(Aws.REGION),
+            [
+                f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/" + pipeline.record_model_role_name(Aws.REGION)
+                for pipeline in settings.deployed_pipelines
+            ],
         )
         self._protect_benchmarks(settings)
         # The exact prefix the training step's CheckpointConfig.S3Uri starts with (one folder per execution).
@@ -481,14 +497,20 @@ class DataStack(Stack):
         CfnOutput(self, "CheckpointS3UriPrefix", value=self.checkpoint_s3_uri_prefix)
 
     def _protect_benchmarks(self, settings: Settings) -> None:
-        """Only evaluation.benchmark.writers may write the benchmarks the gate scores: a bucket-policy deny of
+        """Only evaluation.benchmark.writers (of any of the environment's pipelines) may write the benchmarks the gates
+        score: a bucket-policy deny of
         s3:PutObject (which covers copies and multipart uploads) under benchmarks/ to every other principal, the
         project's job and Lambda roles included. aws:PrincipalArn is a role's ARN, not its session's, and absent
         for service principals, which ArnNotLike then denies too
         (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-keys.html#condition-keys-principalarn).
         A delete is not denied: it makes the pinned manifest's SHA-256 check fail, so nothing is gated on it."""
-        benchmark = settings.evaluation.benchmark
-        if benchmark is None:
+        writers = [
+            writer
+            for pipeline in settings.deployed_pipelines
+            if pipeline.evaluation.benchmark is not None
+            for writer in pipeline.evaluation.benchmark.writers
+        ]
+        if not writers:
             return
         self.artifacts.bucket.add_to_resource_policy(
             iam.PolicyStatement(
@@ -497,6 +519,6 @@ class DataStack(Stack):
                 principals=[iam.AnyPrincipal()],
                 actions=["s3:PutObject"],
                 resources=[self.artifacts.object_arn(f"{settings.layout.benchmarks}/*")],
-                conditions={"ArnNotLike": {"aws:PrincipalArn": list(benchmark.writers)}},
+                conditions={"ArnNotLike": {"aws:PrincipalArn": list(dict.fromkeys(writers))}},
             )
         )

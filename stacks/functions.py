@@ -25,7 +25,6 @@ from qa.outputs import CLAIM_STATS_FOLDER, STATS_FILE, STATS_OUTPUT
 from config import ArtifactLayout
 from config.layout import DatasetLayout
 from config.paths import TRAINING_CODE, private_dir
-from config.settings import FUNCTION_LOG_FOLDER
 from pipeline_steps import names
 from pipeline_steps.placeholders import FUNCTION_HANDLERS
 from stacks.data import ProjectKey, SecureBucket
@@ -167,7 +166,7 @@ class PipelineFunction(Construct):
         )
         # Encrypted with the project key, whose policy lets CloudWatch Logs use it for the project's log groups.
         self.log_group = encrypted_log_group(
-            self, "Logs", lifetime=log_groups, key=key, purpose=f"{FUNCTION_LOG_FOLDER}/{construct_id}"
+            self, "Logs", lifetime=log_groups, key=key, purpose=f"{log_groups.function_folder}/{construct_id}"
         )
         self.log_group.grant_write(self.role)
         self.function = lambda_.Function(
@@ -204,6 +203,7 @@ class PipelineFunctions(Construct):
         pipeline_name: str,
         record_role_name: str,
         layout: ArtifactLayout,
+        dataset_layout: DatasetLayout,
         log_groups: LogGroupSettings,
         key: ProjectKey,
         datasets: SecureBucket,
@@ -252,7 +252,7 @@ class PipelineFunctions(Construct):
             iam.PolicyStatement(
                 sid="ReadDatasetVersions",
                 actions=["s3:GetObject", "s3:GetObjectVersion"],
-                resources=[datasets.object_arn(f"{DatasetLayout().root}/*")],
+                resources=[datasets.object_arn(f"{dataset_layout.root}/*")],
             ),
             "Only the ClaimManifest function reads dataset objects (GetObject, GetObjectVersion): the manifest and "
             "the files it lists, whose names users choose at upload time; it copies them at their versions into the "

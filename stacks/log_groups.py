@@ -17,11 +17,13 @@ from stacks.data import removal_policy
 @dataclass(frozen=True)
 class LogGroupSettings:
     """A log group's lifetime: logs kept at least `retention_days` days; `removal`: what deleting the stack does;
-    `name_root`: the folder every project log group is named under (the project key serves only those)."""
+    `name_root`: the folder every project log group is named under (the project key serves only those);
+    `function_folder`: the folder under it of one pipeline's Lambda functions (Settings.function_log_folder)."""
 
     retention_days: int
     removal: RemovalPolicy
     name_root: str
+    function_folder: str
 
     @classmethod
     def of(cls, settings: Settings) -> LogGroupSettings:
@@ -30,6 +32,7 @@ class LogGroupSettings:
             retention_days=settings.log_retention_days,
             removal=removal_policy(settings.removal_policy),
             name_root=settings.log_group_root,
+            function_folder=settings.function_log_folder,
         )
 
     def name(self, purpose: str) -> str:

@@ -80,6 +80,7 @@ class PipelineNotifications(Construct):
         construct_id: str,
         *,
         topic_name: str,
+        display_name: str,
         pipeline_name: str,
         pipeline_arn: str,
         model_package_group_name: str,
@@ -93,7 +94,7 @@ class PipelineNotifications(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(
-            self, "Topic", topic_name=topic_name, master_key=key, enforce_ssl=True, display_name="QA fine-tuning"
+            self, "Topic", topic_name=topic_name, master_key=key, enforce_ssl=True, display_name=display_name
         )
         if email:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))

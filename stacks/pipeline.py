@@ -21,6 +21,7 @@ from stacks.log_groups import LogGroupSettings
 from stacks.mlflow import MlflowTrackingServer
 from stacks.network import NetworkStack
 from stacks.notifications import PipelineNotifications
+from stacks.outputs import TASK_OUTPUT
 from stacks.registry import registry_account
 from stacks.roles import JobRequests, JobRole, PipelineRole
 from stacks.source_bundle import write_source_tarball
@@ -82,7 +83,9 @@ class PipelineStack(Stack):
             self,
             "ModelPackageGroup",
             model_package_group_name=self.model_package_group_name,
-            model_package_group_description=f"{settings.model.base_model} fine-tuned for extractive QA (SQuAD)",
+            # A new description replaces the group (CloudFormation: update requires replacement): question
+            # answering's reads as it did before tasks existed.
+            model_package_group_description=f"{settings.model.base_model} fine-tuned for {settings.task_facts.PURPOSE}",
         )
         # What holds state outlives the stack in production (RETAIN): the registered models, the pipeline with
         # its execution history, the trigger's dead letters.
@@ -93,7 +96,7 @@ class PipelineStack(Stack):
         self.job_role = JobRole(
             self,
             "JobRole",
-            name_prefix=settings.name_prefix,
+            name_prefix=settings.pipeline_prefix,
             layout=settings.layout,
             key=data.project_key,
             artifacts=data.artifacts,
@@ -108,7 +111,7 @@ class PipelineStack(Stack):
         self.pipeline_role = PipelineRole(
             self,
             "PipelineRole",
-            name_prefix=settings.name_prefix,
+            name_prefix=settings.pipeline_prefix,
             layout=settings.layout,
             approval_statuses=settings.registry.approval_statuses,
             key=data.project_key,
@@ -136,10 +139,11 @@ class PipelineStack(Stack):
         self.functions = PipelineFunctions(
             self,
             "Functions",
-            name_prefix=settings.name_prefix,
+            name_prefix=settings.pipeline_prefix,
             pipeline_name=settings.pipeline_name,
             record_role_name=settings.record_model_role_name(self.region),
             layout=settings.layout,
+            dataset_layout=settings.datasets,
             log_groups=LogGroupSettings.of(settings),
             key=data.project_key,
             datasets=data.datasets,
@@ -185,6 +189,7 @@ class PipelineStack(Stack):
             self,
             "DatasetTrigger",
             datasets_bucket_name=data.bucket_names["datasets"],
+            datasets=settings.datasets,
             pipeline_name=settings.pipeline_name,
             pipeline_arn=self.pipeline_arn,
             key=data.project_key.key,
@@ -196,6 +201,7 @@ class PipelineStack(Stack):
             self,
             "Notifications",
             topic_name=settings.notification_topic_name,
+            display_name=f"{settings.task} fine-tuning",
             pipeline_name=settings.pipeline_name,
             pipeline_arn=self.pipeline_arn,
             model_package_group_name=self.model_package_group_name,
@@ -203,7 +209,7 @@ class PipelineStack(Stack):
             key=data.project_key.key,
             email=settings.notification_email,
             env_name=settings.env_name,
-            name_prefix=settings.name_prefix,
+            name_prefix=settings.pipeline_prefix,
             code=self.functions.code,
             log_groups=LogGroupSettings.of(settings),
         )
@@ -215,7 +221,7 @@ class PipelineStack(Stack):
             mlflow = MlflowTrackingServer(
                 self,
                 "MlflowTrackingServer",
-                name_prefix=settings.name_prefix,
+                name_prefix=settings.pipeline_prefix,
                 server_name=settings.mlflow_server_name,
                 server_size=tracking.server_size,
                 mlflow_version=tracking.mlflow_version,
@@ -226,5 +232,6 @@ class PipelineStack(Stack):
             CfnOutput(self, "MlflowTrackingServerArn", value=mlflow.server.attr_tracking_server_arn)
         CfnOutput(self, "ModelPackageGroupName", value=model_package_group.ref)
         CfnOutput(self, "PipelineName", value=settings.pipeline_name)
+        CfnOutput(self, TASK_OUTPUT, value=settings.task)
         CfnOutput(self, "NotificationTopicArn", value=self.notifications.topic.topic_arn)
         CfnOutput(self, "DeadLetterQueueUrl", value=self.trigger.dead_letter_queue.queue_url)

@@ -20,8 +20,9 @@ from stacks.nag import acknowledge
 # (https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-create-pattern-operators.html#eb-filtering-wildcard-matching):
 # `datasets/*/*/manifest.json` also matches `datasets/a/b/c/manifest.json` or `datasets/mf/v1/train/manifest.json`.
 # The pattern therefore only narrows; the pipeline's first step (the claim function) ends every key that is not
-# exactly `datasets/<name>/<version>/manifest.json` with one line and no failure.
-MANIFEST_KEY_PATTERN = DatasetLayout().manifest_key_pattern
+# exactly `<root>/<name>/<version>/manifest.json` with one line and no failure. Each pipeline of an environment has
+# its own root (Settings.datasets): `datasets/*/...` never matches `datasets-text-classification/...`, whose `-`
+# follows the literal `datasets`.
 # SageMakerPipelineParameters values must be whole JSON paths: bucket and key go in separately.
 PIPELINE_PARAMETERS_FROM_EVENT = {
     names.DATASET_BUCKET: "$.detail.bucket.name",
@@ -34,12 +35,15 @@ PIPELINE_PARAMETERS_FROM_EVENT = {
 }
 
 
-def manifest_event_pattern(bucket_name: str) -> dict[str, Any]:
-    """Object Created events of manifests in the datasets bucket, nothing else."""
+def manifest_event_pattern(bucket_name: str, datasets: DatasetLayout) -> dict[str, Any]:
+    """Object Created events of manifests under `datasets`' root in the datasets bucket, nothing else."""
     return {
         "source": ["aws.s3"],
         "detail-type": ["Object Created"],
-        "detail": {"bucket": {"name": [bucket_name]}, "object": {"key": [{"wildcard": MANIFEST_KEY_PATTERN}]}},
+        "detail": {
+            "bucket": {"name": [bucket_name]},
+            "object": {"key": [{"wildcard": datasets.manifest_key_pattern}]},
+        },
     }
 
 
@@ -53,6 +57,7 @@ class DatasetTrigger(Construct):
         construct_id: str,
         *,
         datasets_bucket_name: str,
+        datasets: DatasetLayout,
         pipeline_name: str,
         pipeline_arn: str,
         key: kms.IKey,
@@ -88,7 +93,7 @@ class DatasetTrigger(Construct):
             self,
             "ManifestUploaded",
             description="A dataset manifest was uploaded: start the fine-tuning pipeline",
-            event_pattern=manifest_event_pattern(datasets_bucket_name),
+            event_pattern=manifest_event_pattern(datasets_bucket_name, datasets),
             state="ENABLED",
             targets=[
                 events.CfnRule.TargetProperty(

@@ -56,7 +56,7 @@ class SynthesizedEnvironment:
     assembly: Path  # the cloud assembly folder (cdk.out) holding both environments
 
     def template(self, which: str) -> Template:
-        """`aws_cdk.assertions.Template` of the data, network or pipeline stack."""
+        """`aws_cdk.assertions.Template` of the data, network or pipeline stack (or "pipeline:<task>")."""
         return Template.from_json(self.templates[which])
 
 
@@ -78,18 +78,23 @@ def synthesized_cpu_job(cdk_context, tmp_path_factory) -> dict[str, SynthesizedE
     return synthesize({**cdk_context, "processing.tokenize_in": "cpu_job"}, tmp_path_factory.mktemp("cdk.out-cpu"))
 
 
-def synthesize(cdk_context: dict[str, Any], outdir: Path) -> dict[str, SynthesizedEnvironment]:
+def synthesize(
+    cdk_context: dict[str, Any], outdir: Path, env_names: tuple[str, ...] = ("dev", "prod")
+) -> dict[str, SynthesizedEnvironment]:
+    """Environment name -> its stacks, synthesized in one App: templates "data", "network", "pipeline" (the
+    environment's own task) and "pipeline:<task>" for each pipeline of its `pipelines` setting."""
     app = cdk.App(context=cdk_context, outdir=str(outdir))
     environments = {}
-    for env_name in ("dev", "prod"):
+    for env_name in env_names:
         settings = load_settings({**cdk_context, "env": env_name})
         environments[env_name] = (settings, build_stacks(app, settings))
     assembly = app.synth()
     result = {}
     for env_name, (settings, stacks) in environments.items():
+        roles = ("data", "network", "pipeline", *(f"pipeline:{p.task}" for p in settings.deployed_pipelines[1:]))
         templates = {
             which: assembly.get_stack_by_name(stack.stack_name).template
-            for which, stack in zip(("data", "network", "pipeline"), stacks.all(), strict=True)
+            for which, stack in zip(roles, stacks.all(), strict=True)
         }
         result[env_name] = SynthesizedEnvironment(
             settings=settings, stacks=stacks, templates=templates, assembly=outdir
@@ -162,6 +167,15 @@ def policy_statements(template: dict[str, Any]) -> list[dict[str, Any]]:
         for policy in resources_of_type(template, "AWS::IAM::Policy").values()
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
     ]
+
+
+def longest_name_prefix(name: str) -> int:
+    """The longest name_prefix task `name`'s pipeline allows: its pattern's 20 characters, or fewer where the task's
+    RESOURCE_INFIX would make RecordModel's role name <prefix><infix>-record-model-<region> longer than IAM's 64
+    characters (reference_iam-quotas.html) in the longest region name (ap-southeast-5)."""
+    from tasks import task
+
+    return min(20, 64 - len(f"{task(name).RESOURCE_INFIX}-record-model-ap-southeast-5"))
 
 
 def as_list(value: Any) -> list[Any]:

@@ -94,6 +94,7 @@ from qa.outputs import (
     TRAINING_INSTANCE_TYPE,
     VALIDATION_SPLIT,
     content_version,
+    datasets_root,
     manifest_key_split,
     model_quality_metrics,
     registry_archive_uri,
@@ -116,14 +117,23 @@ from tasks import TASK_NAMES, task
 log = logging.getLogger("pipeline_functions")
 log.setLevel(logging.INFO)
 
-# Exactly datasets/<name>/<version>/manifest.json (or a held upload's held-manifest.json), with names and versions
-# as the upload tool allows them.
+# Exactly <the task's dataset root>/<name>/<version>/manifest.json (or a held upload's held-manifest.json), with names
+# and versions as the upload tool allows them.
 DATASET_NAME = f"{DATASET_NAME_FIRST}{DATASET_NAME_CHARACTER}{{0,{DATASET_NAME_MAX_LENGTH - 1}}}"
-MANIFEST_KEY_FORM = f"{DATASETS_ROOT}/<name>/<version>/{DATASET_MANIFEST_FILE} or {HELD_MANIFEST_FILE}"
-MANIFEST_KEY_PATTERN = re.compile(
-    f"{re.escape(DATASETS_ROOT)}/({DATASET_NAME})/({DATASET_NAME})/"
-    f"(?:{re.escape(DATASET_MANIFEST_FILE)}|{re.escape(HELD_MANIFEST_FILE)})"
-)
+
+
+def manifest_key_form(root: str) -> str:
+    return f"{root}/<name>/<version>/{DATASET_MANIFEST_FILE} or {HELD_MANIFEST_FILE}"
+
+
+def manifest_key_pattern(root: str) -> re.Pattern[str]:
+    """The manifest keys of the pipeline whose dataset root is `root` (qa.outputs.datasets_root)."""
+    return re.compile(
+        f"{re.escape(root)}/({DATASET_NAME})/({DATASET_NAME})/"
+        f"(?:{re.escape(DATASET_MANIFEST_FILE)}|{re.escape(HELD_MANIFEST_FILE)})"
+    )
+
+
 CONFLICT_RETRIES = 5
 # An owner in one of these states will never finish: its claim may be taken over (DescribePipelineExecution,
 # PipelineExecutionStatus: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DescribePipelineExecution.html).
@@ -784,8 +794,11 @@ def claim_handler(event: dict[str, Any], context: Any = None) -> dict[str, str]:
     declared = [name for name in CLAIM_OUTPUTS if validates or name not in CLAIM_VALIDATION_OUTPUTS]
     result = {name: "" for name in declared} | {CLAIM_DUPLICATE: DUPLICATE_NO}
     key = event.get(MANIFEST_KEY, "")
-    if not MANIFEST_KEY_PATTERN.fullmatch(str(key)):
-        result[CLAIM_IGNORED] = f"{short(str(key))} is not a manifest key ({MANIFEST_KEY_FORM}): nothing to do"
+    pipeline_task = str(event.get(INPUT_TASK) or "")
+    # An unknown task is refused below (task_error); its keys are those of no task.
+    root = datasets_root(task(pipeline_task).RESOURCE_INFIX) if pipeline_task in TASK_NAMES else DATASETS_ROOT
+    if not manifest_key_pattern(root).fullmatch(str(key)):
+        result[CLAIM_IGNORED] = f"{short(str(key))} is not a manifest key ({manifest_key_form(root)}): nothing to do"
         log.warning(result[CLAIM_IGNORED])
         return result
     problem = parameter_error(event)

@@ -8,6 +8,7 @@ import pytest
 from tasks import TASK_NAMES, task
 
 from config import ConfigError, load_settings
+from tests.conftest import longest_name_prefix
 
 
 def load(cdk_context, **overrides):
@@ -368,10 +369,25 @@ def test_each_tasks_pipeline_name_is_one_sagemaker_accepts_at_the_longest_prefix
     import botocore.session
 
     shape = botocore.session.get_session().get_service_model("sagemaker").shape_for("PipelineName").metadata
-    for prefix in ("a" * 20, "a-" * 10, "hfqa-dev"):
+    longest = longest_name_prefix(name)
+    for prefix in ("a" * longest, "a-" * (longest // 2), "hfqa-dev"):
         pipeline = load_settings({**cdk_context, "task": name, "name_prefix": prefix}).pipeline_name
         assert re.fullmatch(shape["pattern"], pipeline) and len(pipeline) <= shape["max"], pipeline
         assert pipeline == f"{prefix}-{task(name).RESOURCE_NAME}-fine-tuning"
     assert (load_settings({**cdk_context, "task": name}).pipeline_name == "hfqa-dev-qa-fine-tuning") is (
         name == "question-answering"
     )
+
+
+@pytest.mark.parametrize("name", TASK_NAMES)
+def test_a_name_prefix_too_long_for_the_tasks_role_names_is_refused_at_synth(cdk_context, name):
+    """IAM role names are at most 64 characters (reference_iam-quotas.html): question answering's pipeline takes any
+    prefix its pattern allows, the other tasks' (whose names carry their RESOURCE_INFIX) one of at most 15-16."""
+    longest = longest_name_prefix(name)
+    role = load_settings({**cdk_context, "task": name, "name_prefix": "a" * longest}).record_model_role_name(
+        "ap-southeast-5"
+    )
+    assert len(role) == 64 or (longest == 20 and len(role) < 64), role
+    if longest < 20:
+        with pytest.raises(ConfigError, match=r"too long for the .* pipeline: its RecordModel role .* has 65 "):
+            load_settings({**cdk_context, "task": name, "name_prefix": "a" * (longest + 1)})

@@ -9,6 +9,8 @@ import pytest
 
 from local_runner.__main__ import main as run_local
 from local_runner.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
+from local_runner.errors import UnsupportedDefinition
+from stacks.outputs import TASK_OUTPUT
 
 
 def test_a_missing_assembly_names_the_synth_command_of_its_environment(tmp_path, capsys):
@@ -22,6 +24,33 @@ def test_an_assembly_with_two_pipeline_stacks_asks_for_one_by_name(dev, prod, tm
     err = capsys.readouterr().err
     assert "pick one with --stack" in err
     assert dev.stacks.pipeline.stack_name in err and prod.stacks.pipeline.stack_name in err
+
+
+def test_an_environment_with_a_pipeline_per_task_runs_the_one_of_the_task(dev, tmp_path):
+    """An assembly of an environment that deploys two pipelines (settings `pipelines`): --task picks the stack
+    whose Task output names it; without one, both are named. Here a copy of dev's pipeline stack stands for the
+    second (tests/stacks/test_several_pipelines.py synthesizes a real one)."""
+    for template in dev.assembly.glob("*.template.json"):
+        shutil.copy(template, tmp_path)
+    manifest = json.loads((dev.assembly / "manifest.json").read_text())
+    qa = dev.stacks.pipeline.stack_name
+    second = json.loads((tmp_path / f"{qa}.template.json").read_text())
+    second["Outputs"][TASK_OUTPUT]["Value"] = "text-classification"
+    (tmp_path / "second.template.json").write_text(json.dumps(second))
+    manifest["artifacts"] = {
+        name: artifact
+        for name, artifact in manifest["artifacts"].items()
+        if name in {stack.stack_name for stack in dev.stacks.all()}
+    }
+    manifest["artifacts"]["second"] = {
+        **manifest["artifacts"][qa],
+        "properties": {"templateFile": "second.template.json"},
+    }
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assert find_pipeline_stack(tmp_path, "text-classification") == "second"
+    assert find_pipeline_stack(tmp_path, "question-answering") == qa
+    with pytest.raises(UnsupportedDefinition, match=rf"2 pipeline stacks: {qa} \(question-answering\), second"):
+        find_pipeline_stack(tmp_path)
 
 
 def test_templates_left_by_an_earlier_synth_into_the_same_folder_are_ignored(dev, prod, tmp_path):

@@ -194,14 +194,14 @@ def test_model_metadata_fits_the_api_for_the_longest_values_the_claim_accepts(re
     characters each, a 256-character ManifestVersionId and UploadedBy; prod's benchmark adds its pin's values.
     Before, `dataset_manifest` was the s3:// URI: 293."""
     definition = request.getfixturevalue(which)
-    from pipeline_functions import MANIFEST_KEY_PATTERN
+    from pipeline_functions import manifest_key_pattern
     from qa.parameter_rules import metadata_value_problem, parameter_error
 
     from tests.training_code.test_parameter_rules import S3_VERSION_ID, start_event
 
     bucket, key = "b" * 63, f"datasets/{'n' * 100}/{'v' * 100}/manifest.json"
     start = start_event(DatasetBucket=bucket, ManifestKey=key, ManifestVersionId="a" * 256, UploadedBy="u" * 256)
-    assert MANIFEST_KEY_PATTERN.fullmatch(key) and parameter_error(start) == ""
+    assert manifest_key_pattern("datasets").fullmatch(key) and parameter_error(start) == ""
     parameters = ("DatasetBucket", "ManifestKey", "ManifestVersionId", "UploadedBy")
     run_time = {f"Parameters.{name}": str(start[name]) for name in parameters}
     run_time |= {

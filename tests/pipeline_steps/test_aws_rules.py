@@ -31,6 +31,7 @@ from pipeline_steps.definition import build_definition
 from pipeline_steps.names import MANIFEST_VERSION_ID
 from pipeline_steps.walk import all_steps, find_step
 from stacks.trigger import PIPELINE_PARAMETERS_FROM_EVENT
+from tests.conftest import longest_name_prefix
 
 TRAINING_TYPES = sorted(name for name, row in INSTANCE_TYPES.items() if row.training)
 
@@ -304,5 +305,5 @@ def test_a_model_package_group_name_outside_aws_pattern_is_named(definition, gro
 
 @pytest.mark.parametrize("task", TASK_NAMES)
 def test_every_tasks_group_name_fits_for_the_longest_prefix(cdk_context, task):
-    settings = load_settings({**cdk_context, "task": task, "name_prefix": "p" * 20})
+    settings = load_settings({**cdk_context, "task": task, "name_prefix": "p" * longest_name_prefix(task)})
     assert MODEL_PACKAGE_GROUP_NAME.fullmatch(settings.model_package_group_name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,8 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
+from cdk_nag import AwsSolutionsChecks
+from cfnlint.api import ManualArgs, lint
 
 from config import Settings, load_settings
 from config.settings import BucketPurpose
@@ -30,6 +33,35 @@ def dev_settings(cdk_context: dict[str, Any]) -> Settings:
 @pytest.fixture(scope="session")
 def prod_settings(cdk_context: dict[str, Any]) -> Settings:
     return load_settings({**cdk_context, "env": "prod"})
+
+
+CFN_LINT_REGIONS = ["us-east-1", "us-west-2", "eu-west-1"]
+# cfn-lint warnings reviewed and accepted, by rule id, with the reason.
+ACCEPTED_WARNINGS: dict[str, str] = {
+    "W3005": "aws-cdk-lib's S3 auto-delete provider (dev only) declares a DependsOn that a GetAtt already "
+    "implies; harmless and not ours to change.",
+}
+
+
+def cfn_lint_problems(template: dict[str, Any]) -> list[str]:
+    """cfn-lint's errors and unaccepted warnings on `template` in CFN_LINT_REGIONS, one line each."""
+    return [
+        f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})"
+        for m in lint(json.dumps(template), config=ManualArgs(regions=CFN_LINT_REGIONS))
+        if m.rule.id.startswith("E") or (m.rule.id.startswith("W") and m.rule.id not in ACCEPTED_WARNINGS)
+    ]
+
+
+def nag_synth(app: cdk.App, outdir: Path) -> tuple[bool, dict[str, Any]]:
+    """Synthesize under AwsSolutionsChecks: (synth passed, CDK's validation report)."""
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    try:
+        app.synth()
+        passed = True
+    except Exception:  # jsii raises a generic error carrying the validation report
+        passed = False
+    [report] = json.loads((outdir / "validation-report.json").read_text())["pluginReports"]
+    return passed, report
 
 
 def new_app(cdk_context: dict[str, Any], outdir: Path) -> cdk.App:

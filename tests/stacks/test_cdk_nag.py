@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -10,23 +9,11 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
-from cdk_nag import AwsSolutionsChecks
 
 from config import load_settings
 from stacks.app_builder import build_stacks
 from stacks.nag import RULE_PACK, add_reviewed_statement
-
-
-def nag_synth(app: cdk.App, outdir: Path) -> tuple[bool, dict[str, Any]]:
-    """Synthesize under AwsSolutionsChecks: (synth passed, CDK's validation report)."""
-    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    try:
-        app.synth()
-        passed = True
-    except Exception:  # jsii raises a generic error carrying the validation report
-        passed = False
-    [report] = json.loads((outdir / "validation-report.json").read_text())["pluginReports"]
-    return passed, report
+from tests.stacks.conftest import nag_synth
 
 
 def nag_report(app: cdk.App, outdir: Path) -> tuple[bool, list[str]]:

@@ -15,7 +15,9 @@ from tests.stacks.conftest import BareStack, joined, logical_id
 from tools.idle_cost import idle_cost
 
 BUCKETS = JobBuckets(datasets="project-datasets", artifacts="project-artifacts", layout=ArtifactLayout())
-FLOW_LOGS = LogGroupSettings(retention_days=60, removal=RemovalPolicy.DESTROY, name_root="/hfqa-test/")
+FLOW_LOGS = LogGroupSettings(
+    retention_days=60, removal=RemovalPolicy.DESTROY, name_root="/hfqa-test/", function_folder="functions"
+)
 
 
 def job_network(

@@ -30,7 +30,7 @@ def key_template(bare_stack: BareStack, settings: Settings) -> Template:
         "ProjectKey",
         name_prefix=settings.name_prefix,
         removal=removal_policy(settings.removal_policy),
-        topic_name=settings.notification_topic_name,
+        topic_names=(settings.notification_topic_name,),
         log_group_root=settings.log_group_root,
     )
     role = grantee(stack)

@@ -32,6 +32,7 @@ def template(bare_stack, dev_settings, datasets_bucket, pipeline_arn) -> Templat
         stack,
         "DatasetTrigger",
         datasets_bucket_name=datasets_bucket,
+        datasets=dev_settings.datasets,
         pipeline_name=dev_settings.pipeline_name,
         pipeline_arn=pipeline_arn,
         key=kms.Key(stack, "Key"),

@@ -15,6 +15,7 @@ import pytest
 from qa.data import SPLITS, convert_columnar, load_dataset_files, read_manifest
 from qa.outputs import LOCAL_S3_ROOT_ENV, MANIFEST_V2_FORMAT, PINNED_MANIFEST_FILE
 
+from config.layout import DatasetLayout
 from local_runner.event_pattern import matches
 from local_runner.trigger import s3_object_created_event
 from pipeline_steps import names
@@ -546,11 +547,11 @@ def started(deployed) -> dict[str, dict[str, str]]:
 
 
 def test_the_trigger_never_matches_a_held_manifest_and_the_claim_claims_it(deployed):
-    pattern = manifest_event_pattern(deployed.datasets_bucket)
+    pattern = manifest_event_pattern(deployed.datasets_bucket, DatasetLayout())
     for key, matched in ((MANIFEST_KEY, True), (HELD_KEY, False)):
         event = s3_object_created_event(deployed.datasets_bucket, key, 1, "0" * 32, "v", "123456789012", "us-east-1")
         assert matches(pattern, event) is matched, key
-    assert pipeline_functions.MANIFEST_KEY_PATTERN.fullmatch(HELD_KEY)
+    assert pipeline_functions.manifest_key_pattern(DatasetLayout().root).fullmatch(HELD_KEY)
 
 
 def test_an_upload_with_params_is_held_and_starts_its_one_execution_with_them(deployed, deployed_env, tmp_path):

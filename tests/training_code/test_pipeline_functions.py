@@ -15,7 +15,15 @@ import pipeline_functions as functions
 import pytest
 from botocore.stub import Stubber
 from qa.cost import UNKNOWN_COST_USD, run_estimate
-from qa.outputs import LOCAL_EXECUTIONS_ENV, LOCAL_S3_ROOT_ENV, MANIFEST_V2_FORMAT, MANIFEST_VERSION_UNSET, TASK_FILE
+from qa.outputs import (
+    LOCAL_EXECUTIONS_ENV,
+    LOCAL_S3_ROOT_ENV,
+    MANIFEST_V2_FORMAT,
+    MANIFEST_VERSION_UNSET,
+    TASK_FILE,
+    datasets_root,
+)
+from tasks import task
 
 from tests.conftest import aws_environment, pointed_at
 from tests.training_code.claim_inputs import CONTROLS
@@ -505,29 +513,31 @@ def test_on_s3_an_overwritten_or_corrupt_claim_is_an_error_and_a_nested_manifest
         assert len(claims) == 2
 
 
-def upload_declaring(store, task_name: str, label_names: list[str] | None = None) -> str:
+def upload_declaring(
+    store, task_name: str, label_names: list[str] | None = None, pipeline_task: str = "question-answering"
+) -> tuple[str, str]:
     """A v2 manifest of the SQuAD records DATA that declares a task (manifest v2's optional `task`) and, when given,
-    label names; its version id."""
-    listed = [
-        {"key": k, "version_id": store.put("datasets", f"datasets/squad/v1/{k}", b), "size": len(b)}
-        for k, b in DATA.items()
-    ]
+    label names, uploaded under the dataset root of `pipeline_task`'s pipeline; its key and version id."""
+    folder = f"{datasets_root(task(pipeline_task).RESOURCE_INFIX)}/squad/v1/"
+    listed = [{"key": k, "version_id": store.put("datasets", folder + k, b), "size": len(b)} for k, b in DATA.items()]
     manifest = {"format": MANIFEST_V2_FORMAT, "dataset": "squad", "version": "v1", "task": task_name, "files": listed}
     if label_names is not None:
         manifest["label_names"] = label_names
-    return store.put("datasets", KEY, json.dumps(manifest).encode())
+    key = folder + "manifest.json"
+    return key, store.put("datasets", key, json.dumps(manifest).encode())
 
 
 def test_a_manifest_of_another_task_is_refused_in_one_line_and_claims_nothing(tmp_path, local):
-    version = upload_declaring(local, "text-classification")
-    result = functions.claim_handler(event("a", version))
+    key, version = upload_declaring(local, "text-classification")
+    result = functions.claim_handler(event("a", version, key))
     assert result["ParameterError"] == (
         "manifest task 'text-classification' does not match this pipeline's task question-answering: upload it to "
         "the pipeline of 'text-classification', or change the manifest's task"
     )
     assert not (tmp_path / "s3" / "artifacts").exists()
     # The pipeline's own task declared: claimed and pinned as any other manifest.
-    same = functions.claim_handler(event("b", upload_declaring(local, "question-answering")))
+    same_key, same_version = upload_declaring(local, "question-answering")
+    same = functions.claim_handler(event("b", same_version, same_key))
     assert same["ParameterError"] == "" and same["InputUri"]
 
 
@@ -544,8 +554,8 @@ def test_the_claim_pins_the_task_and_its_label_names_and_validates_records_as_th
     """Beside the pinned manifest, the task file names the pipeline's task and the manifest's label names (what the
     jobs build the head from); a validating claim reads the records as that task's, here SQuAD records: refused
     with one line per record naming the field, before any job."""
-    version = upload_declaring(local, task_name, names)
-    validating = event("a", version, Task=task_name, ValidateRecords="true", MaxWindowsPerExample=100)
+    key, version = upload_declaring(local, task_name, names, pipeline_task=task_name)
+    validating = event("a", version, key, Task=task_name, ValidateRecords="true", MaxWindowsPerExample=100)
     result = functions.claim_handler({**validating, "SkipInvalidRecords": "false"})
     assert result["ParameterError"] == "" and result["InputUri"]
     pinned = result["InputUri"].removeprefix("s3://artifacts/")

@@ -20,12 +20,22 @@ MODEL_DIR = "/opt/ml/model"  # uploaded as model.tar.gz at the end of the job
 OUTPUT_DATA_DIR = "/opt/ml/output/data"  # SM_OUTPUT_DATA_DIR: uploaded as output.tar.gz beside model.tar.gz
 CODE_DIR = "/opt/ml/code"  # where the entry point and its source bundle run (the DLCs' working directory)
 
-# Uploaded datasets: s3://<datasets bucket>/DATASETS_ROOT/<name>/<version>/<split>/..., DATASET_MANIFEST_FILE last
+# Uploaded datasets: s3://<datasets bucket>/<datasets_root>/<name>/<version>/<split>/..., DATASET_MANIFEST_FILE last
 # (config/layout.py builds the keys, the S3 trigger matches them, ClaimManifest checks them). Names and versions:
 # 1 to DATASET_NAME_MAX_LENGTH characters of DATASET_NAME_CHARACTER, the first a letter or a digit - S3 "safe
 # characters", so an S3 event carries the key as written
 # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html).
 DATASETS_ROOT = "datasets"
+
+
+def datasets_root(resource_infix: str) -> str:
+    """The dataset root of a task's pipeline: DATASETS_ROOT plus the task's RESOURCE_INFIX (question answering's is
+    DATASETS_ROOT itself, as before tasks existed; text classification's datasets-text-classification). One root per
+    task, side by side: the trigger's `*` also spans `/`, so question answering's datasets/*/*/manifest.json would
+    match a nested datasets/<task>/<name>/<version>/manifest.json."""
+    return DATASETS_ROOT + resource_infix
+
+
 DATASET_MANIFEST_FILE = "manifest.json"
 # A held upload's manifest (`make upload-dataset PARAMS=... | NO_RUN=1`), beside where DATASET_MANIFEST_FILE would be:
 # the trigger's wildcard `datasets/*/*/manifest.json` (stacks/trigger.py), whose `*` matches any characters but whose

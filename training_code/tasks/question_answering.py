@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 NAME = "question-answering"
 RESOURCE_NAME = "qa"  # the model package group <prefix>-qa-models, as before tasks existed
+# Its part of the pipeline stack's other names (<prefix><infix>-pipeline, -notifications, ...) and of its dataset root
+# datasets<infix>/: none, so the deployments made before tasks existed keep their names.
+RESOURCE_INFIX = ""
+PURPOSE = "extractive QA (SQuAD)"  # what the model package group's description says the models are for
 METRICS = ("exact_match", "f1")  # SQuAD v1.1's, percent
 GATE_METRIC = "f1"
 LABEL_COLUMNS = ("start_positions", "end_positions")

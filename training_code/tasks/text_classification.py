@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 NAME = "text-classification"
 RESOURCE_NAME = "text-classification"
+RESOURCE_INFIX = f"-{RESOURCE_NAME}"  # <prefix>-text-classification-pipeline, datasets-text-classification/, ...
+PURPOSE = "text classification (single texts or pairs)"
 METRICS = ("accuracy", "macro_f1")  # percent; macro-F1 over the manifest's label names, as scikit-learn's
 GATE_METRIC = "macro_f1"
 LABEL_COLUMNS = ("labels",)

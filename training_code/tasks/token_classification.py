@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 NAME = "token-classification"
 RESOURCE_NAME = "token-classification"
+RESOURCE_INFIX = f"-{RESOURCE_NAME}"  # <prefix>-token-classification-pipeline, datasets-token-classification/, ...
+PURPOSE = "token classification (IOB2 entities)"
 METRICS = ("precision", "recall", "f1")  # entity level, percent, as seqeval computes them (default mode, IOB2)
 GATE_METRIC = "f1"
 LABEL_COLUMNS = ("labels",)
