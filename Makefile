@@ -106,6 +106,10 @@ lint: venv ## ruff check, ruff format --check, mypy (configured in pyproject.tom
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
+# An environment may deploy several pipelines (settings `pipelines`): TASK=<task> names the one a tool acts on,
+# by default the environment's own task (tools/deployment.py add_pipeline_arguments).
+ONE_PIPELINE = --env "$$ENV" $${TASK:+--task "$$TASK"}
+
 upload-dataset: venv ## Validate and upload DATASET=<dir> as NAME=<name> [VERSION=v1] [REPLACE=1]; the manifest last [PARAMS="Epochs=3 ..."] [NO_RUN=1] (VALIDATE_ONLY=1: no AWS)
 	@test -n "$$DATASET" -a -n "$$NAME" || { echo 'usage: make upload-dataset DATASET=<dir> NAME=<name> [VERSION=v1] [PARAMS="Epochs=3 F1Threshold=60"] [NO_RUN=1] [REPLACE=1] [VALIDATE_ONLY=1] [ENV=dev]'; exit 2; }
 	$(PY) -m tools.upload_dataset --dataset "$$DATASET" --name "$$NAME" --env "$$ENV" $${VERSION:+--version "$$VERSION"} $${VALIDATE_ONLY:+--validate-only} $${REPLACE:+--replace} \
@@ -113,14 +117,14 @@ upload-dataset: venv ## Validate and upload DATASET=<dir> as NAME=<name> [VERSIO
 
 stage-benchmark: venv ## Stage BENCHMARK=<dataset dir>'s validation/ as the F1 gate's benchmark NAME=<name> [VERSION=v1]; prints the cdk.json pin
 	@test -n "$$BENCHMARK" -a -n "$$NAME" || { echo "usage: make stage-benchmark BENCHMARK=<dir> NAME=<name> [VERSION=v1] [ENV=dev]"; exit 2; }
-	$(PY) -m tools.stage_benchmark --benchmark "$$BENCHMARK" --name "$$NAME" --env "$$ENV" $${VERSION:+--version "$$VERSION"}
+	$(PY) -m tools.stage_benchmark --benchmark "$$BENCHMARK" --name "$$NAME" $(ONE_PIPELINE) $${VERSION:+--version "$$VERSION"}
 
 stage-model: venv ## Copy MODEL=<hub id or dir> weights + tokenizer to the artifacts bucket [NAME=<folder>] [REPLACE=1] [FORCE=1]
 	@test -n "$$MODEL" || { echo "usage: make stage-model MODEL=<hub id or local dir> [NAME=<folder under base-models/>] [REPLACE=1] [FORCE=1] [ENV=dev]"; exit 2; }
 	$(PY) -m tools.stage_model --model "$$MODEL" --env "$$ENV" $${NAME:+--name "$$NAME"} $${REPLACE:+--replace} $${FORCE:+--force}
 
 preflight: venv ## Check the CDK bootstrap, stacks, staged model, quotas and buckets with your AWS credentials (ENV=dev|prod)
-	$(PY) -m tools.preflight --env "$$ENV"
+	$(PY) -m tools.preflight $(ONE_PIPELINE)
 
 cdk-bootstrap: venv ## cdk bootstrap of your credentials' account and region, once (CDK_TARGET=aws://<account>/<region> names one)
 	$(CDK) bootstrap -c env="$$ENV" $${CDK_TARGET:+"$$CDK_TARGET"}
@@ -152,29 +156,29 @@ estimate: venv ## Wall time and billed cost of a run per instance choice, offlin
 	$(PY) -m tools.estimate --env "$$ENV" $${DATASET:+--dataset "$$DATASET"} $${PLOT:+--plot "$$PLOT"}
 
 runs: venv ## Local runs, then recent pipeline executions: status, steps, jobs, logs, links, cost, F1, package [LIMIT=10] [LOCAL=1: local only]
-	$(PY) -m tools.runs --env "$$ENV" $${LIMIT:+--limit "$$LIMIT"} $${LOCAL:+--local}
+	$(PY) -m tools.runs $(ONE_PIPELINE) $${LIMIT:+--limit "$$LIMIT"} $${LOCAL:+--local}
 
 start: venv ## Start an execution for NAME=<dataset> VERSION=<version> (a held upload's, else its manifest's) [PARAMS="Epochs=3 LearningRate=3e-5"]
 	@test -n "$$NAME" -a -n "$$VERSION" || { echo 'usage: make start NAME=<dataset> VERSION=<version> [PARAMS="Epochs=3 ..."] [ENV=dev]'; exit 2; }
-	$(PY) -m tools.executions start --env "$$ENV" --name "$$NAME" --version "$$VERSION" --params "$$PARAMS"
+	$(PY) -m tools.executions start $(ONE_PIPELINE) --name "$$NAME" --version "$$VERSION" --params "$$PARAMS"
 
 retry: venv ## Retry a failed or stopped execution from its failed step: EXECUTION=<arn or id>
 	@test -n "$$EXECUTION" || { echo "usage: make retry EXECUTION=<execution arn or id> [ENV=dev]"; exit 2; }
-	$(PY) -m tools.executions retry --env "$$ENV" --execution "$$EXECUTION"
+	$(PY) -m tools.executions retry $(ONE_PIPELINE) --execution "$$EXECUTION"
 
 stop: venv ## Stop an executing execution: EXECUTION=<arn or id> (AWS) or local-<id> (a local run; recorded Stopped)
 	@test -n "$$EXECUTION" || { echo "usage: make stop EXECUTION=<execution arn or id | local-<id>> [ENV=dev]"; exit 2; }
-	$(PY) -m tools.executions stop --env "$$ENV" --execution "$$EXECUTION"
+	$(PY) -m tools.executions stop $(ONE_PIPELINE) --execution "$$EXECUTION"
 
 logs: venv ## CloudWatch logs of an execution's jobs: EXECUTION=<arn or id> [STEP=<step name>]
 	@test -n "$$EXECUTION" || { echo "usage: make logs EXECUTION=<execution arn or id> [STEP=<step name>] [ENV=dev]"; exit 2; }
-	$(PY) -m tools.executions logs --env "$$ENV" --execution "$$EXECUTION" $${STEP:+--step "$$STEP"}
+	$(PY) -m tools.executions logs $(ONE_PIPELINE) --execution "$$EXECUTION" $${STEP:+--step "$$STEP"}
 
 register: venv ## Register a model that missed the gate, PendingManualApproval: EXECUTION=local-<id> | PACKAGE=<arn> REASON="why" (not prod)
 	@test -n "$$REASON" -a -n "$$EXECUTION$$PACKAGE" || { echo 'usage: make register EXECUTION=<local-id> | PACKAGE=<model package arn> REASON="why" [ENV=dev]'; exit 2; }
 	@if [ -n "$$EXECUTION" ] || [[ "$$PACKAGE" == *:local:* ]]; then \
 		$(PY) -m local_runner.register --env "$$ENV" --reason "$$REASON" $${EXECUTION:+--execution "$$EXECUTION"} $${PACKAGE:+--package "$$PACKAGE"}; \
-	else $(PY) -m tools.register --env "$$ENV" --reason "$$REASON" --package "$$PACKAGE"; fi
+	else $(PY) -m tools.register $(ONE_PIPELINE) --reason "$$REASON" --package "$$PACKAGE"; fi
 
 evaluate: venv ## Scores of a local model package on ENV's staged benchmark or BENCHMARK=<dataset dir>'s validation/: PACKAGE=<arn>
 	@test -n "$$PACKAGE" || { echo "usage: make evaluate PACKAGE=<local model package arn> [BENCHMARK=<dataset dir>] [ENV=dev]"; exit 2; }
@@ -185,4 +189,4 @@ verify-model: venv ## Check a model package's archive against its recorded SHA-2
 	$(PY) -m tools.verify_model --env "$$ENV" --package "$$PACKAGE"
 
 report: venv ## HTML + PNG run report of EXECUTION=<local-id | AWS ARN or id> (default: newest local run), recorded in MLflow
-	$(PY) -m tools.report --env "$$ENV" $${EXECUTION:+--execution "$$EXECUTION"}
+	$(PY) -m tools.report $(ONE_PIPELINE) $${EXECUTION:+--execution "$$EXECUTION"}

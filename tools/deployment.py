@@ -21,6 +21,7 @@ from qa.outputs import DATASET_NAME_CHARACTER, DATASET_NAME_FIRST, DATASET_NAME_
 from qa.parameter_rules import short
 
 from config import ConfigError, Settings, load_settings, read_cdk_json_context
+from config.loader import DEFAULT_ENV
 from config.paths import CDK_JSON
 from config.settings import STACK_PURPOSES, BucketPurpose
 
@@ -111,12 +112,21 @@ def aws_session() -> Any:
     return boto3.Session(region_name=region_name())
 
 
-def settings_for(env_name: str) -> Settings:
-    """The settings of `env_name` from cdk.json (no AWS call)."""
+def settings_for(env_name: str, task: str | None = None) -> Settings:
+    """The settings of `env_name` from cdk.json (no AWS call) as `make synth TASK=<task>` reads them: its pipeline of
+    `task` where it deploys one (Settings.pipelines), else its settings with `task` in place of its own (a local run's
+    assembly); None: the environment's own pipeline."""
+    context = {**read_cdk_json_context(CDK_JSON), "env": env_name, **({"task": task} if task else {})}
     try:
-        return load_settings({**read_cdk_json_context(CDK_JSON), "env": env_name})
+        return load_settings(context)
     except ConfigError as err:
         fail(f"{err}".replace("(-c env=...)", "(--env / ENV=...)"))
+
+
+def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    """--env and --task: which environment, and which of its pipelines (TASK; default: the environment's task)."""
+    parser.add_argument("--env", default=DEFAULT_ENV)
+    parser.add_argument("--task", help="the environment's pipeline of this task (default: the environment's task)")
 
 
 @dataclass(frozen=True)
@@ -127,6 +137,13 @@ class Deployment:
     account: str
     region: str
     session: Any  # boto3.Session
+    other_task: str | None = None  # the task of a pipeline of `pipelines` (None: the environment's own)
+
+    @property
+    def make_values(self) -> str:
+        """`ENV=<env>` (and `TASK=<task>` for a pipeline other than the environment's own): what the make commands a
+        tool suggests name."""
+        return f"ENV={self.settings.env_name}" + (f" TASK={self.other_task}" if self.other_task else "")
 
     def bucket(self, purpose: BucketPurpose) -> str:
         return self.settings.bucket_name(purpose, self.account, self.region)
@@ -143,16 +160,24 @@ class Deployment:
         return self.settings.base_model_uri(self.bucket("artifacts"))
 
 
-def load_deployment(env_name: str) -> Deployment:
-    """Settings of `env_name` plus the account and region of the caller's AWS session (`aws_session`). The
-    region: the environment's `region` in cdk.json, else AWS_REGION, else AWS_DEFAULT_REGION, else the profile's."""
-    settings = settings_for(env_name)
+def load_deployment(env_name: str, task: str | None = None) -> Deployment:
+    """Settings of `env_name` (of its deployed pipeline of `task`; None: its own) plus the account and region of the
+    caller's AWS session (`aws_session`). The region: the environment's `region` in cdk.json, else AWS_REGION, else
+    AWS_DEFAULT_REGION, else the profile's."""
+    own = settings_for(env_name)
+    try:
+        settings = own if task is None else own.pipeline_of(task)
+    except ValueError as err:
+        fail(str(err))
     session = aws_session()
     region = settings.region or session.region_name
     if not region:
         fail(f"no AWS region: set AWS_REGION (or `region` in cdk.json's '{env_name}' environment)")
     account = session.client("sts", region_name=region).get_caller_identity()["Account"]
-    return Deployment(settings=settings, account=settings.account or account, region=region, session=session)
+    other_task = settings.task if settings.task != own.task else None
+    return Deployment(
+        settings=settings, account=settings.account or account, region=region, session=session, other_task=other_task
+    )
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:

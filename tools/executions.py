@@ -34,8 +34,6 @@ from qa.parameter_rules import execution_limit_error, parameter_error, recent_ex
 
 from config import Settings
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url
-from config.layout import DatasetLayout
-from config.loader import DEFAULT_ENV
 from config.paths import LOCAL_EXECUTION_PREFIX, LOCAL_RUNS
 from pipeline_steps import names
 from reporting.local_runs import EXECUTING, executions_dir, find_run
@@ -43,6 +41,7 @@ from reporting.record import execution_parameters
 from tools.deployment import (
     Deployment,
     ToolParser,
+    add_pipeline_arguments,
     check_name,
     fail,
     is_sagemaker_not_found,
@@ -53,7 +52,6 @@ from tools.deployment import (
     short,
 )
 
-DATASETS = DatasetLayout()
 # Execution parameters the upload determines: the trigger copies them from the S3 event (bucket name, object key,
 # version id); `make start` and an upload with PARAMS set them from the manifest they start.
 MATCHED_PARAMETERS = (names.DATASET_BUCKET, names.MANIFEST_KEY, names.MANIFEST_VERSION_ID)
@@ -241,7 +239,8 @@ def start(deployment: Deployment, name: str, version: str, params: str, env_name
     definition = deployed_definition(sagemaker, deployment.settings.pipeline_name, deployment.region)
     parse_params(params, declared_parameters(definition))  # a typo fails before any S3 call
     bucket, s3 = deployment.bucket("datasets"), deployment.client("s3")
-    for key in (DATASETS.manifest_key(name, version, held=True), DATASETS.manifest_key(name, version)):
+    datasets = deployment.settings.datasets
+    for key in (datasets.manifest_key(name, version, held=True), datasets.manifest_key(name, version)):
         version_id = current_version_id(s3, bucket, key)
         if version_id is not None:
             return start_manifest(deployment, key, version_id, params, definition)
@@ -423,14 +422,14 @@ def main(argv: list[str] | None = None) -> int:
                 "--work-dir", type=Path, default=LOCAL_RUNS, help="the local runs' folder (default: .local-runs)"
             )
     for sub in commands.choices.values():
-        sub.add_argument("--env", default=DEFAULT_ENV)
+        add_pipeline_arguments(sub)
     args = parser.parse_args(argv)
 
     if args.command == "stop" and args.execution.startswith(LOCAL_EXECUTION_PREFIX):
         status = stop_local(executions_dir(args.work_dir), args.execution)
         print(f"local run {args.execution}: {status}; its report: make report EXECUTION={args.execution}")
         return 0
-    deployment = load_deployment(args.env)
+    deployment = load_deployment(args.env, args.task)
     pipeline_name = deployment.settings.pipeline_name
     if args.command == "start":
         arn = start(deployment, args.name, args.version, args.params, args.env)
@@ -445,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         print_logs(deployment, execution_arn(deployment, args.execution), args.step)
         return 0
     print(f"  console: {execution_console_url(deployment.region, pipeline_name, arn)}")
-    print(f"  follow it: make runs ENV={args.env}; make logs EXECUTION={arn.rsplit('/', 1)[-1]} ENV={args.env}")
+    where = deployment.make_values
+    print(f"  follow it: make runs {where}; make logs EXECUTION={arn.rsplit('/', 1)[-1]} {where}")
     return 0
 
 

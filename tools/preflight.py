@@ -24,7 +24,6 @@ from qa.model_folder import MODEL_CONFIG
 
 from config import Settings, read_cdk_json_context
 from config.aws_locations import JOB_LOG_GROUPS, log_retention_days
-from config.loader import DEFAULT_ENV
 from config.paths import CDK_JSON
 from config.settings import BenchmarkSettings
 from pipeline_steps import names
@@ -32,6 +31,7 @@ from tools.deployment import (
     Deployment,
     ToolError,
     ToolParser,
+    add_pipeline_arguments,
     bucket_exists,
     describe_aws_failure,
     load_deployment,
@@ -384,9 +384,10 @@ def format_table(checks: list[Check]) -> str:
     return "\n".join(lines)
 
 
-def preflight(env_name: str, quotas_client: Any | None = None) -> int:
-    """Print the table for `env_name`; 1 when a check failed. `quotas_client`: a Service Quotas client."""
-    deployment = load_deployment(env_name)
+def preflight(env_name: str, quotas_client: Any | None = None, task: str | None = None) -> int:
+    """Print the table for `env_name` (its pipeline of `task`); 1 when a check failed. `quotas_client`: a Service
+    Quotas client."""
+    deployment = load_deployment(env_name, task)
     print(f"preflight of {env_name} in account {deployment.account}, region {deployment.region}")
     checks = run_checks(deployment, env_name, quotas_client or deployment.client("service-quotas"))
     print(format_table(checks))
@@ -395,8 +396,9 @@ def preflight(env_name: str, quotas_client: Any | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ToolParser(__doc__)
-    parser.add_argument("--env", default=DEFAULT_ENV)
-    return preflight(parser.parse_args(argv).env)
+    add_pipeline_arguments(parser)
+    args = parser.parse_args(argv)
+    return preflight(args.env, task=args.task)
 
 
 def cli() -> None:

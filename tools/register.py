@@ -14,9 +14,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from config.loader import DEFAULT_ENV
 from pipeline_steps.package_metadata import METADATA_ENTRIES_MAX, PENDING, decision
-from tools.deployment import ToolParser, fail, load_deployment, run_tool
+from tools.deployment import ToolParser, add_pipeline_arguments, fail, load_deployment, run_tool
 
 PRODUCTION = "prod"
 
@@ -55,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = ToolParser(__doc__)
     parser.add_argument("--package", required=True, help="a model package ARN whose model is registered again")
     parser.add_argument("--reason", required=True, help="why (kept in the package's metadata)")
-    parser.add_argument("--env", default=DEFAULT_ENV)
+    add_pipeline_arguments(parser)
     args = parser.parse_args(argv)
     if args.env == PRODUCTION:
         fail(
@@ -64,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if ":local:" in args.package:
         fail(f"{args.package} is a local package: python -m local_runner.register (make register does it)")
-    deployment = load_deployment(args.env)
+    deployment = load_deployment(args.env, args.task)
     caller = deployment.session.client("sts", region_name=deployment.region).get_caller_identity()["Arn"]
     arn = register_aws_package(deployment.client("sagemaker"), caller, args.package, args.reason)
     print(f"registered {arn} ({PENDING}): approve or reject it in SageMaker Studio or with UpdateModelPackage")

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from config.loader import DEFAULT_ENV
 from config.paths import LOCAL_EXECUTION_PREFIX, LOCAL_EXECUTIONS, LOCAL_RUNS, PROJECT_ROOT
 from reporting.local_runs import LocalRun, find_run, local_execution_arn
 from reporting.record import REPORT_IMAGE, RunRecord
@@ -53,19 +52,20 @@ def local_record(run: LocalRun, pipeline_name: str) -> RunRecord:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tools.deployment import add_pipeline_arguments, fail, settings_for
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--execution",
         help="local-<id> (a local run, stopped or killed too), an AWS execution ARN or id; default: newest local run",
     )
-    parser.add_argument("--env", default=DEFAULT_ENV)
+    add_pipeline_arguments(parser)
     parser.add_argument(
         "--work-dir", type=Path, default=LOCAL_EXECUTIONS_DIR, help="local runs (default .local-runs/executions)"
     )
     parser.add_argument("--output", type=Path, help="folder for the report (default: the local run's, or reports/<id>)")
     parser.add_argument("--no-tracking", action="store_true", help="do not record the execution in MLflow")
     args = parser.parse_args(argv)
-    from tools.deployment import fail, settings_for
 
     execution = args.execution
     if execution is None or execution.startswith(LOCAL_EXECUTION_PREFIX):
@@ -74,14 +74,14 @@ def main(argv: list[str] | None = None) -> int:
             fail(
                 f"no local run {execution or ''} under {args.work_dir}: run `make demo` first, or pass an AWS execution"
             )
-        settings = settings_for(args.env)
+        settings = settings_for(args.env, args.task)
         folder, record = run.folder, local_record(run, settings.pipeline_name)
         server_arn = None
     else:
         from reporting.record import record_from_aws
         from tools.deployment import load_deployment
 
-        deployment = load_deployment(args.env)
+        deployment = load_deployment(args.env, args.task)
         settings = deployment.settings
         sagemaker = deployment.client("sagemaker")
         arn = execution_arn(sagemaker, settings.pipeline_name, execution)

@@ -23,13 +23,13 @@ from tasks import task as task_module
 from config import Settings
 from config.aws_locations import JOB_LOG_GROUPS, execution_console_url, job_console_url
 from config.costs import PRICE_REGION, PRICES_AS_OF, list_price_usd
-from config.loader import DEFAULT_ENV
 from config.paths import LOCAL_RUNS
 from pipeline_steps import names
 from reporting.local_runs import executions_dir, format_run, local_runs
 from reporting.record import execution_parameters, hyperparameter_task, metrics_text, task_metrics
 from tools.deployment import (
     ToolParser,
+    add_pipeline_arguments,
     fail,
     load_deployment,
     pipeline_parameter_defaults,
@@ -229,7 +229,7 @@ def positive_limit(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = ToolParser(__doc__)
-    parser.add_argument("--env", default=DEFAULT_ENV)
+    add_pipeline_arguments(parser)
     parser.add_argument("--limit", type=positive_limit, default=10, help=f"1 to {MAX_LIMIT} executions")
     parser.add_argument(
         "--work-dir", type=Path, default=LOCAL_RUNS, help="the local runs' folder (default: .local-runs)"
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             print(format_run(run) + "\n")
     if args.local:
         return 0
-    deployment = load_deployment(args.env)
+    deployment = load_deployment(args.env, args.task)
     pipeline_name = deployment.settings.pipeline_name
     sagemaker = deployment.client("sagemaker")
     if pipeline_parameter_defaults(sagemaker, pipeline_name) is None:

@@ -19,8 +19,15 @@ from typing import Any
 
 from qa import benchmark
 
-from config.loader import DEFAULT_ENV
-from tools.deployment import ToolParser, bucket_exists, check_name, fail, load_deployment, run_tool
+from tools.deployment import (
+    ToolParser,
+    add_pipeline_arguments,
+    bucket_exists,
+    check_name,
+    fail,
+    load_deployment,
+    run_tool,
+)
 
 
 def release_principal(sts: Any) -> str:
@@ -38,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--benchmark", required=True, type=Path, help="a dataset folder; its validation/ is staged")
     parser.add_argument("--name", required=True)
     parser.add_argument("--version", default="v1")
-    parser.add_argument("--env", default=DEFAULT_ENV)
+    add_pipeline_arguments(parser)
     args = parser.parse_args(argv)
     check_name("--name", args.name)
     check_name("--version", args.version)
@@ -46,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         benchmark.check_folder(args.benchmark)  # before any AWS call
     except ValueError as err:
         fail(f"--benchmark {args.benchmark}: {err}")
-    deployment = load_deployment(args.env)
+    deployment = load_deployment(args.env, args.task)
     bucket = deployment.bucket("artifacts")
     s3 = deployment.client("s3")
     if not bucket_exists(s3, bucket):

@@ -112,19 +112,20 @@ class UploadPlan:
     converted_from: dict[str, dict[str, str]] = field(default_factory=dict)
     held: bool = False  # the manifest as held-manifest.json: no trigger starts an execution (PARAMS, NO_RUN)
     declared: DeclaredTask = field(default_factory=DeclaredTask)  # the folder's task and label names
+    datasets: DatasetLayout = field(default_factory=DatasetLayout)  # the dataset root of the task's pipeline
 
     @property
     def prefix(self) -> str:
-        return DATASETS.prefix(self.name, self.version)
+        return self.datasets.prefix(self.name, self.version)
 
     @property
     def manifest_key(self) -> str:
-        return DATASETS.manifest_key(self.name, self.version, self.held)
+        return self.datasets.manifest_key(self.name, self.version, self.held)
 
     @property
     def other_manifest_key(self) -> str:
         """The key of the other kind of manifest (held or not) of the same NAME/VERSION."""
-        return DATASETS.manifest_key(self.name, self.version, not self.held)
+        return self.datasets.manifest_key(self.name, self.version, not self.held)
 
     def manifest(self, uploaded: list[ManifestFile]) -> dict[str, Any]:
         """Manifest v2: each data file with the S3 version id its upload created and its SHA-256, and the task and
@@ -234,12 +235,17 @@ def dataset_declaration(dataset_dir: Path) -> DeclaredTask:
 
 
 def validate_dataset(
-    dataset_dir: Path, name: str, version: str, declared: DeclaredTask | None = None
+    dataset_dir: Path,
+    name: str,
+    version: str,
+    declared: DeclaredTask | None = None,
+    datasets: DatasetLayout | None = None,
 ) -> list[tuple[Path, str]]:
     """Validate every record (streamed: records are counted, not kept) as the declared task's (none declared:
     question answering, the pipeline's default; ClaimManifest checks the pipeline's); (local path, key relative to
-    the version prefix) of each file to upload. No AWS call."""
+    the version prefix under `datasets`' root) of each file to upload. No AWS call."""
     declared = declared or DeclaredTask()
+    datasets = datasets or DatasetLayout()
     check_name("--name", name)
     check_name("--version", version)
     if not dataset_dir.is_dir():
@@ -251,7 +257,7 @@ def validate_dataset(
     every_entry = [entry for split in SPLITS for entry in entries[split]]
     keyed = upload_files(dataset_dir, every_entry)
     for _, key in keyed:
-        problem = data_key_problem(DATASETS.prefix(name, version) + key, ArtifactLayout().inputs, key)
+        problem = data_key_problem(datasets.prefix(name, version) + key, ArtifactLayout().inputs, key)
         if problem:
             fail(f"{problem}, or --name/--version")
     check_own_manifest(
@@ -578,7 +584,7 @@ def upload_params(text: str) -> dict[str, str]:
 
 def start_held(deployment: Deployment, plan: UploadPlan, manifest: dict[str, Any], args: Any) -> int:
     """After a held upload: with PARAMS, start its one execution; with NO_RUN, say how to start it."""
-    start_later = f"make start NAME={plan.name} VERSION={plan.version} ENV={args.env}"
+    start_later = f"make start NAME={plan.name} VERSION={plan.version} {deployment.make_values}"
     if not args.params:
         print(f"held: no execution started (NO_RUN); start it with {start_later} [PARAMS=...]")
         return 0
@@ -592,7 +598,7 @@ def start_held(deployment: Deployment, plan: UploadPlan, manifest: dict[str, Any
     pipeline_name = deployment.settings.pipeline_name
     print(f"pipeline execution: {execution}")
     print(f"  console: {execution_console_url(deployment.region, pipeline_name, execution)}")
-    print(f"  follow it: make runs ENV={args.env}")
+    print(f"  follow it: make runs {deployment.make_values}")
     return 0
 
 
@@ -613,21 +619,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-run", action="store_true", help="upload held: no execution until make start")
     args = parser.parse_args(argv)
 
-    settings_for(args.env)  # an unknown environment fails before anything else
+    settings = settings_for(args.env)  # an unknown environment fails before anything else
     params = upload_params(args.params)
     declared = dataset_declaration(args.dataset)
-    files = validate_dataset(args.dataset, args.name, args.version, declared)
+    # The root of the declared task's pipeline (none declared: the environment's own task's).
+    datasets = DatasetLayout.of_task(task_module(declared.task or settings.task))
+    files = validate_dataset(args.dataset, args.name, args.version, declared, datasets)
     if args.validate_only:
         print("dataset is valid (--validate-only: nothing uploaded)")
         return 0
-    deployment = load_deployment(args.env)
+    # The environment's pipeline of the declared task: refused in one line when it deploys none.
+    deployment = load_deployment(args.env, declared.task)
     bucket, parameter_names = check_target(deployment, args.env, params.get(names.BASE_MODEL_URI))
     held = bool(params) or args.no_run
     if params:  # every check of the start, before anything is uploaded
         definition = deployed_definition(
             deployment.client("sagemaker"), deployment.settings.pipeline_name, deployment.region
         )
-        key = DATASETS.manifest_key(args.name, args.version, held=True)
+        key = datasets.manifest_key(args.name, args.version, held=True)
         then = f"Nothing uploaded ({names.CLAIM_STEP} would stop its execution)."
         execution_values(deployment, definition, args.params, key, VERSION_ID_BEFORE_UPLOAD, then)
     with tempfile.TemporaryDirectory(prefix="upload-dataset-") as workdir:
@@ -637,7 +646,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         except ValueError as err:
             fail(str(err))
-        plan = UploadPlan(bucket, args.name, args.version, files, converted_from, held=held, declared=declared)
+        plan = UploadPlan(
+            bucket, args.name, args.version, files, converted_from, held=held, declared=declared, datasets=datasets
+        )
         started = datetime.now(UTC)
         manifest = upload(plan, deployment.client("s3"), replace=args.replace)
     if held:
@@ -650,11 +661,11 @@ def main(argv: list[str] | None = None) -> int:
     if execution is None:
         fail(
             f"uploaded, but no execution of {pipeline_name} with these parameters within {args.wait_seconds:.0f}s: "
-            f"check the EventBridge rule's dead-letter queue, then make runs ENV={args.env}"
+            f"check the EventBridge rule's dead-letter queue, then make runs {deployment.make_values}"
         )
     print(f"pipeline execution: {execution}")
     print(f"  console: {execution_console_url(deployment.region, pipeline_name, execution)}")
-    print(f"  follow it: make runs ENV={args.env}")
+    print(f"  follow it: make runs {deployment.make_values}")
     return 0
 
 

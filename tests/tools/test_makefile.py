@@ -15,7 +15,7 @@ NOT_REMADE = ("-o", ".venv/.installed", "-o", "node_modules/.installed")
 
 def make(*args: str) -> subprocess.CompletedProcess[str]:
     # tests/conftest.py sets CDK_VALIDATION=false for the suite's own synths; a user's shell has none.
-    dropped = ("NAME", "VERSION", "DATASET", "MODEL", "ENV", "PARAMS", "NO_RUN", "CDK_VALIDATION")
+    dropped = ("NAME", "VERSION", "DATASET", "MODEL", "ENV", "TASK", "PARAMS", "NO_RUN", "CDK_VALIDATION")
     environment = {k: v for k, v in os.environ.items() if k not in dropped}
     return subprocess.run(
         ["make", "--no-print-directory", *NOT_REMADE, *args],
@@ -82,6 +82,31 @@ def test_a_task_synthesizes_into_its_own_assembly_which_the_runner_checks(target
     assert "synth --quiet -c env=dev --output cdk.out/dev" in plain
     [plain_runner] = [line for line in plain if line.startswith("-m local_runner ")]
     assert plain_runner.startswith("-m local_runner --assembly cdk.out/dev ") and "--task" not in plain_runner
+
+
+@pytest.mark.parametrize(
+    ("target", "values"),
+    [
+        ("stage-benchmark", ("BENCHMARK=b", "NAME=n")),
+        ("preflight", ()),
+        ("runs", ()),
+        ("start", ("NAME=n", "VERSION=v1")),
+        ("retry", ("EXECUTION=e",)),
+        ("stop", ("EXECUTION=e",)),
+        ("logs", ("EXECUTION=e",)),
+        ("register", ("PACKAGE=arn:aws:sagemaker:us-east-1:1:model-package/g/1", "REASON=r")),
+        ("report", ()),
+    ],
+)
+def test_the_aws_tools_act_on_the_pipeline_of_task(target, values):
+    """TASK=<task> names which of the environment's pipelines (settings `pipelines`) a tool acts on; unset, the
+    environment's own (no --task)."""
+    with_task = make(target, "PY=echo", "ENV=dev", "TASK=text-classification", *values)
+    assert with_task.returncode == 0, with_task.stderr
+    [command] = [line for line in with_task.stdout.splitlines() if line.startswith("-m tools.")]
+    assert " --env dev --task text-classification" in command
+    plain = make(target, "PY=echo", "ENV=dev", *values).stdout.splitlines()
+    assert [line for line in plain if line.startswith("-m tools.") and "--env dev" in line and "--task" not in line]
 
 
 def test_make_train_without_a_dataset_or_model_prints_its_usage():

@@ -11,17 +11,19 @@ from typing import Any
 import pytest
 from qa.declared_task import DeclaredTask, declared_task
 from qa.outputs import DATASET_MANIFEST_FILE
-from tasks import TASK_NAMES
+from tasks import TASK_NAMES, task
 
+from config.layout import DatasetLayout
 from local_runner.store import LocalObjectStore
 from local_runner.trigger import upload_dataset
 from tests.conftest import ROOT
 from tests.tools.conftest import assert_one_line_error, run_cli
 from tools.deployment import ToolError
-from tools.upload_dataset import UploadPlan, dataset_declaration, upload
+from tools.upload_dataset import UploadPlan, dataset_declaration, upload, validate_dataset
 
 SAMPLE = ROOT / "data" / "sample-squad"
 LABELS = ("negative", "positive")
+TEXT = "text-classification"
 
 
 def with_own_manifest(tmp_path: Path, **declared: object) -> Path:
@@ -115,3 +117,31 @@ def test_the_local_runner_s_upload_carries_the_declaration(tmp_path):
     key, _ = upload_dataset(store, dataset, "datasets", "d", "v1")
     manifest = json.loads(store.path(f"s3://datasets/{key}").read_text())
     assert (manifest["task"], manifest["label_names"]) == (TASK_NAMES[2], ["O", "B-PER"])
+
+
+def test_an_upload_for_a_task_the_environment_does_not_deploy_is_refused_before_anything_is_uploaded(
+    deployed, deployed_env
+):
+    """dev deploys question answering only: the bundled text-classification sample (its manifest declares the task)
+    is valid, then refused in one line naming the setting to add, with nothing in the datasets bucket."""
+    dataset = ROOT / "data" / task(TEXT).SAMPLE_DATASET
+    result = run_cli("tools.upload_dataset", "--dataset", str(dataset), "--name", "tickets", env=deployed_env)
+    assert_one_line_error(result, f"environment dev has no pipeline of task {TEXT}", "environments.dev.pipelines")
+    assert deployed.client("s3").list_objects_v2(Bucket=deployed.datasets_bucket).get("KeyCount") == 0
+
+
+def test_an_upload_for_another_pipeline_lands_under_its_dataset_root(deployed, tmp_path):
+    """The plan of an upload for the text-classification pipeline (`pipelines`) writes its files and manifest under
+    that pipeline's root, which only its trigger matches (tests/stacks/test_several_pipelines.py). moto models no
+    EventBridge delivery to SageMaker: which pipeline starts is asserted on the rule's pattern there."""
+    dataset = ROOT / "data" / task(TEXT).SAMPLE_DATASET
+    datasets = DatasetLayout.of_task(task(TEXT))
+    files = validate_dataset(dataset, "tickets", "v1", dataset_declaration(dataset), datasets)
+    plan = UploadPlan(
+        deployed.datasets_bucket, "tickets", "v1", files, declared=dataset_declaration(dataset), datasets=datasets
+    )
+    upload(plan, deployed.client("s3"))
+    listed = deployed.client("s3").list_objects_v2(Bucket=deployed.datasets_bucket)["Contents"]
+    assert sorted(o["Key"] for o in listed) == [
+        f"datasets-{TEXT}/tickets/v1/{key}" for key in (DATASET_MANIFEST_FILE, *sorted(k for _, k in files))
+    ]
