@@ -40,7 +40,7 @@ from qa.outputs import (
 from config.instance_types import INSTANCE_TYPES
 from local_runner.errors import StepFailed, UnsupportedDefinition
 from local_runner.job_log import JobLog, Printer
-from local_runner.launch import hyperparameter_args, job_environment, launcher
+from local_runner.launch import hyperparameter_args, job_environment, job_python, launcher
 from local_runner.spot import SpotInterruption, reclaim
 from local_runner.store import LocalObjectStore
 
@@ -109,9 +109,10 @@ class Container:
         return self.root / "tmp"
 
     def environment(self, extra: dict[str, str]) -> dict[str, str]:
-        """This interpreter first on PATH (the container's `python3`), the job's TMPDIR, plus the job's variables."""
+        """The job interpreter's folder first on PATH (the container's `python3`), the job's TMPDIR, plus the job's
+        variables."""
         env = job_environment()
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        env["PATH"] = f"{Path(job_python()).parent}{os.pathsep}{env.get('PATH', '')}"
         self.temp_dir.mkdir(parents=True, exist_ok=True)
         env.update({"PYTHONUNBUFFERED": "1", "TMPDIR": str(self.temp_dir), **extra})
         return env

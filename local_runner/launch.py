@@ -11,6 +11,9 @@ from collections.abc import Mapping
 
 # Variables that would tell a started job it runs inside another one: SageMaker's SM_* and torchrun's ranks.
 OUTER_JOB_VARIABLES = ("SM_", "RANK", "LOCAL_RANK", "WORLD_SIZE")
+# The interpreter that jobs start with, where not this one: an executable that runs `python [-u] script|-m|-c args`
+# as Python would (the tests point it at a pre-imported Python, tests/warm_python.py, to skip ~8 s of imports a job).
+JOB_PYTHON_ENV = "LOCAL_JOB_PYTHON"
 
 
 def free_port() -> int:
@@ -21,13 +24,18 @@ def free_port() -> int:
         return port
 
 
+def job_python() -> str:
+    """The interpreter a job starts with: $LOCAL_JOB_PYTHON, else this one."""
+    return os.environ.get(JOB_PYTHON_ENV) or sys.executable
+
+
 def launcher(processes: int) -> list[str]:
-    """The command before the script (or `-m module`): this interpreter; with more than one process, under
+    """The command before the script (or `-m module`): the job interpreter; with more than one process, under
     torchrun with `processes` local workers meeting on a free port of 127.0.0.1."""
     if processes == 1:
-        return [sys.executable]
+        return [job_python()]
     return [
-        sys.executable,
+        job_python(),
         "-m",
         "torch.distributed.run",
         f"--nproc_per_node={processes}",

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +22,7 @@ from typing import IO, Any
 from qa.outputs import MODEL_CODE_DIR, SAGEMAKER_PROGRAM_ENV
 
 from local_runner.errors import InvocationFailed
+from local_runner.launch import job_python
 
 # The container: requests on stdin, one JSON reply per line on the original stdout; whatever the model code
 # prints goes to stderr, so it cannot be mistaken for a reply.
@@ -74,7 +74,7 @@ class LocalEndpoint:
         self._log_path = work_dir / "endpoint.log"
         self._log = self._log_path.open("w", encoding="utf-8")
         self._process = subprocess.Popen(
-            [sys.executable, "-c", SERVE, str(model_dir), program.removesuffix(".py")],
+            [job_python(), "-c", SERVE, str(model_dir), program.removesuffix(".py")],
             cwd=work_dir,
             env=env,
             stdin=subprocess.PIPE,

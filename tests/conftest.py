@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -35,7 +36,7 @@ from xdist.scheduler import LoadScopeScheduling
 
 from config import Settings, load_settings, read_cdk_json_context
 from config.paths import PROJECT_ROOT
-from local_runner.launch import free_port
+from local_runner.launch import JOB_PYTHON_ENV, free_port
 from stacks.app_builder import ProjectStacks, build_stacks
 from tests.demo_runs import sequence  # noqa: F401  (the session's make synth / make demo runs, a fixture)
 
@@ -58,6 +59,40 @@ class SynthesizedEnvironment:
     def template(self, which: str) -> Template:
         """`aws_cdk.assertions.Template` of the data, network or pipeline stack (or "pipeline:<task>")."""
         return Template.from_json(self.templates[which])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_python() -> Iterator[Path]:
+    """Jobs started by this worker's tests (and by the commands they run) fork from a pre-imported Python
+    (tests/warm_python.py): the client's path, also $LOCAL_JOB_PYTHON for the session."""
+    from tests import warm_python as warm
+
+    folder = Path(tempfile.mkdtemp(prefix="warm-python-"))  # short: a Unix socket's path has at most 107 bytes
+    server_socket = folder / "server.sock"
+    client = warm.write_client(folder / "bin", server_socket)
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    with (folder / "server.log").open("w") as log:
+        server = subprocess.Popen(
+            [sys.executable, warm.__file__, str(server_socket)], env=environment, stdout=log, stderr=log
+        )
+    for _ in range(100):  # the socket is bound before the imports: clients queue while they run
+        if server_socket.exists() or server.poll() is not None:
+            break
+        time.sleep(0.05)
+    os.environ[JOB_PYTHON_ENV] = str(client)
+    try:
+        yield client
+    finally:
+        os.environ.pop(JOB_PYTHON_ENV, None)
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def cold_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs of this test start a fresh interpreter, as outside the tests."""
+    monkeypatch.delenv(JOB_PYTHON_ENV, raising=False)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ import pytest
 from config.instance_types import INSTANCE_TYPES
 from local_runner.errors import UnsupportedDefinition
 from local_runner.jobs import JOB_LOG, collect_model, resolve_training_job
-from local_runner.launch import hyperparameter_args, job_environment, launcher
+from local_runner.launch import JOB_PYTHON_ENV, hyperparameter_args, job_environment, launcher
 from local_runner.store import LocalObjectStore
 
 
@@ -27,6 +27,7 @@ def test_the_environment_of_a_started_job_drops_an_outer_jobs_variables(monkeypa
     assert environment["QA_KEEP"] == "yes"
 
 
+@pytest.mark.usefixtures("cold_python")
 def test_one_process_runs_the_interpreter_and_more_run_torchrun_on_a_local_free_port() -> None:
     assert launcher(1) == [sys.executable]
     command = launcher(2)
@@ -34,6 +35,12 @@ def test_one_process_runs_the_interpreter_and_more_run_torchrun_on_a_local_free_
     assert {"--nproc_per_node=2", "--master_addr=127.0.0.1"} <= set(command)
     [port] = [part.removeprefix("--master_port=") for part in command if part.startswith("--master_port=")]
     assert 0 < int(port) < 65536
+
+
+def test_jobs_start_with_the_interpreter_that_local_job_python_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(JOB_PYTHON_ENV, "/opt/warm/python3")
+    assert launcher(1) == ["/opt/warm/python3"]
+    assert launcher(2)[:3] == ["/opt/warm/python3", "-m", "torch.distributed.run"]
 
 
 def test_hyperparameters_are_passed_as_name_value_arguments() -> None:

@@ -197,10 +197,18 @@ def test_evaluations_follow_the_strategy_and_the_last_step_is_always_evaluated(s
     assert evaluation_due(run, Progress(global_step=step, batches_in_epoch=batches_in_epoch)) is due  # type: ignore[arg-type]
 
 
+# Outside the tests every job starts a fresh interpreter: this whole job (train, evaluate, save) does too, so that
+# nothing it needs is imported only by the pre-imported Python the other tests' jobs fork from (tests/warm_python.py).
+@pytest.mark.usefixtures("cold_python")
 def test_the_deadline_ends_training_then_the_model_is_evaluated_and_saved(tmp_path, tiny_model_dir, sample_features):
-    """--stop_after_seconds counts from the job's start (loading torch alone takes longer than 1 s here): training
-    stops at the first vote, and the job still evaluates and saves the model."""
-    hps = {**EARLY_STOPPING_RUN, "evaluation_strategy": "epoch", "early_stopping_patience": 0, "stop_after_seconds": 1}
+    """--stop_after_seconds counts from the job's start (loading the model and data alone takes longer than 1 ms):
+    training stops at the first vote, and the job still evaluates and saves the model."""
+    hps = {
+        **EARLY_STOPPING_RUN,
+        "evaluation_strategy": "epoch",
+        "early_stopping_patience": 0,
+        "stop_after_seconds": 0.001,
+    }
     run = run_training(tiny_model_dir, sample_features, tmp_path, hps)
     assert run.returncode == 0, run.output[-3000:]
     summary = json.loads((tmp_path / "model" / "training_summary.json").read_text())
