@@ -45,7 +45,7 @@ from config.paths import (
 )
 from local_runner.assembly import LocalAccount, find_pipeline_stack, load_synthesized_pipeline
 from local_runner.blobs import BLOBS_DIR, BlobStore
-from local_runner.demo_models import BUNDLED_MODEL_NAME, TINY_MODEL_NAME, build_tiny_model
+from local_runner.demo_models import BUNDLED_MODEL_NAME, TINY_MODEL_NAME, build_tiny_model_in_job
 from local_runner.errors import InvocationFailed, UnsupportedDefinition
 from local_runner.record import report_local_run, save_local_record
 from local_runner.registry import REGISTRY_FILE, LocalModelRegistry
@@ -204,7 +204,7 @@ def stage_base_model(args: argparse.Namespace, store: LocalObjectStore, base_mod
     elif args.tiny:
         model_dir, name = args.work_dir / "tiny-model", TINY_MODEL_NAME
         if not (model_dir / MODEL_CONFIG).exists():
-            build_tiny_model(model_dir)
+            build_tiny_model_in_job(model_dir)
     else:
         model_dir, name = bundled_model_dir(), BUNDLED_MODEL_NAME
     model_uri = f"{base_models}/{name}/"

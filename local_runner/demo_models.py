@@ -3,9 +3,12 @@ random BERTs."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from config.paths import bundled_model_dir
+from local_runner.launch import job_python
 
 # What the demo stages each model as, under the artifacts bucket's base-models/ prefix (and names it in tables).
 BUNDLED_MODEL_NAME = "all-MiniLM-L6-v2"
@@ -45,3 +48,18 @@ def build_tiny_model(
             transformers_logging.enable_progress_bar()
     tokenizer.save_pretrained(target)
     return target
+
+
+def build_tiny_model_in_job(target: Path) -> Path:
+    """build_tiny_model's default model, built by the interpreter local jobs start with (local_runner.launch): the
+    runner's own process then imports neither torch nor transformers."""
+    completed = subprocess.run(
+        [job_python(), "-m", "local_runner.demo_models", str(target)], capture_output=True, text=True
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"building the tiny model in {target} failed:\n{completed.stderr[-3000:]}")
+    return target
+
+
+if __name__ == "__main__":
+    build_tiny_model(Path(sys.argv[1]))

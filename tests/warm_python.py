@@ -25,6 +25,7 @@ from __future__ import annotations
 import array
 import atexit
 import contextlib
+import ctypes
 import io
 import json
 import os
@@ -52,13 +53,14 @@ PRELOADED = (
 )
 NAMES = ("python3", "python")  # what the client is called: the job's interpreter and the container's `python3`
 MAX_REQUEST = 4 * 1024 * 1024
+PR_SET_PDEATHSIG = 1  # prctl(2)
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGQUIT)
 
 CLIENT = '''#!{python} -SE
 """Run this command through the pre-imported Python server at {socket} (tests/warm_python.py)."""
 import array, ctypes, json, os, signal, socket, sys
 REAL, SOCKET = {python!r}, {socket!r}
-ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the parent, as torchrun's workers must
+ctypes.CDLL(None).prctl({pdeathsig}, signal.SIGKILL)  # die with the parent, as torchrun's workers must
 args = sys.argv[1:]
 unbuffered = args[:1] == ["-u"]
 args = args[1:] if unbuffered else args
@@ -89,7 +91,10 @@ def relay(number, frame):
 for number in {signals!r}:
     signal.signal(number, relay)
 replies = client.makefile("r")
-child = int(replies.readline())
+started = replies.readline()
+if not started:  # the server failed before forking (its log says why): the real interpreter instead
+    os.execv(REAL, [REAL, *sys.argv[1:]])
+child = int(started)
 for number in pending:
     relay(number, None)
 how, value = replies.readline().split()
@@ -103,7 +108,8 @@ sys.exit(int(value))
 def write_client(folder: Path, server_socket: Path) -> Path:
     """The client as `python3` and `python` in `folder` (put first on a job's PATH); the path of `python3`."""
     folder.mkdir(parents=True, exist_ok=True)
-    text = CLIENT.format(python=sys.executable, socket=str(server_socket), signals=[int(s) for s in FORWARDED_SIGNALS])
+    signals = [int(s) for s in FORWARDED_SIGNALS]
+    text = CLIENT.format(python=sys.executable, socket=str(server_socket), signals=signals, pdeathsig=PR_SET_PDEATHSIG)
     first = folder / NAMES[0]
     first.write_text(text)
     first.chmod(0o755)
@@ -124,6 +130,7 @@ class Server:
     """Accepts requests on a Unix socket, forks a child per request, reports each child's end to its client."""
 
     def __init__(self, server_socket: Path) -> None:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # a pytest worker that dies takes its server along
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(str(server_socket))
         self.listener.listen(64)  # clients queue here while the imports below run
