@@ -19,6 +19,7 @@ import json, os, sys, tempfile
 print(json.dumps({
     "argv": sys.argv, "path0": sys.path[0], "cwd": os.getcwd(), "probe": os.environ.get("PROBE"),
     "tmp": tempfile.gettempdir(), "stdin": sys.stdin.read(), "qa_imported_before": "qa.outputs" in sys.modules,
+    "name": __name__, "main_module": sys.modules["__main__"].__dict__ is globals(),
 }))
 sys.stderr.write("to stderr\\n")
 raise SystemExit(int(sys.argv[-1]))

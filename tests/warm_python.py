@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import traceback
+import types
 from pathlib import Path
 from typing import Any
 
@@ -246,7 +247,8 @@ class Server:
             elif argv[0] == "-c":
                 sys.argv = ["-c", *argv[2:]]
                 sys.path[:] = ["", *python_path, *self.base_path]
-                exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
+                main = sys.modules["__main__"] = types.ModuleType("__main__")  # not the server's module
+                exec(compile(argv[1], "<string>", "exec"), main.__dict__)
             else:
                 sys.argv = argv
                 script = os.path.realpath(argv[0])
