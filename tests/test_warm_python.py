@@ -88,3 +88,8 @@ def test_other_interpreter_options_and_a_sitecustomize_run_the_real_interpreter(
         [str(warm_python), "-c", code], env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True
     )
     assert (optimized.stdout, customized.stdout) == ("1 None\n", "0 1\n")
+
+
+def test_an_uncaught_keyboard_interrupt_ends_the_job_by_sigint(tmp_path, warm_python):
+    for python in (sys.executable, str(warm_python)):
+        assert run(python, ["-c", "raise KeyboardInterrupt"], tmp_path).returncode == -signal.SIGINT, python

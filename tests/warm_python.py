@@ -212,9 +212,9 @@ class Server:
     def _become(self, request: dict[str, Any], fds: list[int], connection: socket.socket) -> int:
         """In the forked child: turn into the requested interpreter run; its exit code."""
         signal.set_wakeup_fd(-1)
-        for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        for number in (signal.SIGCHLD, *FORWARDED_SIGNALS):
             signal.signal(number, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own: KeyboardInterrupt
         for held in (self.listener, connection, *self.children.values()):
             held.close()
         os.close(self.wakeup_read)
@@ -239,6 +239,7 @@ class Server:
         sys.executable = request["executable"]  # torchrun starts its workers with sys.executable: through here too
         argv = request["argv"]
         python_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        interrupted = False
         try:
             if argv[0] == "-m":
                 sys.argv = [argv[1], *argv[2:]]
@@ -258,14 +259,14 @@ class Server:
         except SystemExit as stop:
             code = _exit_code(stop.code)
         except KeyboardInterrupt:
-            _finish()
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGINT)
-            code = 130
+            interrupted, code = True, 128 + signal.SIGINT
         except BaseException:
             sys.excepthook(*sys.exc_info())
             code = 1
         _finish()
+        if interrupted:  # as Python does: the process ends by the signal itself
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
         return code
 
 
