@@ -4,8 +4,9 @@ Where: the local runner calls `track` at the end of every local run, and `make r
 both where the network is allowed; the jobs run network-isolated and log nothing themselves (their curves
 come from the log history in the model archive). To where (settings `tracking`): a local SQLite store
 `.local-runs/mlflow.db` by default (`mlflow ui --backend-store-uri sqlite:///.local-runs/mlflow.db` shows it,
-with the full `mlflow` package installed), a SageMaker managed tracking server (tracking.managed_server, its
-ARN as the tracking URI through the sagemaker-mlflow plugin) for AWS executions, or any tracking URI.
+with the full `mlflow` package installed; a new one starts as a copy of store_template()), a SageMaker managed
+tracking server (tracking.managed_server, its ARN as the tracking URI through the sagemaker-mlflow plugin) for AWS
+executions, or any tracking URI.
 One MLflow run per execution (tag `execution_arn`): recording it again only refreshes its tags. The run starts
 and ends when the execution did (its first step's start, its last step's end), each curve point is stamped with
 the wall time the training job logged it (qa/outputs.py LOG_TIME), and the dataset (the manifest the execution
@@ -17,6 +18,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
+import shutil
+import tempfile
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -24,11 +28,13 @@ from typing import Any
 from qa.outputs import EVAL_LOG_PREFIX, LOG_STEP, LOG_TIME, TRAIN_LOG_KEYS, eval_log_keys
 from tasks import task as task_module
 
+from config.paths import CACHE, private_dir
 from config.settings import Settings
 from pipeline_steps import names
 from reporting.record import RECORD_FILE, RunRecord
 
 LOCAL_STORE = "mlflow.db"  # in the local runs' folder (.local-runs)
+STORE_TEMPLATES = CACHE / "mlflow-stores"  # an empty SQLite store per MLflow version, copied to start a new one
 LOCAL_ARTIFACTS = "mlflow-artifacts"
 TERMINAL_STATUSES = {"Succeeded", "Failed", "Stopped"}
 
@@ -148,6 +154,43 @@ def _dataset_input(record: RunRecord) -> Any | None:
     return DatasetInput(dataset, [InputTag(MLFLOW_DATASET_CONTEXT, DATASET_CONTEXT)])
 
 
+def store_template() -> Path | None:
+    """An empty SQLite store at this MLflow's schema (its tables, every migration applied, no experiment yet),
+    built once per MLflow version under STORE_TEMPLATES; None where this MLflow has no table-building function
+    (a new store is then built by MLflow itself). MLflow builds a new store by running each of its migrations,
+    ~2.5 s for every new local-runs folder; a copy of the template is a file copy."""
+    import mlflow
+    import sqlalchemy
+    from mlflow.store.db import utils
+
+    initialize_tables = getattr(utils, "_initialize_tables", None)
+    if initialize_tables is None:
+        return None
+    template = private_dir(STORE_TEMPLATES) / f"mlflow-{mlflow.__version__}.db"
+    if not template.exists():
+        handle, building = tempfile.mkstemp(dir=template.parent, suffix=".db")
+        os.close(handle)
+        try:
+            engine = sqlalchemy.create_engine(f"sqlite:///{building}")
+            initialize_tables(engine)
+            engine.dispose()
+            os.replace(building, template)  # whole or not at all, also where two runs build it at once
+        finally:
+            Path(building).unlink(missing_ok=True)
+    return template
+
+
+def _start_sqlite_store(uri: str) -> None:
+    """A SQLite store that does not exist yet begins as a copy of store_template(); MLflow then finds its schema
+    current and adds its Default experiment, as for a store it built itself."""
+    if not uri.startswith("sqlite:///"):
+        return
+    store = Path(uri.removeprefix("sqlite:///"))
+    if not store.exists() and (template := store_template()) is not None:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(template, store)
+
+
 class TrackingUnavailable(RuntimeError):
     """The tracking URI cannot be reached from this machine; the message names the fix."""
 
@@ -166,6 +209,7 @@ def track(record: RunRecord, uri: str, experiment_name: str, artifacts: tuple[Pa
 
     # MLflow logs its store's table creation and migrations at INFO to the console: quiet by default.
     logging.getLogger("mlflow").setLevel(logging.WARNING)
+    _start_sqlite_store(uri)
     client = MlflowClient(tracking_uri=uri)
     experiment = client.get_experiment_by_name(experiment_name)
     if experiment is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from datetime import datetime
 
 import pytest
@@ -162,3 +163,35 @@ def test_a_history_without_times_is_stamped_when_fine_tune_ended(shared_store):
     assert {m.timestamp for m in loss} == {millis(fine_tune.ended_at)}
     [logged] = run.inputs.dataset_inputs
     assert logged.dataset.digest == record.parameters["ManifestVersionId"][:DIGEST_LENGTH]
+
+
+def store_contents(path) -> tuple[list[tuple[str, list[str]]], list[tuple[str, ...]]]:
+    """A SQLite store's schema (every table, index and trigger as its lines of SQL, sorted: two stores MLflow
+    builds itself can list a table's constraints in different orders) and its migration revision."""
+    with sqlite3.connect(path) as connection:
+        schema = connection.execute("SELECT name, sql FROM sqlite_master ORDER BY name").fetchall()
+        revision = connection.execute("SELECT * FROM alembic_version").fetchall()
+    return [(name, sorted((sql or "").splitlines())) for name, sql in schema], revision
+
+
+def test_a_new_store_begins_as_the_template_and_equals_one_mlflow_built(tmp_path, monkeypatch):
+    import reporting.tracking as tracking
+
+    monkeypatch.setattr(tracking, "STORE_TEMPLATES", tmp_path / "templates")
+    monkeypatch.chdir(tmp_path)  # MLflow's Default experiment keeps its artifacts in ./mlruns of the current folder
+    built = tmp_path / "built.db"
+    MlflowClient(tracking_uri=f"sqlite:///{built}").search_experiments()  # every migration, as MLflow builds one
+    template = tracking.store_template()
+    assert template is not None and template.parent == tmp_path / "templates"
+    with sqlite3.connect(template) as connection:
+        assert connection.execute("SELECT COUNT(*) FROM experiments").fetchone() == (0,)  # MLflow adds Default
+    built_again = template.stat().st_mtime_ns
+    copied = local_store_uri(tmp_path / "runs")
+    track(run_record(), copied, EXPERIMENT)
+    assert (tmp_path / "runs" / "mlflow.db").is_file()
+    assert template.stat().st_mtime_ns == built_again  # built once, then copied
+    assert store_contents(tmp_path / "runs" / "mlflow.db") == store_contents(built)
+    [default] = [e for e in MlflowClient(tracking_uri=copied).search_experiments() if e.name == "Default"]
+    [default_built] = MlflowClient(tracking_uri=f"sqlite:///{built}").search_experiments()
+    assert default.artifact_location == default_built.artifact_location == str(tmp_path / "mlruns" / "0")
+    only_run(copied)
