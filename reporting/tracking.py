@@ -34,6 +34,7 @@ from pipeline_steps import names
 from reporting.record import RECORD_FILE, RunRecord
 
 LOCAL_STORE = "mlflow.db"  # in the local runs' folder (.local-runs)
+SQLITE_PREFIX = "sqlite:///"  # a SQLite store's tracking URI: the prefix, then the file's path
 STORE_TEMPLATES = CACHE / "mlflow-stores"  # an empty SQLite store per MLflow version, copied to start a new one
 LOCAL_ARTIFACTS = "mlflow-artifacts"
 TERMINAL_STATUSES = {"Succeeded", "Failed", "Stopped"}
@@ -53,7 +54,12 @@ def managed_server_arn(settings: Settings, account: str, region: str) -> str:
 
 def local_store_uri(work_dir: Path) -> str:
     """The default tracking URI: a SQLite store in the local runs' folder."""
-    return f"sqlite:///{(work_dir / LOCAL_STORE).resolve()}"
+    return f"{SQLITE_PREFIX}{(work_dir / LOCAL_STORE).resolve()}"
+
+
+def sqlite_store_path(uri: str) -> Path | None:
+    """The file of a SQLite store's tracking URI; None for any other store."""
+    return Path(uri.removeprefix(SQLITE_PREFIX)) if uri.startswith(SQLITE_PREFIX) else None
 
 
 def tracking_uri(settings: Settings, work_dir: Path, server_arn: str | None = None) -> str:
@@ -170,12 +176,12 @@ def store_template() -> Path | None:
     if not template.exists():
         handle, building = tempfile.mkstemp(dir=template.parent, suffix=".db")
         os.close(handle)
+        engine = sqlalchemy.create_engine(f"{SQLITE_PREFIX}{building}")
         try:
-            engine = sqlalchemy.create_engine(f"sqlite:///{building}")
             initialize_tables(engine)
-            engine.dispose()
             os.replace(building, template)  # whole or not at all, also where two runs build it at once
         finally:
+            engine.dispose()
             Path(building).unlink(missing_ok=True)
     return template
 
@@ -183,10 +189,8 @@ def store_template() -> Path | None:
 def _start_sqlite_store(uri: str) -> None:
     """A SQLite store that does not exist yet begins as a copy of store_template(); MLflow then finds its schema
     current and adds its Default experiment, as for a store it built itself."""
-    if not uri.startswith("sqlite:///"):
-        return
-    store = Path(uri.removeprefix("sqlite:///"))
-    if not store.exists() and (template := store_template()) is not None:
+    store = sqlite_store_path(uri)
+    if store is not None and not store.exists() and (template := store_template()) is not None:
         store.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(template, store)
 
@@ -215,8 +219,8 @@ def track(record: RunRecord, uri: str, experiment_name: str, artifacts: tuple[Pa
     if experiment is None:
         # A SQLite store keeps its artifacts beside it (MLflow's default is ./mlruns of the current folder).
         location = None
-        if uri.startswith("sqlite:///"):
-            location = (Path(uri.removeprefix("sqlite:///")).parent / LOCAL_ARTIFACTS).as_uri()
+        if (store := sqlite_store_path(uri)) is not None:
+            location = (store.parent / LOCAL_ARTIFACTS).as_uri()
         experiment_id = client.create_experiment(experiment_name, artifact_location=location)
     else:
         experiment_id = experiment.experiment_id

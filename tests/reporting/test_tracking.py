@@ -185,11 +185,11 @@ def test_a_new_store_begins_as_the_template_and_equals_one_mlflow_built(tmp_path
     assert template is not None and template.parent == tmp_path / "templates"
     with sqlite3.connect(template) as connection:
         assert connection.execute("SELECT COUNT(*) FROM experiments").fetchone() == (0,)  # MLflow adds Default
-    built_again = template.stat().st_mtime_ns
+    built_at = template.stat().st_mtime_ns
     copied = local_store_uri(tmp_path / "runs")
     track(run_record(), copied, EXPERIMENT)
     assert (tmp_path / "runs" / "mlflow.db").is_file()
-    assert template.stat().st_mtime_ns == built_again  # built once, then copied
+    assert template.stat().st_mtime_ns == built_at  # built once, then copied
     assert store_contents(tmp_path / "runs" / "mlflow.db") == store_contents(built)
     [default] = [e for e in MlflowClient(tracking_uri=copied).search_experiments() if e.name == "Default"]
     [default_built] = MlflowClient(tracking_uri=f"sqlite:///{built}").search_experiments()
