@@ -368,6 +368,13 @@ class BenchmarkSettings(StrictModel):
         description="SHA-256 of the manifest's bytes; the manifest records each file's SHA-256, so this pins every "
         "file too. ValidateAndTokenize refuses a benchmark that differs.",
     )
+    label_names: tuple[str, ...] | None = Field(
+        None,
+        json_schema_extra=enforced_by("claim step"),
+        description="The label names the benchmark's manifest declares, in index order (a task whose records need "
+        "them: text and token classification; none for question answering). The claim step refuses, before any "
+        "job, an upload that declares other names: the gate would score the model's classes against other ones.",
+    )
     writers: tuple[str, ...] = Field(
         min_length=1,
         json_schema_extra=enforced_by("data stack: bucket policy"),
@@ -653,6 +660,7 @@ class Settings(StrictModel):
             *self._job_instance_type_problems(),
             *self._placement_problems(),
             *self._production_problems(),
+            *self._benchmark_problems(),
         ]
         for name in self.training_instance_types:
             problems += self._training_type_problems(name)
@@ -770,6 +778,18 @@ class Settings(StrictModel):
                 "split; run `make stage-benchmark BENCHMARK=<dir> NAME=<name> ENV=<env>` and pin what it prints"
             )
         return problems
+
+    def _benchmark_problems(self) -> list[str]:
+        """A pinned benchmark names label names exactly when the pipeline's task needs them."""
+        pinned, facts = self.evaluation.benchmark, self.task_facts
+        if pinned is None or (pinned.label_names is not None) == facts.USES_LABEL_NAMES:
+            return []
+        if pinned.label_names is None:
+            return [
+                f"evaluation.benchmark.label_names: the {self.task} benchmark needs its label names in index order, "
+                "as `make stage-benchmark` prints them"
+            ]
+        return [f"evaluation.benchmark.label_names: {self.task} has no labels; remove them"]
 
     def _job_instance_type_problems(self) -> list[str]:
         """Every configured type is in the facts table and valid for its kind of job."""

@@ -311,7 +311,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
-        staged_benchmark = stage_benchmark(store, pipeline.definition, benchmark)
+        staged_benchmark = stage_benchmark(store, pipeline.definition, benchmark, task.NAME)
     except ValueError as err:
         print(f"error: --benchmark {benchmark}: {err}", file=sys.stderr)
         return 2

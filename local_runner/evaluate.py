@@ -1,12 +1,14 @@
 """Evaluate a registered model package on a benchmark: `make evaluate PACKAGE=<local arn> [BENCHMARK=<dataset dir>]`.
 
-The package's model answers every question of the benchmark as its SageMaker endpoint would (local_runner/serving.py:
-the inference code inside its model.tar.gz, one request per question), and the answers are scored as the F1 gate
-scores them (SQuAD v1.1 exact match and F1, qa/metrics.py). The benchmark: the environment's staged one
-(evaluation.benchmark, staged into the local store by the local runner or `make stage-benchmark`), checked against
-its pin as the jobs check it (qa/benchmark.py verify); or BENCHMARK=<dataset dir>, whose validation/ split is the
-benchmark. The scores, with the package's recorded ones, are printed and written to
-.local-runs/evaluations/<group>-<version>/evaluation.json.
+The package's model answers every record of the benchmark as its SageMaker endpoint would (local_runner/serving.py:
+the inference code inside its model.tar.gz, one request per record, the task's example_request), and the answers
+are scored with the task's metrics as the gate scores them (the task's response_scores: SQuAD exact match and F1,
+accuracy and macro-F1, entity-level precision, recall and F1). The task and label names are the model's own (the
+archive's task.json, written by FineTune); the benchmark must hold that task's records with the same label names.
+The benchmark: the environment's staged one (evaluation.benchmark of the package's pipeline, staged into the local
+store by the local runner or `make stage-benchmark`), checked against its pin as the jobs check it
+(qa/benchmark.py verify); or BENCHMARK=<dataset dir>, whose validation/ split is the benchmark. The scores, with the
+package's recorded ones, are printed and written to .local-runs/evaluations/<group>-<version>/evaluation.json.
 
 Local packages only. On AWS the same needs a job that can read the registry copy and the benchmark (the job role, in
 the VPC, as ValidateAndTokenize/FineTune read them): a processing job running this scoring on the package's
@@ -19,12 +21,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tarfile
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from qa import benchmark
 from qa.data import load_dataset_files
-from qa.metrics import squad_scores
-from qa.outputs import BENCHMARK_SPLIT, SAGEMAKER_PROGRAM_ENV, SERVING_PROGRAM
+from qa.outputs import BENCHMARK_SPLIT, SAGEMAKER_PROGRAM_ENV, SERVING_PROGRAM, TASK_FILE
+from qa.task_file import TaskFile
+from tasks import DEFAULT_TASK, task
 
 from config import ConfigError, Settings, load_settings, read_cdk_json_context
 from config.loader import DEFAULT_ENV
@@ -38,46 +44,71 @@ from local_runner.store import STORE_DIR, LocalObjectStore
 EVALUATIONS_DIR = "evaluations"  # under the local runs' folder: one folder per evaluated package
 
 
-def settings_for(env_name: str) -> Settings:
+def settings_for(env_name: str, task_name: str | None = None) -> Settings:
+    """The settings of `env_name`'s pipeline of `task_name` as `make demo TASK=<task>` synthesizes it (one of its
+    `pipelines`, else its own settings with that task; None: its own pipeline)."""
     try:
-        return load_settings({**read_cdk_json_context(CDK_JSON), "env": env_name})
+        return load_settings(
+            {**read_cdk_json_context(CDK_JSON), "env": env_name, **({"task": task_name} if task_name else {})}
+        )
     except ConfigError as err:
         fail(str(err))
 
 
-def staged_benchmark(env_name: str, store: LocalObjectStore) -> tuple[Path, list[Path], str]:
-    """(folder, files, description) of the environment's pinned benchmark in the local store, verified."""
-    settings = settings_for(env_name)
+def model_task(archive: Path) -> TaskFile:
+    """The task the archive's model was trained for and its label names (its TASK_FILE; an archive without one holds
+    a question-answering model: FineTune wrote none before tasks had labels)."""
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            handle = tar.extractfile(member) if member.name.removeprefix("./") == TASK_FILE else None
+            if handle is not None:
+                return TaskFile.from_document(json.load(handle))
+    return TaskFile(DEFAULT_TASK)
+
+
+def staged_benchmark(env_name: str, store: LocalObjectStore, model: TaskFile) -> tuple[Path, list[Path], str]:
+    """(folder, files, description) of the pinned benchmark of `env_name`'s pipeline of the model's task in the local
+    store, verified against the pin and declaring the model's label names."""
+    settings = settings_for(env_name, model.task)
     pinned = settings.evaluation.benchmark
     if pinned is None:
-        fail(f"{env_name} pins no benchmark (evaluation.benchmark): pass BENCHMARK=<dataset dir>")
+        fail(
+            f"{env_name}'s {model.task} pipeline pins no benchmark (evaluation.benchmark): pass BENCHMARK=<dataset dir>"
+        )
     account = LocalAccount()
     bucket = settings.bucket_name("artifacts", account.account, account.region)
     folder = store.path(f"s3://{bucket}/{benchmark.prefix(pinned.name, pinned.version)}")
     files, problem = benchmark.verify(folder, pinned.manifest_sha256)
+    problem = problem or benchmark.declaration_problem(folder, model.task, model.label_names)
     if problem:
         fail(f"{problem} (local store {folder}; the local runner stages it: make demo ENV={env_name})")
     return folder, files, f"{pinned.name}/{pinned.version} (staged, SHA-256 {pinned.manifest_sha256[:12]} as pinned)"
 
 
-def dataset_benchmark(dataset_dir: Path) -> tuple[Path, list[Path], str]:
-    """(folder, files, description) of a dataset folder's validation split, checked as stage-benchmark checks it."""
+def dataset_benchmark(dataset_dir: Path, model: TaskFile) -> tuple[Path, list[Path], str]:
+    """(folder, files, description) of a dataset folder's validation split, checked as stage-benchmark checks it,
+    declaring the model's label names."""
     try:
-        files = [path for path, _ in benchmark.check_folder(dataset_dir)]
+        staged, declared = benchmark.check_folder(dataset_dir, model.task)
     except ValueError as err:
         fail(f"BENCHMARK {dataset_dir}: {err}")
-    return dataset_dir, files, f"{dataset_dir}/{BENCHMARK_SPLIT}"
+    if declared.label_names != model.label_names:
+        fail(
+            f"BENCHMARK {dataset_dir} declares the label names {list(declared.label_names or [])}, the model "
+            f"{list(model.label_names or [])}: the scores would compare other classes"
+        )
+    return dataset_dir, [path for path, _ in staged], f"{dataset_dir}/{BENCHMARK_SPLIT}"
 
 
-def evaluate(package: ModelPackage, archive: Path, records: list[dict], work_dir: Path) -> dict[str, float]:
-    """Exact match and F1 (percent) of the package's answers to the records' questions."""
+def evaluate(
+    package: ModelPackage, archive: Path, records: list[dict[str, Any]], work_dir: Path, model: TaskFile
+) -> dict[str, float]:
+    """The task's METRICS (percent) of the package's answers to the records' requests."""
+    facts: ModuleType = task(model.task)
     container = {"Environment": {SAGEMAKER_PROGRAM_ENV: SERVING_PROGRAM}, "ModelDataUrl": package.model_data}
-    predictions = {}
     with LocalEndpoint(container, archive, work_dir) as endpoint:
-        for record in records:
-            response = endpoint.invoke({"inputs": {"question": record["question"], "context": record["context"]}})
-            predictions[record["id"]] = response["answer"]
-    return squad_scores(predictions, {r["id"]: r["answers"]["text"] for r in records})
+        responses = [endpoint.invoke(facts.example_request(record)) for record in records]
+    return facts.response_scores(records, responses, model.label_names)
 
 
 def recorded_scores(package: ModelPackage) -> dict[str, float]:
@@ -111,20 +142,23 @@ def main(argv: list[str] | None = None) -> int:
     archive = store.path(package.model_data)
     if not archive.is_file():
         fail(f"{package.arn}: its model {package.model_data} is not in the local store (removed by clean-runs?)")
+    model = model_task(archive)
     folder, files, described = (
-        dataset_benchmark(args.benchmark) if args.benchmark else staged_benchmark(args.env, store)
+        dataset_benchmark(args.benchmark, model) if args.benchmark else staged_benchmark(args.env, store, model)
     )
-    records = load_dataset_files({BENCHMARK_SPLIT: files}, folder).records[BENCHMARK_SPLIT]
+    records = load_dataset_files(
+        {BENCHMARK_SPLIT: files}, folder, task=task(model.task), label_names=model.label_names
+    ).records[BENCHMARK_SPLIT]
     output = args.work_dir / EVALUATIONS_DIR / f"{package.group}-{package.version}"
     output.mkdir(parents=True, exist_ok=True)
     try:
-        scores = evaluate(package, archive, records, output)
+        scores = evaluate(package, archive, records, output, model)
     except InvocationFailed as err:
         fail(str(err).splitlines()[0])
-    result = {"package": package.arn, "benchmark": described, "examples": len(records), **scores}
+    result = {"package": package.arn, "task": model.task, "benchmark": described, "examples": len(records), **scores}
     (output / "evaluation.json").write_text(json.dumps(result, indent=2))
-    print(f"{package.arn} on {described}: {len(records)} questions")
-    print(f"  exact_match={scores['exact_match']:.2f} f1={scores['f1']:.2f}")
+    print(f"{package.arn} ({model.task}) on {described}: {len(records)} examples")
+    print("  " + " ".join(f"{name}={value:.2f}" for name, value in scores.items()))
     recorded = ", ".join(f"{k}={v:.2f}" for k, v in sorted(recorded_scores(package).items())) or "none"
     print(f"  recorded at registration: {recorded}")
     print(f"  written to {output / 'evaluation.json'}")

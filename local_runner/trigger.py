@@ -65,9 +65,12 @@ def upload_dataset(
     return manifest_key, manifest_version
 
 
-def stage_benchmark(store: LocalObjectStore, definition: dict[str, Any], dataset_dir: Path) -> str | None:
+def stage_benchmark(
+    store: LocalObjectStore, definition: dict[str, Any], dataset_dir: Path, pipeline_task: str
+) -> str | None:
     """Stage `dataset_dir`'s validation split where the benchmark input points (ValidateAndTokenize's, or FineTune's
-    benchmark data channel when it tokenizes), as `make stage-benchmark` does (qa.benchmark.stage);
+    benchmark data channel when it tokenizes), as `make stage-benchmark` does (qa.benchmark.stage, for the
+    pipeline's task);
     "s3://...manifest.json (version ..., SHA-256 ...)", or None when the definition has no benchmark
     (evaluation.benchmark unset). The job compares it with the pin."""
     uris = benchmark_input_uris(definition)
@@ -76,7 +79,7 @@ def stage_benchmark(store: LocalObjectStore, definition: dict[str, Any], dataset
     bucket, _, folder = uris[0].removeprefix("s3://").partition("/")
     name, version = folder.removeprefix(f"{BENCHMARKS_ROOT}/").strip("/").split("/")
     version_id, sha256 = benchmark.stage(
-        dataset_dir, name, version, lambda key, body: store.put_bytes(body, f"s3://{bucket}/{key}")
+        dataset_dir, name, version, lambda key, body: store.put_bytes(body, f"s3://{bucket}/{key}"), pipeline_task
     )
     return f"s3://{bucket}/{benchmark.manifest_key(name, version)} (version {version_id}, SHA-256 {sha256})"
 

@@ -3,8 +3,10 @@
     python -m tools.stage_benchmark --benchmark ./my-benchmark --name squad-holdout [--version v1] [--env prod]
 
 The benchmark is a dataset folder in the uploads' format; its validation/ files are staged (JSON, JSON Lines or
-CSV; every record valid), then a manifest v2 (each file's version id, SHA-256 and size), last, under
-s3://<artifacts bucket>/benchmarks/<name>/<version>/. A version is staged once: a new benchmark is a new version.
+CSV; every record valid for the pipeline's task, --task), then a manifest v2 (each file's version id, SHA-256 and
+size, and the label names the folder's manifest.json declares), last, under
+s3://<artifacts bucket>/benchmarks/<name>/<version>/. The printed pin carries those label names: the claim step
+refuses an upload that declares others. A version is staged once: a new benchmark is a new version.
 Run it as a principal that evaluation.benchmark.writers names (the bucket policy denies every other writer once
 a benchmark is configured), then pin the printed values in cdk.json's environments.<env>.evaluation.benchmark and
 redeploy. Keep the benchmark out of uploaders' reach: a model trained on it would grade itself again.
@@ -27,6 +29,7 @@ from tools.deployment import (
     fail,
     load_deployment,
     run_tool,
+    settings_for,
 )
 
 
@@ -49,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_name("--name", args.name)
     check_name("--version", args.version)
+    pipeline_task = settings_for(args.env, args.task).task
     try:
-        benchmark.check_folder(args.benchmark)  # before any AWS call
+        _, declared = benchmark.check_folder(args.benchmark, pipeline_task)  # before any AWS call
     except ValueError as err:
         fail(f"--benchmark {args.benchmark}: {err}")
     deployment = load_deployment(args.env, args.task)
@@ -69,12 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  -> s3://{bucket}/{key}")
         return str(s3.put_object(Bucket=bucket, Key=key, Body=body)["VersionId"])
 
-    version_id, sha256 = benchmark.stage(args.benchmark, args.name, args.version, put)
+    version_id, sha256 = benchmark.stage(args.benchmark, args.name, args.version, put, pipeline_task)
     pin = {
         "name": args.name,
         "version": args.version,
         "manifest_version_id": version_id,
         "manifest_sha256": sha256,
+        **({"label_names": list(declared.label_names)} if declared.label_names is not None else {}),
         "writers": [release_principal(deployment.client("sts"))],
     }
     print(f"staged: s3://{bucket}/{manifest_key} (version {version_id})")

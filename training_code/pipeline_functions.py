@@ -60,6 +60,7 @@ from qa.outputs import (
     EVALUATION_FILE,
     HELD_MANIFEST_FILE,
     INPUT_ARTIFACTS_BUCKET,
+    INPUT_BENCHMARK_LABEL_NAMES,
     INPUT_BOUNDS,
     INPUT_CLAIMS_PREFIX,
     INPUT_COST_MODEL,
@@ -567,7 +568,30 @@ def task_error(store: ObjectStore, event: dict[str, Any]) -> str:
             f"manifest task {short(str(declared))} does not match this pipeline's task {pipeline_task}: upload it to "
             f"the pipeline of {short(str(declared))}, or change the manifest's task"
         )
-    return ""
+    return benchmark_labels_error(body, event)
+
+
+def benchmark_labels_error(manifest_body: bytes, event: dict[str, Any]) -> str:
+    """ "" or one line refusing a manifest whose label_names are not the pinned benchmark's
+    (INPUT_BENCHMARK_LABEL_NAMES, set only with such a benchmark): the gate would score the model's classes against
+    the benchmark's other ones.
+    A manifest that is no JSON object is left to the claim's own checks, which name what is wrong with it."""
+    pinned = event.get(INPUT_BENCHMARK_LABEL_NAMES)
+    if pinned is None:
+        return ""
+    try:
+        manifest = json.loads(manifest_body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return ""
+    names = manifest.get("label_names") if isinstance(manifest, dict) else None
+    expected = json.loads(pinned)
+    if names == expected:
+        return ""
+    return (
+        f"manifest label_names {short(json.dumps(names))} are not the benchmark's {short(json.dumps(expected))} "
+        "(evaluation.benchmark.label_names): the gate scores on the benchmark, so declare its label names in "
+        "its order"
+    )
 
 
 def claim_manifest(store: ObjectStore, event: dict[str, Any]) -> tuple[str, str]:

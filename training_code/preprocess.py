@@ -217,8 +217,10 @@ def write_validation(out: Path, features: dict[str, list], records: list[dict[st
 def tokenize_benchmark(args: argparse.Namespace, tokenizer: Any, declared: TaskFile) -> dict[str, int] | None:
     """Verify the pinned benchmark (qa.benchmark.verify) and write its features; its counts, or None after
     printing why not (every record must be valid: an operator's benchmark is never skipped from). Its labels are
-    read with the dataset's label names: the head the model is trained with."""
+    read with the dataset's label names (the head the model is trained with), which must be the ones the benchmark
+    declares (the claim step refuses other ones first)."""
     files, problem = benchmark.verify(args.benchmark_dir, args.benchmark_sha256)
+    problem = problem or benchmark.declaration_problem(args.benchmark_dir, declared.task, declared.label_names)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return None

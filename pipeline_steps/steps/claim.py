@@ -36,6 +36,7 @@ from qa.outputs import (
     DUPLICATE_NO,
     INPUT_ARTIFACTS_BUCKET,
     INPUT_BASE_MODELS_URI,
+    INPUT_BENCHMARK_LABEL_NAMES,
     INPUT_BOUNDS,
     INPUT_CLAIMS_PREFIX,
     INPUT_EXECUTION_ARN,
@@ -83,6 +84,13 @@ def build(ctx: BuildContext) -> LambdaStep:
         names.SKIP_INVALID_RECORDS: params.skip_invalid_records,
     }
     outputs = [name for name in CLAIM_OUTPUTS if validates(ctx) or name not in CLAIM_VALIDATION_OUTPUTS]
+    pinned = settings.evaluation.benchmark
+    # Only a benchmark with labels: question answering's definition stays as it was.
+    benchmark_labels = (
+        {INPUT_BENCHMARK_LABEL_NAMES: json.dumps(list(pinned.label_names))}
+        if pinned is not None and pinned.label_names is not None
+        else {}
+    )
     return LambdaStep(
         name=names.CLAIM_STEP,
         lambda_func=ctx.function(ctx.values.claim_function_arn),
@@ -117,6 +125,7 @@ def build(ctx: BuildContext) -> LambdaStep:
             names.EVALUATION_STEPS: params.evaluation_steps,
             names.EARLY_STOPPING_PATIENCE: params.early_stopping_patience,
             **(validation if validates(ctx) else {}),
+            **benchmark_labels,
         },
         outputs=[LambdaOutput(output_name=name, output_type=LambdaOutputTypeEnum.String) for name in outputs],
     )

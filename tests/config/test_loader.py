@@ -71,3 +71,19 @@ def test_a_misspelt_task_stops_synth_with_did_you_mean(cdk_context):
 def test_the_task_is_a_setting_and_question_answering_the_default(cdk_context):
     assert load(cdk_context).task == "question-answering"
     assert load(cdk_context, task="token-classification").task_facts.NAME == "token-classification"
+
+
+@pytest.mark.parametrize(
+    ("task", "label_names", "message"),
+    [
+        ("text-classification", None, "the text-classification benchmark needs its label names in index order"),
+        ("question-answering", '["a", "b"]', "question-answering has no labels; remove them"),
+    ],
+)
+def test_a_benchmark_pin_names_label_names_exactly_when_the_task_has_labels(cdk_context, task, label_names, message):
+    labelled = {"evaluation.benchmark.label_names": label_names} if label_names else {}
+    with pytest.raises(ConfigError, match="evaluation.benchmark.label_names: " + message):
+        load(cdk_context, env="prod", task=task, **labelled)
+    if label_names is None:
+        pinned = load(cdk_context, env="prod", task=task, **{"evaluation.benchmark.label_names": '["a", "b"]'})
+        assert pinned.evaluation.benchmark.label_names == ("a", "b")

@@ -11,6 +11,7 @@ from qa.outputs import TRAINING_METRIC_REGEXES
 from tasks import TASK_NAMES, task
 
 from config import load_settings
+from config.paths import PROJECT_ROOT
 from pipeline_steps.definition import build_definition
 from pipeline_steps.names import evaluation_key, uploader_validation_key
 from tests.pipeline_steps.conftest import step
@@ -19,14 +20,25 @@ from tests.pipeline_steps.test_api_shapes import resolved
 OTHER_TASKS = [name for name in TASK_NAMES if name != "question-answering"]
 
 
+def sample_label_names(facts) -> list[str]:
+    """The label names the task's bundled sample declares (its manifest.json)."""
+    manifest = PROJECT_ROOT / "data" / facts.SAMPLE_DATASET / "manifest.json"
+    return json.loads(manifest.read_text(encoding="utf-8"))["label_names"]
+
+
 @pytest.fixture(scope="module", params=OTHER_TASKS)
 def task_definitions(cdk_context, request):
-    """(task module, dev definition, prod definition: the benchmark gate) of each task but question answering."""
+    """(task module, dev definition, prod definition: the benchmark gate, its pin naming the sample's label names)
+    of each task but question answering."""
+    facts = task(request.param)
+    labelled = {"evaluation.benchmark.label_names": json.dumps(sample_label_names(facts))}
     built = {
-        env: build_definition(load_settings({**cdk_context, "env": env, "task": request.param}))
+        env: build_definition(
+            load_settings({**cdk_context, "env": env, "task": request.param, **(labelled if env == "prod" else {})})
+        )
         for env in ("dev", "prod")
     }
-    return task(request.param), built["dev"], built["prod"]
+    return facts, built["dev"], built["prod"]
 
 
 def metric_values(line: str, definitions: list[dict[str, str]]) -> dict[str, float]:
@@ -46,6 +58,15 @@ def test_the_task_reaches_every_job_and_the_claim(task_definitions, cdk_context)
     cpu_job = build_definition(load_settings({**cdk_context, "task": facts.NAME, "processing.tokenize_in": "cpu_job"}))
     arguments = step(cpu_job, "ValidateAndTokenize")["Arguments"]["AppSpecification"]["ContainerArguments"]
     assert arguments[arguments.index("--task") + 1] == facts.NAME
+
+
+def test_the_claim_carries_the_benchmark_s_label_names_only_with_a_labelled_benchmark(task_definitions, cdk_context):
+    facts, dev, prod = task_definitions
+    claim = step(prod, "ClaimManifest")["Arguments"]
+    assert json.loads(claim["BenchmarkLabelNames"]) == sample_label_names(facts)
+    assert "BenchmarkLabelNames" not in step(dev, "ClaimManifest")["Arguments"]
+    question_answering = build_definition(load_settings({**cdk_context, "env": "prod"}))
+    assert "BenchmarkLabelNames" not in step(question_answering, "ClaimManifest")["Arguments"]
 
 
 def test_the_metric_definitions_read_the_tasks_metrics_from_its_lines(task_definitions):

@@ -13,6 +13,7 @@ import re
 
 import pytest
 from qa import benchmark
+from tasks import DEFAULT_TASK
 
 from config import ConfigError, load_settings
 from local_runner.store import LocalObjectStore
@@ -97,7 +98,9 @@ def test_a_benchmark_replaced_after_it_was_pinned_is_refused(tmp_path):
     record = {"id": "b-0", "title": "t", "context": "Ada wrote it.", "question": "Who?"}
     data = dataset / "validation" / "v.jsonl"
     data.write_text(json.dumps({**record, "answers": {"text": ["Ada"], "answer_start": [0]}}) + "\n")
-    _, pinned = benchmark.stage(dataset, "b", "v1", lambda key, body: store.put_bytes(body, f"s3://a/{key}"))
+    _, pinned = benchmark.stage(
+        dataset, "b", "v1", lambda key, body: store.put_bytes(body, f"s3://a/{key}"), DEFAULT_TASK
+    )
     folder = store.path("s3://a/" + benchmark.prefix("b", "v1"))
     files, problem = benchmark.verify(folder, pinned)
     assert problem == "" and [path.name for path in files] == ["v.jsonl"]

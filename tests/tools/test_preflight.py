@@ -13,6 +13,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from qa import benchmark
+from tasks import DEFAULT_TASK
 
 from config import load_settings, read_cdk_json_context
 from config.paths import CDK_JSON
@@ -287,7 +288,7 @@ def test_the_pinned_benchmark_must_be_staged_at_its_version_and_digest(aws):
     def put(key: str, body: bytes) -> str:
         return s3.put_object(Bucket=bucket, Key=key, Body=body)["VersionId"]
 
-    version_id, sha256 = benchmark.stage(ROOT / "data" / "sample-squad", "holdout", "v1", put)
+    version_id, sha256 = benchmark.stage(ROOT / "data" / "sample-squad", "holdout", "v1", put, DEFAULT_TASK)
     pinned = BenchmarkSettings(
         name="holdout",
         version="v1",

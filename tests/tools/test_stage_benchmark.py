@@ -52,3 +52,12 @@ def test_a_folder_with_an_invalid_record_is_refused_before_any_aws_call(aws, tmp
     (folder / "validation" / "bad.jsonl").write_text('{"id": "x"}\n')
     result = run_cli("tools.stage_benchmark", "--benchmark", str(folder), "--name", "b", env=aws)
     assert result.returncode == 1 and "bad.jsonl" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_folder_of_another_task_is_refused_before_any_aws_call(aws):
+    """dev's pipeline answers questions: a text-classification folder (its manifest declares the task) is not its
+    benchmark. (A text-classification pipeline's pin with its label names is not run here: the emulator's deployment
+    is dev's, which has no such pipeline; tests/training_code/test_benchmark.py stages one into a folder.)"""
+    folder = ROOT / "data" / "sample-text-classification"
+    result = run_cli("tools.stage_benchmark", "--benchmark", str(folder), "--name", "b", env=aws)
+    assert_one_line_error(result, "declares task text-classification", "question-answering pipeline's benchmark")

@@ -40,6 +40,21 @@ def test_best_of_multiple_gold_answers_and_missing_predictions():
     assert scores == {"exact_match": pytest.approx(200 / 3), "f1": pytest.approx(200 / 3)}
 
 
+def test_the_endpoint_s_answers_score_by_record_id():
+    """make evaluate's scoring (tasks.question_answering.response_scores) of one endpoint answer per record."""
+    from tasks import question_answering
+
+    records = [
+        {"id": "a", "answers": {"text": ["Denver Broncos", "The Broncos"]}},
+        {"id": "b", "answers": {"text": ["1889"]}},
+        {"id": "c", "answers": {"text": ["blue"]}},
+    ]
+    responses = [{"answer": "Broncos", "score": 0.9}, {"answer": "in 1889", "score": 0.5}, {"answer": "red"}]
+    scores = question_answering.response_scores(records, responses, None)
+    # a: EM 1; b: EM 0, F1 2/3; c: 0
+    assert scores == {"exact_match": pytest.approx(100 / 3), "f1": pytest.approx(100 * (1 + 2 / 3) / 3)}
+
+
 def postprocess_predictions(*args, **kwargs) -> dict[str, str]:
     return {example_id: span.text for example_id, span in best_spans(*args, **kwargs).items()}
 

@@ -563,6 +563,24 @@ def test_the_claim_pins_the_task_and_its_label_names_and_validates_records_as_th
     assert refusal in result["DatasetError"] and "error: dataset rejected" in result["DatasetError"]
 
 
+def test_label_names_other_than_the_benchmark_s_are_refused_before_anything_is_claimed(tmp_path, local):
+    """With a pinned benchmark of a task with labels (BenchmarkLabelNames, steps/claim.py), the manifest must declare
+    the same names in the same order: the gate reads the benchmark's labels by index."""
+    pinned = {"Task": "text-classification", "BenchmarkLabelNames": json.dumps(["yes", "no"])}
+    for names, shown in ((["no", "yes"], '\'["no", "yes"]\''), (None, "'null'")):
+        key, version = upload_declaring(local, "text-classification", names, pipeline_task="text-classification")
+        result = functions.claim_handler(event("a", version, key, **pinned))
+        assert result["ParameterError"] == (
+            f'manifest label_names {shown} are not the benchmark\'s \'["yes", "no"]\' '
+            "(evaluation.benchmark.label_names): the gate scores on the benchmark, so declare its label names in its "
+            "order"
+        )
+    assert not (tmp_path / "s3" / "artifacts").exists()
+    key, version = upload_declaring(local, "text-classification", ["yes", "no"], pipeline_task="text-classification")
+    same = functions.claim_handler(event("b", version, key, **pinned))
+    assert same["ParameterError"] == "" and same["InputUri"]
+
+
 def test_the_record_names_each_metric_of_the_task_gate_first_and_refuses_a_missing_one(local):
     local.put("artifacts", "models/job/output/model.tar.gz", b"weights")
     functions.record_model_handler(

@@ -229,6 +229,18 @@ def test_metrics_equal_scikit_learn_s_on_the_same_predictions():
     assert predictions == {example["id"]: names[p] for example, p in zip(examples, predicted, strict=True)}
 
 
+def test_the_endpoint_s_best_labels_score_as_the_logits_do():
+    """make evaluate scores the endpoint's answers (response_scores); the same predictions score as in training."""
+    names, _, _, examples, features, outputs = scored_case(seed=2)
+    metrics, predictions, _ = task.score(examples, features, outputs, names)
+    responses = [
+        [{"label": predictions[example["id"]], "score": 0.5}, {"label": "x", "score": 0.1}] for example in examples
+    ]
+    assert task.response_scores(examples, responses, names) == pytest.approx(metrics)
+    with pytest.raises(ValueError, match=r"labels \['nope'\] that are none of the label names"):
+        task.response_scores(examples[:1], [[{"label": "nope", "score": 1.0}]], names)
+
+
 def test_evaluation_loss_is_torch_s_cross_entropy():
     import torch
 

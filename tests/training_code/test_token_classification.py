@@ -93,6 +93,31 @@ def test_metrics_equal_seqeval_s():
     assert 0 < metrics["f1"] < 100
 
 
+def test_the_endpoint_s_entity_groups_score_as_seqeval():
+    """make evaluate scores the endpoint's entity groups (response_scores), whose word spans are over the request's
+    whitespace-split words: a token holding a space ("Acme Corp") is two of them."""
+    from seqeval.metrics import f1_score, precision_score, recall_score
+
+    tokens = [["Ines", "Marrow", "met", "Oslo"], ["Acme Corp", "hired", "Ines"], ["in", "New York", "City"]]
+    gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O", "B-PER"], ["O", "B-LOC", "I-LOC"]]
+    # The model's groups, in request words: sentence 2 is "Acme Corp hired Ines" (4 words), 3 "in New York City".
+    groups = [
+        [{"entity_group": "PER", "words": [0, 0]}, {"entity_group": "LOC", "words": [3, 3]}],
+        [{"entity_group": "ORG", "words": [0, 1]}, {"entity_group": "PER", "words": [2, 3]}],
+        [{"entity_group": "LOC", "words": [1, 3]}],
+    ]
+    predicted = [["B-PER", "O", "O", "B-LOC"], ["B-ORG", "B-PER", "I-PER"], ["O", "B-LOC", "I-LOC"]]
+    records = [
+        {"id": f"s{i}", "tokens": words, "ner_tags": [NAMES.index(tag) for tag in tags]}
+        for i, (words, tags) in enumerate(zip(tokens, gold, strict=True))
+    ]
+    metrics = task.response_scores(records, groups, NAMES)
+    assert metrics["precision"] == pytest.approx(100 * precision_score(gold, predicted))
+    assert metrics["recall"] == pytest.approx(100 * recall_score(gold, predicted))
+    assert metrics["f1"] == pytest.approx(100 * f1_score(gold, predicted))
+    assert 0 < metrics["f1"] < 100
+
+
 @pytest.fixture(scope="module")
 def model(tiny_model_dir):
     return task.load_model(str(tiny_model_dir), NAMES, log).eval()

@@ -12,6 +12,7 @@ import train
 from qa import benchmark, node_features
 from qa.evaluation import ValidationSet
 from qa.outputs import TOKENIZED_DONE, TOKENIZED_FAILED
+from tasks import DEFAULT_TASK
 
 from config.paths import SAMPLE_DATASET, bundled_model_dir
 from tests.training_code.conftest import preprocess_sample_args
@@ -151,7 +152,7 @@ def staged_benchmark(root: Path) -> tuple[Path, str]:
         (root / key).write_bytes(body)
         return "v1"
 
-    _, sha256 = benchmark.stage(SAMPLE_DATASET, "bench", "v1", put)
+    _, sha256 = benchmark.stage(SAMPLE_DATASET, "bench", "v1", put, DEFAULT_TASK)
     return root / benchmark.prefix("bench", "v1"), sha256
 
 

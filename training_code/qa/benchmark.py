@@ -18,7 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tasks import task
+
 from qa.data import ManifestFile, is_columnar, load_dataset_files, manifest_v2, summarize_problems
+from qa.declared_task import DeclaredTask, declared_task, own_declaration
 from qa.outputs import BENCHMARK_SPLIT, BENCHMARKS_ROOT, DATASET_MANIFEST_FILE, MANIFEST_V2_FORMAT, manifest_key_split
 
 
@@ -46,32 +49,69 @@ def split_files(dataset_dir: Path) -> list[tuple[Path, str]]:
     return [(path, path.relative_to(dataset_dir).as_posix()) for path in sorted(folder.rglob("*")) if path.is_file()]
 
 
-def check_folder(dataset_dir: Path) -> list[tuple[Path, str]]:
-    """The files `stage` uploads; ValueError (one line, or the record problems) when there are none, one is
-    columnar (the processing image reads JSON, JSON Lines and CSV only) or a record is invalid."""
+def check_folder(dataset_dir: Path, pipeline_task: str) -> tuple[list[tuple[Path, str]], DeclaredTask]:
+    """The files `stage` uploads, and the folder's declaration (qa.declared_task: its manifest's task and label
+    names). ValueError (one line, or the record problems) when there are none, one is columnar (the processing image
+    reads JSON, JSON Lines and CSV only), the folder declares another task than `pipeline_task`, its label names do
+    not suit the task, or a record is not a valid record of the task."""
     files = split_files(dataset_dir)
     if not files:
         raise ValueError(f"{dataset_dir} has no {BENCHMARK_SPLIT}/ files: a benchmark is a dataset's {BENCHMARK_SPLIT}")
     columnar = [key for path, key in files if is_columnar(path)]
     if columnar:
         raise ValueError(f"{', '.join(columnar)}: convert benchmark files to JSON Lines first (no pyarrow in the job)")
-    report = load_dataset_files({BENCHMARK_SPLIT: [path for path, _ in files]}, dataset_dir, keep_records=False)
-    if report.problems:
-        raise ValueError(summarize_problems(report.problems, limit=20))
-    return files
+    declared = declared_task(dataset_dir)
+    if declared.task is not None and declared.task != pipeline_task:
+        raise ValueError(
+            f"its {DATASET_MANIFEST_FILE} declares task {declared.task}: the {pipeline_task} pipeline's benchmark "
+            f"holds {pipeline_task} records (TASK= names the pipeline)"
+        )
+    module = task(pipeline_task)
+    problems = module.label_names_problems(declared.label_names, DATASET_MANIFEST_FILE)
+    if not problems:
+        problems = load_dataset_files(
+            {BENCHMARK_SPLIT: [path for path, _ in files]},
+            dataset_dir,
+            keep_records=False,
+            task=module,
+            label_names=declared.label_names,
+        ).problems
+    if problems:
+        raise ValueError(summarize_problems(problems, limit=20))
+    return files, declared
 
 
-def stage(dataset_dir: Path, name: str, version: str, put: Callable[[str, bytes], str]) -> tuple[str, str]:
+def stage(
+    dataset_dir: Path, name: str, version: str, put: Callable[[str, bytes], str], pipeline_task: str
+) -> tuple[str, str]:
     """Upload the benchmark's files with `put(key, body) -> version id`, then its manifest (v2: each file's version
-    id, SHA-256 and size) last; (the manifest's version id, the SHA-256 of its bytes): what evaluation.benchmark
-    pins."""
+    id, SHA-256 and size, and the folder's declared task and label names) last; (the manifest's version id, the
+    SHA-256 of its bytes): what evaluation.benchmark pins."""
     files = []
-    for path, key in check_folder(dataset_dir):
+    staged, declared = check_folder(dataset_dir, pipeline_task)
+    for path, key in staged:
         body = path.read_bytes()
         version_id = put(prefix(name, version) + key, body)
         files.append(ManifestFile(key, version_id, hashlib.sha256(body).hexdigest(), len(body)))
-    manifest = json.dumps(manifest_v2(name, version, files), indent=1).encode()
+    document = manifest_v2(name, version, files, task=declared.task, label_names=declared.label_names)
+    manifest = json.dumps(document, indent=1).encode()
     return put(manifest_key(name, version), manifest), hashlib.sha256(manifest).hexdigest()
+
+
+def declaration_problem(folder: Path, task_name: str, label_names: tuple[str, ...] | None) -> str:
+    """ "" or one line when the benchmark in `folder` (its manifest's declaration, as `stage` wrote it) holds records of
+    another task than `task_name`, or declares other label names than `label_names` (the dataset's, or a model's):
+    its labels would be read as other classes."""
+    own = own_declaration(folder / DATASET_MANIFEST_FILE)
+    if own.task is not None and own.task != task_name:
+        return f"the benchmark holds {own.task} records, not {task_name} ones: pin a {task_name} benchmark"
+    if own.label_names != label_names:
+        shown = list(own.label_names) if own.label_names is not None else None
+        return (
+            f"the benchmark's label names {shown} are not {list(label_names) if label_names else None}: the scores "
+            "would compare other classes; declare the benchmark's label names in its order"
+        )
+    return ""
 
 
 def verify(folder: Path, pinned_sha256: str) -> tuple[list[Path], str]:

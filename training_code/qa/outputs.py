@@ -332,6 +332,9 @@ INPUT_MODEL_ARCHIVE_URI = "ModelArchiveUri"  # RecordModel: FineTune's model.tar
 INPUT_REGISTRY_URI = "RegistryUri"  # RecordModel: s3://<artifacts>/registry/, where it copies the archive
 # ClaimManifest, RecordModel: the pipeline's task (a tasks.TASK_NAMES name, a constant of the definition).
 INPUT_TASK = "Task"
+# ClaimManifest, with a pinned benchmark of a task with labels: JSON text of its label names (index order); an upload
+# that declares other label names is refused before any job.
+INPUT_BENCHMARK_LABEL_NAMES = "BenchmarkLabelNames"
 # RecordModel: JSON text {metric: value} of the task's METRICS, each FineTune's FinalMetricDataList['eval:<metric>']
 # (the step joins them: pipeline_steps).
 INPUT_METRICS = "Metrics"

@@ -164,6 +164,17 @@ def score(
     return {name: metrics[name] for name in METRICS}, predictions, loss
 
 
+def response_scores(
+    records: list[dict[str, Any]], responses: list[Any], label_names: tuple[str, ...] | None
+) -> dict[str, float]:
+    """SQuAD exact match and F1 of the endpoint's answers (predict's, to each record's example_request)."""
+    from qa.metrics import squad_scores
+
+    predictions = {record["id"]: response["answer"] for record, response in zip(records, responses, strict=True)}
+    metrics = squad_scores(predictions, {record["id"]: record["answers"]["text"] for record in records})
+    return {name: metrics[name] for name in METRICS}
+
+
 # ------------------------------------------------------------------------------------------------ serving
 
 

@@ -211,15 +211,40 @@ def score(
     gold = np.asarray([gold_by_id[example_id] for example_id in ids], dtype=np.int64)
     log_probabilities = log_softmax(np.stack(outputs))
     predicted = log_probabilities.argmax(axis=1)
+    predictions = {example_id: label_names[int(p)] for example_id, p in zip(ids, predicted, strict=True)}
+    loss = float(-np.mean(log_probabilities[np.arange(len(gold)), gold]))
+    return label_scores(predicted, gold, len(label_names)), predictions, loss
+
+
+def label_scores(predicted: Any, gold: Any, labels: int) -> dict[str, float]:
+    """Accuracy and macro-F1 (percent) of predicted against gold label indices (numpy arrays), the macro over all
+    `labels` label indices: a label neither predicted nor true adds an F1 of 0 (scikit-learn's zero_division=0)."""
+    import numpy as np
+
     f1s = []
-    for label in range(len(label_names)):
+    for label in range(labels):
         true_positives = int(np.sum((predicted == label) & (gold == label)))
         predicted_or_true = int(np.sum(predicted == label)) + int(np.sum(gold == label))
         f1s.append(2 * true_positives / predicted_or_true if predicted_or_true else 0.0)
-    metrics = {"accuracy": 100.0 * float(np.mean(predicted == gold)), "macro_f1": 100.0 * float(np.mean(f1s))}
-    predictions = {example_id: label_names[int(p)] for example_id, p in zip(ids, predicted, strict=True)}
-    loss = float(-np.mean(log_probabilities[np.arange(len(gold)), gold]))
-    return metrics, predictions, loss
+    return {"accuracy": 100.0 * float(np.mean(predicted == gold)), "macro_f1": 100.0 * float(np.mean(f1s))}
+
+
+def response_scores(
+    records: list[dict[str, Any]], responses: list[Any], label_names: tuple[str, ...] | None
+) -> dict[str, float]:
+    """Accuracy and macro-F1 of the endpoint's best labels (predict's answer to each record's example_request), as
+    `score` computes them from the logits; ValueError naming a label that is none of `label_names`."""
+    import numpy as np
+
+    assert label_names is not None
+    index = {name: i for i, name in enumerate(label_names)}
+    best = [response[0]["label"] for response in responses]
+    unknown = sorted({label for label in best if label not in index})
+    if unknown:
+        raise ValueError(f"the model answers labels {unknown} that are none of the label names {list(label_names)}")
+    predicted = np.asarray([index[label] for label in best], dtype=np.int64)
+    gold = np.asarray([record["label"] for record in records], dtype=np.int64)
+    return label_scores(predicted, gold, len(label_names))
 
 
 # ------------------------------------------------------------------------------------------------ serving

@@ -273,6 +273,25 @@ def score(
     return entity_scores(gold, guessed), predictions, float(np.mean(losses)) if losses else 0.0
 
 
+def response_scores(
+    records: list[dict[str, Any]], responses: list[Any], label_names: tuple[str, ...] | None
+) -> dict[str, float]:
+    """Entity-level precision, recall and F1 of the endpoint's entity groups (predict's answer to each record's
+    example_request: its tokens joined by spaces), as `score` computes them. A token holding whitespace is several
+    words of the request; a group's words are mapped back to the record's tokens."""
+    assert label_names is not None
+    gold, guessed = [], []
+    for record, groups in zip(records, responses, strict=True):
+        token_of_word = [i for i, token in enumerate(record["tokens"]) for _ in _words(token)]
+        tags = [OUTSIDE] * len(record["tokens"])
+        for group in groups:
+            first, last = (token_of_word[word] for word in group["words"])
+            tags[first : last + 1] = [f"B-{group['entity_group']}"] + [f"I-{group['entity_group']}"] * (last - first)
+        gold.append([label_names[tag] for tag in record["ner_tags"]])
+        guessed.append(tags)
+    return entity_scores(gold, guessed)
+
+
 # ------------------------------------------------------------------------------------------------ serving
 
 
