@@ -35,12 +35,14 @@ def recorded_decision(reason: str, source: str) -> dict[str, str]:
         fail(str(err))
 
 
-def register_local_run(work_dir: Path, group: str, execution_id: str, reason: str) -> ModelPackage:
-    """A new package of the local run's trained model (RecordModel's registry copy)."""
+def register_local_run(work_dir: Path, env_name: str, execution_id: str, reason: str) -> ModelPackage:
+    """A new package of the local run's trained model (RecordModel's registry copy), in the model package group of
+    `env_name`'s pipeline of the task the run trained."""
     run = find_run(executions_dir(work_dir), execution_id)
     if run is None or run.record is None:
         fail(f"no local run {execution_id} with a record under {executions_dir(work_dir)}: pass one from make runs")
     record = run.record
+    group = settings_for(env_name, record.task).model_package_group_name
     if record.model_package_arn:
         fail(f"local run {execution_id} registered {record.model_package_arn} already")
     store = LocalObjectStore(work_dir / STORE_DIR)
@@ -85,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.execution is not None:
         if not args.execution.startswith(LOCAL_EXECUTION_PREFIX):
             fail(f"--execution {args.execution!r}: a local run (local-<id>)")
-        group = settings_for(args.env).model_package_group_name
-        package = register_local_run(args.work_dir, group, args.execution, args.reason)
+        package = register_local_run(args.work_dir, args.env, args.execution, args.reason)
     else:
         package = register_local_package(args.work_dir, args.package, args.reason)
     print(f"registered {package.arn} ({package.approval_status}), model {package.model_data}")

@@ -65,6 +65,19 @@ def test_a_local_run_that_missed_the_gate_is_registered_with_the_decision(gated_
     assert (newest.version, newest.model_data, newest.metadata[SOURCE]) == (3, copy, source.arn)
 
 
+def test_a_run_of_another_task_is_registered_in_its_task_s_group(gated_run):
+    """The group is that of the run's own task (its record), as `make demo TASK=<task>` synthesized its pipeline."""
+    work_dir, record, copy = gated_run
+    save(dataclasses.replace(record, task="text-classification"), work_dir / "executions" / record.execution_id)
+    args = ("--execution", record.execution_id, "--reason", WHY, "--work-dir", str(work_dir))
+    result = run_cli("local_runner.register", *args, env={})
+    assert result.returncode == 0, result.stderr
+    registry = LocalModelRegistry(work_dir / REGISTRY_FILE)
+    assert registry.packages(DEV.model_package_group_name) == []
+    [package] = registry.packages(settings_for("dev", "text-classification").model_package_group_name)
+    assert package.group == "hfqa-dev-text-classification-models" and package.model_data == copy
+
+
 @pytest.mark.parametrize(
     "reason, says",
     [("", "has 0 characters"), ("x" * 257, "has 257 characters"), ("it's fine", 'has "\'": only letters')],
