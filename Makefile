@@ -134,14 +134,14 @@ cdk-bootstrap: venv ## cdk bootstrap of your credentials' account and region, on
 NO_DEFINITION_CACHE := PIPELINE_DEFINITION_CACHE=off
 # CONTEXT="key=value ..." settings overrides: tools/cdk_context.py reads it from the environment, validates
 # each key against the settings and passes each as `-c key=value`.
-WITH_CONTEXT = $(PY) -m tools.cdk_context --env "$$ENV" --
+WITH_CONTEXT = $(PY) -m tools.cdk_context $(ONE_PIPELINE) --
 
-deploy: venv ## cdk deploy --all with your own AWS credentials (ENV=dev|prod) [CONTEXT="training.instance_count=2 ..."]
+deploy: venv ## cdk deploy --all with your own AWS credentials (ENV=dev|prod) [CONTEXT="training.instance_count=2 ..."] [TASK=<task>: its pipeline]
 	$(NO_DEFINITION_CACHE) $(WITH_CONTEXT) $(CDK) deploy --all -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
 
-diff: venv ## cdk diff of every stack, then the pipeline definition step by step (deployed vs synthesized) [CONTEXT=...]
+diff: venv ## cdk diff of every stack, then the pipeline definition step by step (deployed vs synthesized) [CONTEXT=...] [TASK=<task>]
 	$(NO_DEFINITION_CACHE) $(WITH_CONTEXT) $(CDK) diff -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"
-	$(PY) -m tools.pipeline_diff --env "$$ENV" --assembly "$(CDK_OUT)/$$ENV"
+	$(PY) -m tools.pipeline_diff $(ONE_PIPELINE) --assembly "$(CDK_OUT)/$$ENV"
 
 destroy: venv ## cdk destroy --all (prod buckets and key are retained)
 	$(CDK) destroy --all -c env="$$ENV" --output "$(CDK_OUT)/$$ENV"

@@ -115,6 +115,7 @@ def synthesized_pipeline(assembly: Path, stack_name: str) -> tuple[str, dict[str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default=DEFAULT_ENV)
+    parser.add_argument("--task", help="the environment's pipeline of this task (TASK; default: its own task)")
     parser.add_argument("--assembly", type=Path, help="the synthesized cloud assembly (default: cdk.out/<env>)")
     args = parser.parse_args(argv)
     from botocore.exceptions import ClientError
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     from tools.deployment import fail, is_sagemaker_not_found, load_deployment
 
     assembly = args.assembly or assembly_dir(args.env)
-    deployment = load_deployment(args.env)
+    deployment = load_deployment(args.env, args.task)
     stack_name = deployment.settings.stack_name("pipeline")
     try:
         name, synthesized = synthesized_pipeline(assembly, stack_name)

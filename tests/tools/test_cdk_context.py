@@ -51,3 +51,34 @@ def test_words_that_are_not_overrides_are_refused(text, message):
 
 def test_no_context_adds_nothing():
     assert cdk_context.context_arguments("dev", "") == []
+
+
+@pytest.mark.parametrize("target", ["deploy", "diff"])
+def test_task_names_its_pipeline_s_stack_instead_of_all(target):
+    """One pipeline of several (here a second one added by CONTEXT): its stack by name, `--all` dropped; the CDK
+    deploys the data and network stacks it depends on with it."""
+    second = """CONTEXT='pipelines={"text-classification":{}}'"""
+    result = make(target, "ENV=dev", "TASK=text-classification", STAND_IN, second)
+    assert result.returncode in (0, 2), result.stderr
+    cdk_line = next(line for line in result.stdout.splitlines() if line.startswith("cdk "))
+    assert cdk_line.startswith(f"cdk {target} -c env=dev ") and "--all" not in cdk_line
+    assert cdk_line.endswith(" hfqa-dev-text-classification-pipeline")
+    own = make(target, "ENV=dev", STAND_IN, second)
+    own_line = next(line for line in own.stdout.splitlines() if line.startswith("cdk "))
+    assert ("--all" in own_line) is (target == "deploy") and not own_line.endswith("-pipeline")
+
+
+def test_a_task_the_environment_does_not_deploy_stops_before_the_cdk():
+    result = make("deploy", "ENV=dev", "TASK=token-classification", STAND_IN)
+    assert result.returncode != 0
+    assert "environment dev has no pipeline of task token-classification (it deploys: question-answering)" in (
+        result.stderr
+    )
+    assert not any(line.startswith("cdk ") for line in result.stdout.splitlines())
+
+
+def test_the_pipeline_stack_depends_on_the_data_and_network_stacks(dev):
+    """What `cdk deploy <pipeline stack>` relies on to deploy them with it (the CDK adds a stack's dependencies)."""
+    data, network, pipeline = dev.stacks.all()[:3]
+    assert pipeline.stack_name == dev.settings.stack_name("pipeline")
+    assert {stack.stack_name for stack in pipeline.dependencies} == {data.stack_name, network.stack_name}
