@@ -212,3 +212,43 @@ def test_a_classification_dataset_is_tokenized_with_its_tasks_features_and_label
     TaskFile("token-classification" if task_name == "text-classification" else "text-classification").write(folder)
     assert preprocess.main([*argv[:-1], str(tmp_path / "refused")]) == 1
     assert f"this job's --task is {task_name}" in capsys.readouterr().err
+
+
+def test_a_benchmark_of_other_label_names_than_the_dataset_s_is_refused(tmp_path, capsys):
+    """The benchmark's labels are read with the dataset's names (the model's head): a staged benchmark that declares
+    them in another order is refused in one line before anything is tokenized (the claim refuses such an upload
+    first); the same benchmark with the dataset's order is tokenized."""
+    from qa import benchmark
+
+    task = task_module("text-classification")
+    folder = shutil.copytree(SAMPLE_DATASET.parent / task.SAMPLE_DATASET, tmp_path / "pinned")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    names = tuple(manifest["label_names"])
+    TaskFile(task.NAME, names).write(folder)
+
+    def staged(label_names: list[str], root: Path) -> tuple[Path, str]:
+        source = shutil.copytree(folder, root / "source")
+        (source / "manifest.json").write_text(json.dumps({**manifest, "label_names": label_names}))
+        # Labels by name: the same records whichever order the names are declared in.
+        records = map(json.loads, (folder / "validation" / "validation.jsonl").read_text().splitlines())
+        lines = [json.dumps({**record, "label": names[record["label"]]}) + "\n" for record in records]
+        (source / "validation" / "validation.jsonl").write_text("".join(lines))
+
+        def put(key: str, body: bytes) -> str:
+            (root / key).parent.mkdir(parents=True, exist_ok=True)
+            (root / key).write_bytes(body)
+            return "v1"
+
+        _, sha256 = benchmark.stage(source, "b", "v1", put, task.NAME)
+        return root / benchmark.prefix("b", "v1"), sha256
+
+    argv = ["--task", task.NAME, "--manifest", str(folder / "manifest.json"), "--data-dir", str(folder)]
+    argv += ["--tokenizer-dir", str(bundled_model_dir())]
+    reordered, sha256 = staged([names[1], names[0], *names[2:]], tmp_path / "reordered")
+    bench = ["--benchmark-dir", str(reordered), "--benchmark-sha256", sha256]
+    assert preprocess.main([*argv, "--output-dir", str(tmp_path / "refused"), *bench]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()[-1:]
+    assert line.startswith("error: the benchmark's label names [") and "would compare other classes" in line
+    same, sha256 = staged(list(names), tmp_path / "same")
+    bench = ["--benchmark-dir", str(same), "--benchmark-sha256", sha256]
+    assert preprocess.main([*argv, "--output-dir", str(tmp_path / "out"), *bench]) == 0
