@@ -3,7 +3,7 @@ lifecycle rules) and the pipeline definition (S3 URIs)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from types import ModuleType
 
 from qa.outputs import BENCHMARKS_ROOT, DATASET_MANIFEST_FILE, DATASETS_ROOT, HELD_MANIFEST_FILE, datasets_root
@@ -27,6 +27,16 @@ class ArtifactLayout:
     # packages reference. Only RecordModel's role writes there (bucket policy), nothing there expires.
     registry: str = "registry"
     benchmarks: str = BENCHMARKS_ROOT  # the operator's benchmarks (`make stage-benchmark`; evaluation.benchmark)
+
+    @classmethod
+    def of_pipeline(cls, infix: str, checkpoints: str = "checkpoints") -> ArtifactLayout:
+        """The layout of one pipeline of an environment (`infix`: its task's RESOURCE_INFIX, "" for question
+        answering, whose prefixes stay the defaults): what its executions claim, pin, write and register lives under
+        prefixes of its own (PIPELINE_PREFIXES + infix, as its dataset root is datasets<infix>/), so its roles, scoped
+        by prefix, reach no other pipeline's; the staged base models, the pipeline code, the MLflow store and the
+        benchmarks root are the environment's."""
+        layout = cls(checkpoints=checkpoints)
+        return replace(layout, **{name: getattr(layout, name) + infix for name in PIPELINE_PREFIXES})
 
     def writable_by_jobs(self, features_job: bool = True) -> tuple[str, ...]:
         """Prefixes that training and processing jobs write to (claims, inputs and evaluation reports are written
@@ -55,6 +65,10 @@ class ArtifactLayout:
         checkpoint is deleted in the SageMaker AI container, it will also be deleted in the S3 folder",
         https://docs.aws.amazon.com/sagemaker/latest/dg/model-checkpoints.html)."""
         return (self.checkpoints,)
+
+
+# The ArtifactLayout prefixes each pipeline has its own of (ArtifactLayout.of_pipeline).
+PIPELINE_PREFIXES = ("checkpoints", "processed", "models", "evaluation", "claims", "inputs", "tensorboard", "registry")
 
 
 @dataclass(frozen=True)

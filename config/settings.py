@@ -601,10 +601,10 @@ class Settings(StrictModel):
                 except ValidationError as err:
                     problems += [f"pipelines.{name}{problem}" for problem in _problems(err)]
                     continue
-                if pipeline.layout != self.layout:
+                if pipeline.training.checkpoint_prefix != self.training.checkpoint_prefix:
                     problems.append(
-                        f"pipelines.{name}.training.checkpoint_prefix: the artifacts bucket's checkpoint lifecycle "
-                        "is the environment's: set it for the environment"
+                        f"pipelines.{name}.training.checkpoint_prefix: the checkpoint prefix is the environment's "
+                        "(each pipeline's checkpoints lie under it and the task's infix): set it for the environment"
                     )
         if problems:
             raise ValueError("\n  - ".join(problems))
@@ -888,8 +888,11 @@ class Settings(StrictModel):
 
     @property
     def layout(self) -> ArtifactLayout:
-        """Artifact-bucket prefixes, with the configured checkpoint prefix."""
-        return ArtifactLayout(checkpoints=self.training.checkpoint_prefix or ArtifactLayout().checkpoints)
+        """Artifact-bucket prefixes of this pipeline (its own, ArtifactLayout.of_pipeline), with the configured
+        checkpoint prefix."""
+        return ArtifactLayout.of_pipeline(
+            self.task_facts.RESOURCE_INFIX, self.training.checkpoint_prefix or ArtifactLayout().checkpoints
+        )
 
     @property
     def benchmark_prefix(self) -> str | None:

@@ -42,7 +42,7 @@ def register_local_run(work_dir: Path, env_name: str, execution_id: str, reason:
     if run is None or run.record is None:
         fail(f"no local run {execution_id} with a record under {executions_dir(work_dir)}: pass one from make runs")
     record = run.record
-    group = settings_for(env_name, record.task).model_package_group_name
+    settings = settings_for(env_name, record.task)
     if record.model_package_arn:
         fail(f"local run {execution_id} registered {record.model_package_arn} already")
     store = LocalObjectStore(work_dir / STORE_DIR)
@@ -50,11 +50,13 @@ def register_local_run(work_dir: Path, env_name: str, execution_id: str, reason:
         fail(f"local run {execution_id} ({run.status}) trained no model: nothing to register")
     metadata = recorded_decision(reason, record.execution_arn)
     bucket = record.model_data.removeprefix("s3://").split("/", 1)[0]
-    copy = f"s3://{bucket}/registry/{file_digest(store.path(record.model_data))}/model.tar.gz"
+    copy = f"s3://{bucket}/{settings.layout.registry}/{file_digest(store.path(record.model_data))}/model.tar.gz"
     model_data = copy if store.path(copy).is_file() else record.model_data
     metadata[names.MODEL_METADATA_EXECUTION_ARN] = record.execution_arn
     registry = LocalModelRegistry(work_dir / REGISTRY_FILE)
-    return registry.register(group, PENDING, model_data, record.metrics, execution_id, metadata)
+    return registry.register(
+        settings.model_package_group_name, PENDING, model_data, record.metrics, execution_id, metadata
+    )
 
 
 def register_local_package(work_dir: Path, arn: str, reason: str) -> ModelPackage:

@@ -343,11 +343,11 @@ def require_dataset_writes_as_the_upload_makes_them(
         )
 
 
-def protect_registry(bucket: SecureBucket, prefix: str, writer_role_arns: list[str]) -> None:
-    """Bucket-policy denies that keep `prefix`/* as RecordModel wrote it: PutObject for every principal but the roles
-    `writer_role_arns` (one per pipeline, named, as the roles are in other stacks), and deletes for everyone but
-    CDK's auto-delete provider where the stack has one (dev, destroyed with its data). A negated operator with several
-    values matches a request whose key equals none of them.
+def protect_registry(bucket: SecureBucket, prefix: str, writer_role_arn: str, sid_suffix: str = "") -> None:
+    """Bucket-policy denies that keep `prefix`/* (one pipeline's registry) as its RecordModel wrote it: PutObject for
+    every principal but that pipeline's role `writer_role_arn` (named, as the role is in another stack), and deletes
+    for everyone but CDK's auto-delete provider where the stack has one (dev, destroyed with its data). Each
+    pipeline's statements carry `sid_suffix` (none for question answering's, which kept its Sids).
 
     aws:PrincipalArn is the role's ARN for a session of that role, and is in the request context of every
     IAM-principal request; an AWS service principal's request has none, and the negated operator then denies too
@@ -358,18 +358,18 @@ def protect_registry(bucket: SecureBucket, prefix: str, writer_role_arns: list[s
     resources = [bucket.object_arn(f"{prefix}/*")]
     bucket.bucket.add_to_resource_policy(
         iam.PolicyStatement(
-            sid="OnlyRecordModelWritesTheRegistry",
+            sid=f"OnlyRecordModelWritesTheRegistry{sid_suffix}",
             effect=iam.Effect.DENY,
             principals=[iam.AnyPrincipal()],
             actions=REGISTRY_WRITE_ACTIONS,
             resources=resources,
-            conditions={"ArnNotEquals": {"aws:PrincipalArn": _one_or_list(writer_role_arns)}},
+            conditions={"ArnNotEquals": {"aws:PrincipalArn": writer_role_arn}},
         )
     )
     provider = cast("CustomResourceProviderBase | None", Stack.of(bucket).node.try_find_child(AUTO_DELETE_PROVIDER_ID))
     bucket.bucket.add_to_resource_policy(
         iam.PolicyStatement(
-            sid="NothingDeletesFromTheRegistry",
+            sid=f"NothingDeletesFromTheRegistry{sid_suffix}",
             effect=iam.Effect.DENY,
             principals=[iam.AnyPrincipal()],
             actions=REGISTRY_DELETE_ACTIONS,
@@ -382,6 +382,12 @@ def protect_registry(bucket: SecureBucket, prefix: str, writer_role_arns: list[s
 def _one_or_list(values: list[str]) -> str | list[str]:
     """A condition value as one environment with one pipeline always had it (a string), else the list."""
     return values[0] if len(values) == 1 else values
+
+
+def statement_suffix(infix: str) -> str:
+    """A policy statement Sid's suffix for a pipeline's resource infix: "-text-classification" -> "TextClassification"
+    (Sids take letters and digits only)."""
+    return "".join(word.capitalize() for word in infix.split("-"))
 
 
 def _abort_uploads() -> s3.LifecycleRule:
@@ -460,13 +466,15 @@ class DataStack(Stack):
             versioned=True,
             lifecycle_rules=[
                 _abort_uploads(),
-                s3.LifecycleRule(
-                    id="expire-checkpoints",
-                    prefix=f"{layout.checkpoints}/",
-                    expiration=Duration.days(settings.checkpoint_retention_days),
-                    noncurrent_version_expiration=Duration.days(
-                        max(checkpoint_noncurrent_days(pipeline) for pipeline in settings.deployed_pipelines)
-                    ),
+                # Each pipeline's checkpoints (ArtifactLayout.of_pipeline), kept as long as its spot jobs may resume.
+                *(
+                    s3.LifecycleRule(
+                        id=f"expire-checkpoints{pipeline.task_facts.RESOURCE_INFIX}",
+                        prefix=f"{pipeline.layout.checkpoints}/",
+                        expiration=Duration.days(settings.checkpoint_retention_days),
+                        noncurrent_version_expiration=Duration.days(checkpoint_noncurrent_days(pipeline)),
+                    )
+                    for pipeline in settings.deployed_pipelines
                 ),
                 # Per prefix, as a lifecycle filter cannot exclude one: registry/ and evaluation/ (what model
                 # packages reference: ModelDataUrl, ModelMetrics) have no rule, so neither their objects nor their
@@ -477,20 +485,23 @@ class DataStack(Stack):
                         prefix=f"{prefix}/",
                         noncurrent_version_expiration=Duration.days(30),
                     )
-                    for prefix in layout.expiring_versions()
+                    for prefix in dict.fromkeys(
+                        prefix
+                        for pipeline in settings.deployed_pipelines
+                        for prefix in pipeline.layout.expiring_versions()
+                    )
                 ),
             ],
         )
-        protect_registry(
-            self.artifacts,
-            layout.registry,
-            [
-                f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/" + pipeline.record_model_role_name(Aws.REGION)
-                for pipeline in settings.deployed_pipelines
-            ],
-        )
+        for pipeline in settings.deployed_pipelines:
+            protect_registry(
+                self.artifacts,
+                pipeline.layout.registry,
+                f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/" + pipeline.record_model_role_name(Aws.REGION),
+                sid_suffix=statement_suffix(pipeline.task_facts.RESOURCE_INFIX),
+            )
         self._protect_benchmarks(settings)
-        # The exact prefix the training step's CheckpointConfig.S3Uri starts with (one folder per execution).
+        # The exact prefix the own pipeline's CheckpointConfig.S3Uri starts with (one folder per execution).
         self.checkpoint_s3_uri_prefix = f"s3://{self.bucket_names['artifacts']}/{layout.checkpoints}/"
         CfnOutput(self, DATASETS_BUCKET_OUTPUT, value=self.datasets.bucket.bucket_name)
         CfnOutput(self, ARTIFACTS_BUCKET_OUTPUT, value=self.artifacts.bucket.bucket_name)

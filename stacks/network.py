@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -11,7 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from config import ArtifactLayout, Settings
+from config import Settings
 from config.settings import InterfaceEndpoint
 from stacks.log_groups import LogGroupSettings, encrypted_log_group
 from stacks.nag import add_reviewed_statement
@@ -21,22 +22,28 @@ HTTPS = ec2.Port.tcp(443)
 
 @dataclass(frozen=True)
 class JobBuckets:
-    """The buckets the jobs reach through the S3 gateway endpoint (names), and the artifacts layout that says where
-    in the artifacts bucket they write and delete."""
+    """The buckets the jobs reach through the S3 gateway endpoint (names), and the artifacts prefixes the jobs of
+    the environment's pipelines write and delete under (each pipeline's layout: ArtifactLayout.of_pipeline)."""
 
     datasets: str
     artifacts: str
-    layout: ArtifactLayout
-    features_job: bool = True  # processing.tokenize_in "cpu_job": ValidateAndTokenize writes processed/
+    writable: tuple[str, ...]
+    deletable: tuple[str, ...]
 
     @classmethod
     def of(cls, settings: Settings) -> JobBuckets:
+        pipelines = settings.deployed_pipelines
         return cls(
             datasets=settings.bucket_name("datasets", Aws.ACCOUNT_ID, Aws.REGION),
             artifacts=settings.bucket_name("artifacts", Aws.ACCOUNT_ID, Aws.REGION),
-            layout=settings.layout,
-            features_job=not settings.tokenizes_in_fine_tune,
+            writable=_each_once(p.layout.writable_by_jobs(not p.tokenizes_in_fine_tune) for p in pipelines),
+            deletable=_each_once(p.layout.deletable_by_jobs() for p in pipelines),
         )
+
+
+def _each_once(groups: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
+    """The prefixes of every group in order, each once."""
+    return tuple(dict.fromkeys(prefix for group in groups for prefix in group))
 
 
 # What the jobs' role does in S3 through the endpoint (stacks/roles.py JobRole, the only principal in the jobs'
@@ -69,7 +76,6 @@ def s3_endpoint_statements(stack: Stack, *, buckets: JobBuckets, ecr_layers: boo
     """
     qualifier = getattr(stack.synthesizer, "bootstrap_qualifier", None) or DefaultStackSynthesizer.DEFAULT_QUALIFIER
     assets_bucket = Fn.sub(DefaultStackSynthesizer.DEFAULT_FILE_ASSETS_BUCKET_NAME.replace("${Qualifier}", qualifier))
-    layout = buckets.layout
 
     def under(prefixes: tuple[str, ...]) -> list[str]:
         return [f"arn:{Aws.PARTITION}:s3:::{buckets.artifacts}/{prefix}/*" for prefix in prefixes]
@@ -89,13 +95,13 @@ def s3_endpoint_statements(stack: Stack, *, buckets: JobBuckets, ecr_layers: boo
             sid="WriteJobOutputs",
             principals=[iam.AnyPrincipal()],
             actions=S3_ENDPOINT_WRITES,
-            resources=under(layout.writable_by_jobs(buckets.features_job)),
+            resources=under(buckets.writable),
         ),
         iam.PolicyStatement(
             sid="PruneCheckpoints",
             principals=[iam.AnyPrincipal()],
             actions=S3_ENDPOINT_DELETES,
-            resources=under(layout.deletable_by_jobs()),
+            resources=under(buckets.deletable),
         ),
     ]
     if ecr_layers:

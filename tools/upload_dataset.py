@@ -240,10 +240,12 @@ def validate_dataset(
     version: str,
     declared: DeclaredTask | None = None,
     datasets: DatasetLayout | None = None,
+    inputs_prefix: str = ArtifactLayout().inputs,
 ) -> list[tuple[Path, str]]:
     """Validate every record (streamed: records are counted, not kept) as the declared task's (none declared:
     question answering, the pipeline's default; ClaimManifest checks the pipeline's); (local path, key relative to
-    the version prefix under `datasets`' root) of each file to upload. No AWS call."""
+    the version prefix under `datasets`' root) of each file to upload, each key short enough also for its pinned
+    copy under the pipeline's `inputs_prefix`. No AWS call."""
     declared = declared or DeclaredTask()
     datasets = datasets or DatasetLayout()
     check_name("--name", name)
@@ -257,7 +259,7 @@ def validate_dataset(
     every_entry = [entry for split in SPLITS for entry in entries[split]]
     keyed = upload_files(dataset_dir, every_entry)
     for _, key in keyed:
-        problem = data_key_problem(datasets.prefix(name, version) + key, ArtifactLayout().inputs, key)
+        problem = data_key_problem(datasets.prefix(name, version) + key, inputs_prefix, key)
         if problem:
             fail(f"{problem}, or --name/--version")
     check_own_manifest(
@@ -622,9 +624,11 @@ def main(argv: list[str] | None = None) -> int:
     settings = settings_for(args.env)  # an unknown environment fails before anything else
     params = upload_params(args.params)
     declared = dataset_declaration(args.dataset)
-    # The root of the declared task's pipeline (none declared: the environment's own task's).
-    datasets = DatasetLayout.of_task(task_module(declared.task or settings.task))
-    files = validate_dataset(args.dataset, args.name, args.version, declared, datasets)
+    # The roots of the declared task's pipeline (none declared: the environment's own task's).
+    pipeline_task = task_module(declared.task or settings.task)
+    datasets = DatasetLayout.of_task(pipeline_task)
+    inputs = ArtifactLayout.of_pipeline(pipeline_task.RESOURCE_INFIX).inputs
+    files = validate_dataset(args.dataset, args.name, args.version, declared, datasets, inputs)
     if args.validate_only:
         print("dataset is valid (--validate-only: nothing uploaded)")
         return 0

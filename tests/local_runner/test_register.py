@@ -66,15 +66,21 @@ def test_a_local_run_that_missed_the_gate_is_registered_with_the_decision(gated_
 
 
 def test_a_run_of_another_task_is_registered_in_its_task_s_group(gated_run):
-    """The group is that of the run's own task (its record), as `make demo TASK=<task>` synthesized its pipeline."""
-    work_dir, record, copy = gated_run
+    """The group is that of the run's own task (its record), as `make demo TASK=<task>` synthesized its pipeline, and
+    the registered model its pipeline's registry copy (registry-text-classification/: ArtifactLayout.of_pipeline)."""
+    work_dir, record, shared_copy = gated_run
+    store = LocalObjectStore(work_dir / STORE_DIR)
+    text_classification = settings_for("dev", "text-classification")
+    copy = shared_copy.replace("/registry/", f"/{text_classification.layout.registry}/")
+    assert copy != shared_copy
+    store.put_bytes(store.path(shared_copy).read_bytes(), copy)
     save(dataclasses.replace(record, task="text-classification"), work_dir / "executions" / record.execution_id)
     args = ("--execution", record.execution_id, "--reason", WHY, "--work-dir", str(work_dir))
     result = run_cli("local_runner.register", *args, env={})
     assert result.returncode == 0, result.stderr
     registry = LocalModelRegistry(work_dir / REGISTRY_FILE)
     assert registry.packages(DEV.model_package_group_name) == []
-    [package] = registry.packages(settings_for("dev", "text-classification").model_package_group_name)
+    [package] = registry.packages(text_classification.model_package_group_name)
     assert package.group == "hfqa-dev-text-classification-models" and package.model_data == copy
 
 

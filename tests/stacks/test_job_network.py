@@ -14,7 +14,8 @@ from tests.conftest import dumps
 from tests.stacks.conftest import BareStack, joined, logical_id
 from tools.idle_cost import idle_cost
 
-BUCKETS = JobBuckets(datasets="project-datasets", artifacts="project-artifacts", layout=ArtifactLayout())
+LAYOUT = ArtifactLayout()
+BUCKETS = JobBuckets("project-datasets", "project-artifacts", LAYOUT.writable_by_jobs(), LAYOUT.deletable_by_jobs())
 FLOW_LOGS = LogGroupSettings(
     retention_days=60, removal=RemovalPolicy.DESTROY, name_root="/hfqa-test/", function_folder="functions"
 )
@@ -100,9 +101,9 @@ def test_the_s3_gateway_endpoint_reads_the_project_and_asset_buckets_and_writes_
         return sorted(dumps(joined(f"arn:<partition>:s3:::{BUCKETS.artifacts}/{prefix}/*")) for prefix in prefixes)
 
     assert write["Action"] == ["s3:AbortMultipartUpload", "s3:PutObject"]
-    assert sorted(map(dumps, write["Resource"])) == under(BUCKETS.layout.writable_by_jobs())
+    assert sorted(map(dumps, write["Resource"])) == under(LAYOUT.writable_by_jobs())
     assert delete["Action"] == "s3:DeleteObject"
-    assert [dumps(delete["Resource"])] == under((BUCKETS.layout.checkpoints,))
+    assert [dumps(delete["Resource"])] == under((LAYOUT.checkpoints,))
     for statement in (read, write, delete):
         assert statement["Principal"] == {"AWS": "*"} and statement["Effect"] == "Allow"
 

@@ -166,8 +166,8 @@ def data_statement(several: SeveralPipelines, resource_type: str, sid: str) -> d
 
 
 def test_the_shared_data_stack_is_written_for_both_pipelines(several):
-    """The key lets the alarms of both topics publish, the registry takes both RecordModel roles' writes, and both
-    dataset roots' data files are written once."""
+    """The key lets the alarms of both topics publish, each pipeline's registry takes only its own RecordModel role's
+    writes, and both dataset roots' data files are written once."""
     text = several.settings.pipeline_of(TASK)
     alarms = data_statement(several, "AWS::KMS::Key", "AlarmsPublishToTheEncryptedTopic")
     topics = [render(t) for t in as_list(alarms["Condition"]["StringEquals"]["kms:EncryptionContext:aws:sns:topicArn"])]
@@ -175,11 +175,67 @@ def test_the_shared_data_stack_is_written_for_both_pipelines(several):
         several.settings.notification_topic_name,
         text.notification_topic_name,
     ]
-    writers = data_statement(several, "AWS::S3::BucketPolicy", "OnlyRecordModelWritesTheRegistry")
-    roles = [render(r) for r in as_list(writers["Condition"]["ArnNotEquals"]["aws:PrincipalArn"])]
-    assert [r.rsplit("/", 1)[1] for r in roles] == [
-        p.record_model_role_name("${AWS::Region}") for p in (several.settings, text)
-    ]
+    for pipeline, suffix in ((several.settings, ""), (text, "TextClassification")):
+        writers = data_statement(several, "AWS::S3::BucketPolicy", f"OnlyRecordModelWritesTheRegistry{suffix}")
+        [role] = [render(r) for r in as_list(writers["Condition"]["ArnNotEquals"]["aws:PrincipalArn"])]
+        assert role.rsplit("/", 1)[1] == pipeline.record_model_role_name("${AWS::Region}")
+        [registry] = [render(r) for r in as_list(writers["Resource"])]
+        assert registry.endswith(f"/{pipeline.layout.registry}/*")
+        deletes = data_statement(several, "AWS::S3::BucketPolicy", f"NothingDeletesFromTheRegistry{suffix}")
+        assert [render(r) for r in as_list(deletes["Resource"])] == [registry]
     written_once = data_statement(several, "AWS::S3::BucketPolicy", "DatasetsDataFilesAreWrittenOnce")
     roots = {render(r).split(":::", 1)[1].split("/")[1] for r in as_list(written_once["Resource"])}
     assert roots == {"datasets", f"datasets-{task(TASK).RESOURCE_NAME}"}
+
+
+def s3_object_prefixes(template: dict[str, Any]) -> set[str]:
+    """The first key segment of every artifacts-bucket object ARN that the template's IAM policies name."""
+    prefixes = set()
+    for policy in resources_of_type(template, "AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            for resource in as_list(statement.get("Resource", [])):
+                if "-artifacts-" not in json.dumps(resource):
+                    continue  # another bucket, a key (imported), a topic...
+                text = render(resource)
+                if "/" in text.split(":::", 1)[1]:
+                    prefixes.add(text.split(":::", 1)[1].split("/")[1])
+    return prefixes
+
+
+def test_each_pipeline_s_roles_reach_its_own_artifact_prefixes_only(several):
+    """Claims, pinned inputs, checkpoints, models, evaluation reports, TensorBoard logs and registry copies lie under
+    prefixes of each pipeline's own (ArtifactLayout.of_pipeline: question answering's keep their names); what both
+    roles name is what the environment shares: the staged base models (read only) and the benchmarks root."""
+    text = several.settings.pipeline_of(TASK)
+    own, other = several.settings.layout, text.layout
+    per_pipeline = {"claims", "inputs", "checkpoints", "models", "evaluation", "tensorboard", "registry"}
+    assert {getattr(own, name) for name in per_pipeline} == per_pipeline
+    assert {getattr(other, name) for name in per_pipeline} == {f"{name}-{TASK}" for name in per_pipeline}
+    qa_prefixes = s3_object_prefixes(several.templates["pipeline"])
+    text_prefixes = s3_object_prefixes(several.templates[TASK])
+    assert {f"{name}-{TASK}" for name in ("claims", "inputs", "checkpoints", "models", "registry")} <= text_prefixes
+    assert qa_prefixes & text_prefixes <= {own.base_models, own.benchmarks}
+    assert not text_prefixes & per_pipeline and not qa_prefixes & {getattr(other, name) for name in per_pipeline}
+
+
+def test_the_shared_network_and_lifecycle_cover_both_pipelines(several):
+    """The S3 endpoint lets each pipeline's jobs write their outputs; each pipeline's checkpoints expire by a rule of
+    their own, and old versions under each pipeline's expiring prefixes."""
+    text = several.settings.pipeline_of(TASK)
+    [statements] = [
+        {statement.get("Sid"): statement for statement in endpoint["Properties"]["PolicyDocument"]["Statement"]}
+        for endpoint in resources_of_type(several.templates["network"], "AWS::EC2::VPCEndpoint").values()
+        if "PolicyDocument" in endpoint["Properties"]
+    ]
+    written = {render(r).rsplit("/", 2)[1] for r in as_list(statements["WriteJobOutputs"]["Resource"])}
+    assert {text.layout.checkpoints, text.layout.models, several.settings.layout.models} <= written
+    [bucket] = [
+        b
+        for b in resources_of_type(several.templates["data"], "AWS::S3::Bucket").values()
+        if "artifacts" in render(b["Properties"]["BucketName"])
+    ]
+    rules = {rule["Id"]: rule.get("Prefix") for rule in bucket["Properties"]["LifecycleConfiguration"]["Rules"]}
+    assert (
+        rules["expire-checkpoints"] == "checkpoints/" and rules[f"expire-checkpoints-{TASK}"] == f"checkpoints-{TASK}/"
+    )
+    assert rules[f"expire-old-claims-{TASK}-versions"] == f"claims-{TASK}/"
