@@ -386,7 +386,8 @@ def _one_or_list(values: list[str]) -> str | list[str]:
 
 def statement_suffix(infix: str) -> str:
     """A policy statement Sid's suffix for a pipeline's resource infix: "-text-classification" -> "TextClassification"
-    (Sids take letters and digits only)."""
+    (a Sid "supports ASCII uppercase letters (A-Z), lowercase letters (a-z), and numbers (0-9)",
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_sid.html)."""
     return "".join(word.capitalize() for word in infix.split("-"))
 
 
