@@ -7,6 +7,7 @@ validation split through the endpoint as FineTune scored it from the logits (wha
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -15,6 +16,7 @@ from tasks import task
 
 from config import load_settings
 from local_runner.evaluate import EVALUATIONS_DIR, recorded_scores
+from local_runner.launch import JOB_PYTHON_ENV
 from local_runner.registry import REGISTRY_FILE
 from local_runner.store import STORE_DIR
 from tests.conftest import ROOT
@@ -36,8 +38,11 @@ def demo_package(sequence, cdk_context, tmp_path_factory):
 
 
 def evaluate(work_dir, package, *args: str):
+    """`python -m local_runner.evaluate` as a user runs it; its endpoint forks from the session's pre-imported Python
+    (tests/warm_python.py: the project's modules, the archive's inference code included, are imported afresh)."""
+    warm = {JOB_PYTHON_ENV: os.environ[JOB_PYTHON_ENV]} if JOB_PYTHON_ENV in os.environ else {}
     return run_cli(
-        "local_runner.evaluate", "--package", package.arn, "--work-dir", str(work_dir), *args, env={}, timeout=300
+        "local_runner.evaluate", "--package", package.arn, "--work-dir", str(work_dir), *args, env=warm, timeout=300
     )
 
 
