@@ -116,7 +116,7 @@ upload-dataset: venv ## Validate and upload DATASET=<dir> as NAME=<name> [VERSIO
 		--params "$$PARAMS" $${NO_RUN:+--no-run}
 
 stage-benchmark: venv ## Stage BENCHMARK=<dataset dir>'s validation/ as the F1 gate's benchmark NAME=<name> [VERSION=v1]; prints the cdk.json pin
-	@test -n "$$BENCHMARK" -a -n "$$NAME" || { echo "usage: make stage-benchmark BENCHMARK=<dir> NAME=<name> [VERSION=v1] [ENV=dev]"; exit 2; }
+	@test -n "$$BENCHMARK" -a -n "$$NAME" || { echo "usage: make stage-benchmark BENCHMARK=<dir> NAME=<name> [VERSION=v1] [ENV=dev] [TASK=<task>: its pipeline's benchmark]"; exit 2; }
 	$(PY) -m tools.stage_benchmark --benchmark "$$BENCHMARK" --name "$$NAME" $(ONE_PIPELINE) $${VERSION:+--version "$$VERSION"}
 
 stage-model: venv ## Copy MODEL=<hub id or dir> weights + tokenizer to the artifacts bucket [NAME=<folder>] [REPLACE=1] [FORCE=1]
