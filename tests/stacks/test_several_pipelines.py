@@ -239,3 +239,16 @@ def test_the_shared_network_and_lifecycle_cover_both_pipelines(several):
         rules["expire-checkpoints"] == "checkpoints/" and rules[f"expire-checkpoints-{TASK}"] == f"checkpoints-{TASK}/"
     )
     assert rules[f"expire-old-claims-{TASK}-versions"] == f"claims-{TASK}/"
+
+
+def test_every_lifecycle_rule_id_is_unique_and_within_s3_s_limit(several):
+    """One rule per pipeline prefix: S3 takes a rule ID of at most 255 characters, unique in the configuration
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_LifecycleRule.html, "ID")."""
+    ids = [
+        rule["Id"]
+        for bucket in resources_of_type(several.templates["data"], "AWS::S3::Bucket").values()
+        for rule in bucket["Properties"].get("LifecycleConfiguration", {}).get("Rules", [])
+        if "artifacts" in render(bucket["Properties"]["BucketName"])
+    ]
+    assert len(ids) == len(set(ids)) and max(map(len, ids)) <= 255
+    assert sum(rule_id.endswith(f"-{TASK}-versions") for rule_id in ids) >= 5
